@@ -1,0 +1,1 @@
+"""cvtile.kernels"""

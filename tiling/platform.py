@@ -1,0 +1,121 @@
+"""The platform table: one record per chip, read from ``platforms.json``.
+
+Model
+-----
+Every hardware number cvtile uses (core counts, on-chip buffer sizes, clock,
+cube and vector throughput, memory rates) comes from this one table. The DSL
+verifier reads the buffer budgets, the simulator and the cost model read the
+rates, and the tiling mirror reads the core counts and L2 size exactly as the
+real op_host reads them from the platform (``GetCoreNumAic`` and friends).
+
+Invariants
+----------
+* ``aiv`` is 1x or 2x ``aic`` (the cube:vector ratio of one AI core group).
+* ``ub_usable <= ub``; the verifier checks kernels against ``ub_usable``.
+* ``arch`` is ``"arch22"`` (Atlas A2/A3, DAV_2201) or ``"arch35"`` (Ascend 950,
+  DAV_3510); everything arch-dependent in cvtile keys on this field.
+
+The op_host unit-test corpora were produced on harness platforms:
+``Ascend910B3`` (20 AIC / 40 AIV) for arch22 and ``Ascend950_ut`` (the
+harness stand-in numbers: UB 192 KB, L0C 64 KB, L2 112 MB) for arch35.
+``ut_platform(arch)`` names them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+__all__ = ["Platform", "get_platform", "platform_names", "ut_platform", "DEFAULT_TARGET", "UnknownPlatformError"]
+
+DEFAULT_TARGET = "Ascend910B1"
+
+
+class UnknownPlatformError(ValueError):
+    """A target name that is not in the platform table."""
+
+
+@dataclass(frozen=True)
+class Platform:
+    name: str
+    arch: str
+    npu_arch: str
+    soc_family: str
+    aic: int
+    aiv: int
+    clock_mhz: int
+    ub: int
+    ub_usable: int
+    l1: int
+    l0a: int
+    l0b: int
+    l0c: int
+    l2: int
+    hbm_bytes: int
+    cube_macs_per_cycle: dict = field(hash=False)
+    vector_bytes_per_cycle: int = 256
+    gm_bytes_per_cycle: int = 32
+    l2_read_bytes_per_cycle: int = 110
+    l2_write_bytes_per_cycle: int = 86
+    l1_to_l0a_bytes_per_cycle: int = 256
+    l1_to_l0b_bytes_per_cycle: int = 128
+    fixpipe_bytes_per_cycle: int = 64
+    cube_to_vector_on_chip: bool = False
+    preload_depth: int = 2
+    note: str = ""
+
+    @property
+    def cv_ratio(self) -> int:
+        """Vector cores per cube core (1 or 2)."""
+        return self.aiv // self.aic
+
+    def capacity(self, space: str) -> int:
+        """Bytes a kernel may use in an on-chip memory space ("UB", "L1", "L0A", "L0B", "L0C")."""
+        table = {"UB": self.ub_usable, "L1": self.l1, "L0A": self.l0a, "L0B": self.l0b, "L0C": self.l0c}
+        try:
+            return table[space.upper()]
+        except KeyError:
+            raise KeyError(f"no on-chip capacity for memory space {space!r}") from None
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict:
+    text = resources.files(__package__).joinpath("platforms.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def platform_names() -> list[str]:
+    return sorted(_table()["platforms"])
+
+
+@lru_cache(maxsize=None)
+def get_platform(name: str = DEFAULT_TARGET) -> Platform:
+    """The platform record for ``name`` (case-insensitive, ``_`` and ``-`` alike)."""
+    if isinstance(name, Platform):
+        return name
+    table = _table()["platforms"]
+    key = {k.lower().replace("-", "_"): k for k in table}.get(str(name).lower().replace("-", "_"))
+    if key is None:
+        raise UnknownPlatformError(
+            f"target={name!r} is not a known platform; known: {', '.join(sorted(table))}")
+    raw = {k: v for k, v in table[key].items() if not k.startswith("_")}
+    note = " ".join(v for k, v in table[key].items() if k.startswith("_"))
+    plat = Platform(name=key, note=note, **raw)
+    if plat.aiv not in (plat.aic, 2 * plat.aic):
+        raise ValueError(f"platform {key}: aiv={plat.aiv} must be 1x or 2x aic={plat.aic}")
+    if plat.ub_usable > plat.ub:
+        raise ValueError(f"platform {key}: ub_usable={plat.ub_usable} exceeds ub={plat.ub}")
+    return plat
+
+
+def ut_platform(arch: str) -> Platform:
+    """The platform the upstream op_host unit tests of ``arch`` ran on."""
+    try:
+        return get_platform(_table()["ut_platform"][arch])
+    except KeyError:
+        raise UnknownPlatformError(f"arch={arch!r}: no unit-test platform (known: arch22, arch35)") from None
