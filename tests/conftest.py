@@ -28,9 +28,14 @@ def cases_dir() -> Path:
     return root
 
 
-def corpus_file(relpath: str) -> Path:
-    """The path of one corpus file, skipping the test when it is absent."""
-    path = cases_root() / relpath
-    if not path.is_file():
-        pytest.skip(f"corpus file {path} is absent (set CVTILE_CASES)")
-    return path
+@pytest.fixture(scope="session")
+def corpus_file():
+    """``corpus_file("st/fia_v4.json")``: the path of one corpus file; skips the test when it is absent."""
+
+    def find(relpath: str) -> Path:
+        path = cases_root() / relpath
+        if not path.is_file():
+            pytest.skip(f"corpus file {path} is absent (set CVTILE_CASES)")
+        return path
+
+    return find
