@@ -9,9 +9,9 @@ cores, the flash-decode (FD) plan, the workspace layout, and the list of
 driven by exactly this object: ``core_tasks`` is the per-core work list the
 kernel walks, ``fd_tasks`` and ``fd_vector_work`` drive the FD combine kernel.
 
-Work is counted in blocks. A *row* is one (batch b, kv head n2, M block m_idx)
-triple, where M = S1*G query rows (the G query heads of a kv head folded into
-the rows) cut into blocks of ``m_base`` rows. A row's KV range is cut into S2
+Work is counted in blocks. A *row* is one block of query rows of one (batch b, kv
+head n2): M = S1*G query rows (the G query heads of a kv head folded into the
+rows) cut into blocks of ``m_base`` rows. A row's KV range is cut into S2
 blocks of ``s2_base`` positions; masks may restrict a row to a sub-range of its
 blocks. A core owns a contiguous run of the rows-and-blocks order; a row whose
 blocks are split across cores is an FD task: each piece writes a partial result
@@ -20,7 +20,7 @@ the combine merges them.
 
 Invariants (tests check them)
 -----------------------------
-* every active (row, S2 block) appears in exactly one ``RowTask`` of one core;
+* every active (row block, S2 block) appears in exactly one ``RowTask`` of one core;
 * ``RowTask.fd_task < 0`` iff the row is not split; for a split row with k
   pieces, ``fd_piece`` runs 0..k-1 in KV order and ``fd_tasks[t].splits == k``;
 * ``fd`` is True iff ``fd_tasks`` is non-empty.
@@ -49,15 +49,22 @@ class Decision:
 
 @dataclass(frozen=True)
 class RowTask:
-    """A run of S2 blocks [s2_lo, s2_hi) of one row (b, n2, m_idx) computed by one core."""
+    """A run of S2 blocks [s2_lo, s2_hi) of the query rows [m_start, m_start + m_rows) of (b, n2).
+
+    Rows are counted in the folded M space of one kv head: M = S1 * G rows, in
+    the order ``FiaTiling.m_order`` names ("GS1": row = g * S1 + s1, the BNSD
+    order; "S1G": row = s1 * G + g, the BSH/BSND/TND order). S2 blocks are
+    ``FiaTiling.s2_base`` KV positions each, counted from KV position 0.
+    """
 
     b: int
     n2: int
-    m_idx: int
+    m_start: int
+    m_rows: int
     s2_lo: int
     s2_hi: int
     fd_task: int = -1     # index into FiaTiling.fd_tasks, -1 when the row is not split
-    fd_piece: int = 0     # which piece of the split row this is (0..splits-1)
+    fd_piece: int = 0     # which piece of the split row this is (0..splits-1, in KV order)
 
 
 @dataclass(frozen=True)
@@ -71,11 +78,11 @@ class CoreWork:
 
 @dataclass(frozen=True)
 class FdTask:
-    """A row split across cores: its pieces' partials are merged by the FD combine."""
+    """A row block split across cores: its pieces' partials are merged by the FD combine."""
 
     b: int
     n2: int
-    m_idx: int
+    m_start: int
     m_rows: int            # valid rows in this M block
     splits: int            # number of pieces (KV splits)
     workspace_slot: int    # first partial slot of this task in the FD workspace; pieces use slot..slot+splits-1
@@ -110,6 +117,7 @@ class FiaTiling:
     # block sizes
     m_base: int
     s2_base: int
+    m_order: str = "GS1"           # row order of the folded M space: "GS1" (BNSD) or "S1G" (BSH/BSND/TND)
     m_fd_base: int = 8
     # core split
     used_cores: int = 0
