@@ -1,3 +1,11 @@
-"""cvtile: write, check and understand Ascend NPU attention kernels on a CPU."""
+"""cvtile: write, check and understand Ascend NPU attention kernels on a CPU.
+
+* ``cvtile.dsl``: the Cube/Vector tile language (``@jit`` kernels).
+* ``cvtile.sim``: the numba simulator the kernels run on.
+* ``cvtile.tiling``: the mirror of CANN op_host tiling (checks, routes, core split).
+* ``cvtile.kernels``: the attention kernels, goldens and operator APIs.
+"""
 
 __version__ = "0.1.0"
+
+from . import sim as _sim  # noqa: E402,F401  (registers the simulator backend)

@@ -1,1 +1,65 @@
-"""cvtile.dsl"""
+"""cvtile.dsl: the Cube/Vector tile language.
+
+Write a kernel as a plain Python function decorated with ``@jit``; launch it
+with ``kernel[grid](*args)``. Inside a kernel:
+
+* scopes: ``with cube():`` (matrix work on the AIC) and ``with vector():``
+  (elementwise and reduction work on the AIVs);
+* GM tensors are kernel arguments; view them with indexing, ``ds``,
+  ``reshape``/``split``/``permute``/``merge``/``narrow``;
+* tiles: ``load``, ``store``, ``copy``, ``mma``, ``zeros``, ``full``, ``iota``,
+  arithmetic operators, ``exp``/``log``/``sqrt``/``rsqrt``/``abs``/``relu``,
+  ``maximum``/``minimum``/``where``/``cast``, ``rowmax``/``rowsum``/``rowmin``,
+  broadcasts ``v[:, None]`` / ``v[None, :]``;
+* scalars: ``block_idx()``, ``block_num()``, reads of GM integer tensors,
+  Python arithmetic; ``for`` over ``range`` (an IR loop) or ``static_range``
+  (unrolled); ``if`` on constexpr (resolved) or runtime scalars (a branch).
+
+Memory spaces ``GM, L1, L0A, L0B, L0C, UB`` and dtypes ``float16, bfloat16,
+float32, int8, int16, int32, int64, uint8, bool_`` are attributes of this
+module.
+"""
+
+from .builtins import BUILTINS, constexpr, cube, vector
+from .errors import BudgetError, CompilationError, SimulationError
+from .jit import CompiledKernel, JITFunction, inline, jit
+from .types import (GM, L0A, L0B, L0C, L1, UB, DType, Space, bfloat16, bool_, float16, float32, int8, int16, int32,
+                    int64, uint8)
+
+block_idx = BUILTINS["block_idx"]
+block_num = BUILTINS["block_num"]
+subblock_idx = BUILTINS["subblock_idx"]
+load = BUILTINS["load"]
+store = BUILTINS["store"]
+copy = BUILTINS["copy"]
+mma = BUILTINS["mma"]
+zeros = BUILTINS["zeros"]
+full = BUILTINS["full"]
+iota = BUILTINS["iota"]
+exp = BUILTINS["exp"]
+log = BUILTINS["log"]
+sqrt = BUILTINS["sqrt"]
+rsqrt = BUILTINS["rsqrt"]
+abs = BUILTINS["abs"]
+relu = BUILTINS["relu"]
+maximum = BUILTINS["maximum"]
+minimum = BUILTINS["minimum"]
+where = BUILTINS["where"]
+cast = BUILTINS["cast"]
+rowmax = BUILTINS["rowmax"]
+rowsum = BUILTINS["rowsum"]
+rowmin = BUILTINS["rowmin"]
+ds = BUILTINS["ds"]
+static_assert = BUILTINS["static_assert"]
+static_range = BUILTINS["static_range"]
+
+inf = float("inf")
+
+__all__ = [
+    "jit", "inline", "constexpr", "cube", "vector", "JITFunction", "CompiledKernel", "CompilationError",
+    "BudgetError", "SimulationError", "GM", "L1", "L0A", "L0B", "L0C", "UB", "DType", "Space", "float16",
+    "bfloat16", "float32", "int8", "int16", "int32", "int64", "uint8", "bool_", "block_idx", "block_num",
+    "subblock_idx", "load", "store", "copy", "mma", "zeros", "full", "iota", "exp", "log", "sqrt", "rsqrt", "abs",
+    "relu", "maximum", "minimum", "where", "cast", "rowmax", "rowsum", "rowmin", "ds", "static_assert",
+    "static_range", "inf",
+]

@@ -1,0 +1,588 @@
+"""The IR builder: creates ops with their typing rules, folds constants, inserts hand-offs.
+
+Model
+-----
+The frontend walks the user's AST and calls one method here per language
+construct; every method checks its typing rule and raises
+``CompilationError`` at the current source location (``self.loc``) when the
+rule is broken. Compile-time Python values (ints, floats, bools) fold: an
+operation on two of them gives a Python value, never an op.
+
+Scopes: ``self.scope`` is ``"cube"`` inside ``with cube():``, ``"vector"``
+inside ``with vector():`` and ``None`` elsewhere. Matrix work belongs to the
+cube, elementwise/reduction work to the vector cores, scalar work to both.
+
+Hand-offs: a tile produced in one scope and used in the other crosses between
+the AIC and the AIVs. ``use`` inserts a ``handoff`` op at the first such use
+(L0C/L1 -> UB for the vector side, UB -> L1 for the cube side) and reuses it
+for later uses it dominates. On targets without on-chip cube<->vector paths
+(A2/A3) the hand-off's route goes through the GM workspace; later passes (CV
+split, sync insertion) turn each hand-off into workspace traffic and flags.
+
+Invariants
+----------
+* Every op carries ``loc`` and ``scope``; tile ops never have scope ``None``.
+* Ops only read values defined in the current block or an enclosing one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .errors import CompilationError
+from .ir import Block, Loc, Op, Value
+from .types import (BOOL, F32, GM, INDEX, L0A, L0B, L0C, L1, UB, DType, ScalarType, Space, TileType, bfloat16,
+                    bool_, float16, float32, int8, int32, dtype_of, space_of)
+
+__all__ = ["Builder", "WDim", "Window", "is_const"]
+
+_SCALAR_BIN = {"add", "sub", "mul", "truediv", "floordiv", "mod", "min", "max", "lt", "le", "gt", "ge", "eq", "ne",
+               "and", "or", "xor", "lshift", "rshift"}
+_CMP = {"lt", "le", "gt", "ge", "eq", "ne"}
+_EWISE_BIN = {"add", "sub", "mul", "div", "max", "min", "floordiv", "mod", "and", "or", "xor", "lt", "le", "gt", "ge",
+              "eq", "ne"}
+_EWISE_UN = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "not", "relu"}
+_FLOAT_ONLY = {"exp", "log", "sqrt", "rsqrt", "div"}
+_INT_ONLY = {"floordiv", "mod", "and", "or", "xor"}
+_REDUCE = {"max", "sum", "min"}
+_MMA_IN = {float16: float32, bfloat16: float32, int8: int32}
+
+
+def is_const(x) -> bool:
+    return isinstance(x, (bool, int, float)) and not isinstance(x, Value)
+
+
+@dataclass
+class WDim:
+    """One dimension of a GM window: element i is merged index ``start + i`` of a
+    space of ``bound`` indices, decomposed mixed-radix by ``radices`` (outer to
+    inner) and addressed with ``strides``. ``extent`` is the static capacity;
+    ``valid`` the runtime count actually accessed (None = extent)."""
+
+    start: Any
+    bound: Any
+    extent: int
+    valid: Any
+    radices: list
+    strides: list
+
+    def values(self):
+        return [self.start, self.bound, self.valid, *self.radices, *self.strides]
+
+
+@dataclass
+class Window:
+    """A rectangular (rank 1 or 2) region of a GM tensor that a tile op reads or writes."""
+
+    tensor: Value
+    offset: Any
+    dims: list
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(d.extent for d in self.dims)
+
+    def values(self):
+        out = [self.tensor, self.offset]
+        for d in self.dims:
+            out += d.values()
+        return out
+
+
+class Builder:
+    def __init__(self, platform, filename: str = "<kernel>"):
+        self.platform = platform
+        self.loc: Loc | None = Loc(filename, 0)
+        self.scope: str | None = None
+        self.root = Block()
+        self.blocks: list[Block] = [self.root]
+        self._handoffs: list[dict] = [{}]
+        self.value_scope: dict[int, str | None] = {}
+        self.scopes_seen: set[str] = set()
+
+    # ------------------------------------------------------------------ errors
+    def error(self, message: str):
+        raise CompilationError(message, self.loc)
+
+    # --------------------------------------------------------------- structure
+    @property
+    def block(self) -> Block:
+        return self.blocks[-1]
+
+    def push_block(self, block: Block):
+        self.blocks.append(block)
+        self._handoffs.append({})
+
+    def pop_block(self) -> Block:
+        self._handoffs.pop()
+        return self.blocks.pop()
+
+    def emit(self, kind: str, operands: Sequence = (), types: Sequence = (), attrs: dict | None = None,
+             blocks: Sequence[Block] = (), scope: Any = "current", names: Sequence | None = None) -> Op:
+        scope = self.scope if scope == "current" else scope
+        results = [Value(t, (names[i] if names else None)) for i, t in enumerate(types)]
+        op = Op(kind, [self.value(o) for o in operands], results, attrs, blocks, self.loc, scope)
+        self.block.append(op)
+        for r in results:
+            self.value_scope[r.id] = scope
+        if scope:
+            self.scopes_seen.add(scope)
+        return op
+
+    # ----------------------------------------------------------------- scalars
+    def const(self, x) -> Value:
+        if isinstance(x, Value):
+            return x
+        if isinstance(x, bool):
+            t = BOOL
+        elif isinstance(x, int):
+            t = INDEX
+        elif isinstance(x, float):
+            t = F32
+        else:
+            self.error(f"cannot use {x!r} ({type(x).__name__}) as a kernel value")
+        op = Op("const", [], [Value(t, const=x)], {"value": x}, (), self.loc, None)
+        self.block.append(op)
+        return op.result
+
+    def value(self, x) -> Value:
+        return x if isinstance(x, Value) else self.const(x)
+
+    def scalar_type(self, x) -> ScalarType:
+        if isinstance(x, Value):
+            if not x.is_scalar:
+                self.error(f"expected a scalar, got {x.type!r}")
+            return x.type
+        if isinstance(x, bool):
+            return BOOL
+        if isinstance(x, int):
+            return INDEX
+        if isinstance(x, float):
+            return F32
+        self.error(f"expected a scalar, got {x!r}")
+
+    def sbin(self, op: str, a, b):
+        if op not in _SCALAR_BIN:
+            self.error(f"operator {op} is not supported on scalars")
+        if is_const(a) and is_const(b):
+            return _fold(op, a, b, self)
+        simple = _identity(op, a, b)
+        if simple is not None:
+            return simple
+        ta, tb = self.scalar_type(a), self.scalar_type(b)
+        if op == "truediv":
+            rt = F32
+        elif op in _CMP:
+            rt = BOOL
+        elif op in ("and", "or", "xor") and ta == BOOL and tb == BOOL:
+            rt = BOOL
+        elif ta == F32 or tb == F32:
+            if op in ("floordiv", "mod", "and", "or", "xor", "lshift", "rshift"):
+                self.error(f"operator {op} needs integer operands, got {ta} and {tb}")
+            rt = F32
+        else:
+            rt = INDEX
+        a = self._scalar_as(a, ta, rt if rt != BOOL or op in _CMP else BOOL, op)
+        b = self._scalar_as(b, tb, rt if rt != BOOL or op in _CMP else BOOL, op)
+        return self.emit("sbin", [a, b], [rt], {"op": op}, scope=None).result
+
+    def _scalar_as(self, x, t, rt, op):
+        # comparisons and arithmetic on mixed int/float promote the int side to float
+        if op in _CMP:
+            return x
+        if rt == F32 and t != F32:
+            return self.scast(x, float32)
+        return x
+
+    def sun(self, op: str, a):
+        if is_const(a):
+            return {"neg": lambda v: -v, "not": lambda v: not v, "abs": abs}[op](a)
+        t = self.scalar_type(a)
+        rt = BOOL if op == "not" else t
+        return self.emit("sun", [a], [rt], {"op": op}, scope=None).result
+
+    def scast(self, a, dtype):
+        dt = dtype_of(dtype)
+        if is_const(a):
+            return float(a) if dt.is_float else (bool(a) if dt.is_bool else int(a))
+        rt = F32 if dt.is_float else (BOOL if dt.is_bool else INDEX)
+        if a.type == rt:
+            return a
+        return self.emit("scast", [a], [rt], {"to": rt.dtype.name}, scope=None).result
+
+    def sselect(self, c, a, b):
+        if is_const(c):
+            return a if c else b
+        ta, tb = self.scalar_type(a), self.scalar_type(b)
+        if ta != tb:
+            if F32 in (ta, tb):
+                a, b = self.scast(a, float32), self.scast(b, float32)
+                ta = F32
+            else:
+                self.error(f"conditional expression arms have different types {ta} and {tb}")
+        return self.emit("sselect", [c, a, b], [ta], scope=None).result
+
+    def check(self, cond, message: str, *values):
+        """A runtime assertion (a bound or shape rule) the simulator enforces."""
+        if is_const(cond):
+            if not cond:
+                self.error(message)
+            return
+        self.emit("check", [cond, *values], [], {"message": message}, scope=None)
+
+    def dim(self, tensor: Value, axis: int) -> Value:
+        return self.emit("dim", [tensor], [INDEX], {"axis": axis}, scope=None).result
+
+    def sload(self, tensor: Value, offset) -> Value:
+        """A scalar read of element ``offset`` of a GM tensor (its indices were bound-checked by the view)."""
+        dt = tensor.type.dtype
+        rt = F32 if dt.is_float else (BOOL if dt.is_bool else INDEX)
+        return self.emit("sload", [tensor, offset], [rt], scope=None).result
+
+    # ------------------------------------------------------------ tile helpers
+    def use(self, v: Value) -> Value:
+        """A tile operand as seen from the current scope (inserting a hand-off when it crosses cores)."""
+        if not isinstance(v, Value) or not v.is_tile:
+            return v
+        src = self.value_scope.get(v.id)
+        dst = self.scope
+        if src is None or dst is None or src == dst:
+            return v
+        for cache in reversed(self._handoffs):
+            if (v.id, dst) in cache:
+                return cache[(v.id, dst)]
+        space = UB if dst == "vector" else L1
+        route = self._handoff_route(v.type.space, space)
+        t = v.type.with_(space=space)
+        out = self.emit("handoff", [v], [t], {"src": v.type.space.name, "dst": space.name, "route": route},
+                        names=[v.name]).result
+        self._handoffs[-1][(v.id, dst)] = out
+        return out
+
+    def _handoff_route(self, src: Space, dst: Space) -> str:
+        on_chip = self.platform.cube_to_vector_on_chip
+        if src is L0C and dst is UB:
+            return "FIX L0C->UB" if on_chip else "FIX L0C->GM(workspace), MTE2 GM->UB"
+        if src is UB and dst is L1:
+            return "MTE3 UB->L1" if on_chip else "MTE3 UB->GM(workspace), MTE2 GM->L1"
+        if src is L1 and dst is UB:
+            return "MTE1 L1->UB" if on_chip else "FIX/MTE GM(workspace) round trip"
+        self.error(f"a {src} tile cannot be handed between the cube and vector cores")
+
+    def _require_scope(self, what: str, scope: str):
+        if self.scope != scope:
+            where = "outside any cube()/vector() scope" if self.scope is None else f"inside `with {self.scope}():`"
+            self.error(f"{what} is a {scope} op; it is not allowed {where}")
+
+    def _tile(self, v, what: str) -> Value:
+        if not isinstance(v, Value) or not v.is_tile:
+            self.error(f"{what} must be a tile, got {_describe(v)}")
+        return v
+
+    # -------------------------------------------------------------- tile ops
+    def load(self, window: Window, space=None) -> Value:
+        if self.scope is None:
+            self.error("load is a tile op; put it inside `with cube():` (GM->L1) or `with vector():` (GM->UB)")
+        space = space_of(space) if space is not None else (L1 if self.scope == "cube" else UB)
+        legal = {"cube": (L1,), "vector": (UB,)}[self.scope]
+        if space not in legal:
+            self.error(f"load into {space} is not a legal copy edge in {self.scope} scope "
+                       f"(legal: GM->{'/'.join(s.name for s in legal)})")
+        t = TileType(window.tensor.type.dtype, space, window.shape)
+        self._check_tile_dtype(t.dtype, space)
+        return self.emit("load", window.values(), [t], {"window": window}).result
+
+    def store(self, window: Window, tile) -> None:
+        tile = self.use(self._tile(tile, "store's tile"))
+        src = tile.type.space
+        gdt = window.tensor.type.dtype
+        if src is UB:
+            self._require_scope("store from UB", "vector")
+            if tile.type.dtype != gdt:
+                self.error(f"store of a {tile.type.dtype} UB tile into a {gdt} GM tensor: the UB->GM copy does "
+                           f"not convert; cast the tile to {gdt} first")
+        elif src is L0C:
+            self._require_scope("store from L0C", "cube")
+            if not (tile.type.dtype == gdt or (tile.type.dtype == float32 and gdt in (float16, bfloat16))):
+                self.error(f"the fixpipe cannot convert {tile.type.dtype} to {gdt} on store")
+        else:
+            self.error(f"store from {src} is not a legal copy edge (legal: UB->GM, L0C->GM)")
+        if tile.type.rank != len(window.dims):
+            self.error(f"store of a rank-{tile.type.rank} tile into a rank-{len(window.dims)} window")
+        for i, (te, we) in enumerate(zip(tile.type.shape, window.shape)):
+            if te > we:
+                self.error(f"store: tile dim {i} capacity {te} exceeds the window extent {we}")
+        self.emit("store", window.values() + [tile], [], {"window": window})
+
+    def copy(self, tile, space) -> Value:
+        tile = self.use(self._tile(tile, "copy's source"))
+        dst = space_of(space)
+        src = tile.type.space
+        legal = {(L1, L0A): "cube", (L1, L0B): "cube"}
+        if self.platform.cube_to_vector_on_chip:
+            legal.update({(L0C, UB): "cube", (UB, L1): "vector", (L0C, L1): "cube"})
+        scope = legal.get((src, dst))
+        if scope is None:
+            edges = ", ".join(f"{a}->{b}" for a, b in legal)
+            self.error(f"copy {src}->{dst} is not a legal on-chip edge on {self.platform.name} (legal: {edges}; "
+                       f"GM moves are load/store)")
+        self._require_scope(f"copy {src}->{dst}", scope)
+        return self.emit("copy", [tile], [tile.type.with_(space=dst)]).result
+
+    def mma(self, a, b, trans_b: bool = False, acc=None) -> Value:
+        self._require_scope("mma", "cube")
+        a_t, a_in = self._mma_operand(a, L0A, "a")
+        b_t, b_in = self._mma_operand(b, L0B, "b")
+        if a_t.dtype != b_t.dtype:
+            self.error(f"mma operands must have one dtype, got {a_t.dtype} and {b_t.dtype}")
+        if a_t.dtype not in _MMA_IN:
+            self.error(f"mma takes float16, bfloat16 or int8 operands, got {a_t.dtype}")
+        if len(a_t.shape) != 2 or len(b_t.shape) != 2:
+            self.error("mma operands must be rank 2")
+        m, k = a_t.shape
+        kb, n = (b_t.shape[1], b_t.shape[0]) if trans_b else b_t.shape
+        if k != kb:
+            self.error(f"mma contraction extents differ: a is {m}x{k}, b{'^T' if trans_b else ''} is {kb}x{n}")
+        rt = TileType(_MMA_IN[a_t.dtype], L0C, (m, n))
+        operands = [*a_in, *b_in]
+        attrs = {"trans_b": bool(trans_b), "a_stream": isinstance(a, Window), "b_stream": isinstance(b, Window),
+                 "a_window": a if isinstance(a, Window) else None, "b_window": b if isinstance(b, Window) else None,
+                 "acc": acc is not None}
+        if acc is not None:
+            acc = self._tile(acc, "mma acc")
+            if acc.type != rt:
+                self.error(f"mma acc must be {rt!r}, got {acc.type!r}")
+            operands.append(acc)
+        return self.emit("mma", operands, [rt], attrs).result
+
+    def _mma_operand(self, x, l0: Space, which: str):
+        if isinstance(x, Window):
+            if len(x.dims) != 2:
+                self.error(f"mma operand {which} must be a rank-2 window, got rank {len(x.dims)}")
+            return TileType(x.tensor.type.dtype, GM, x.shape), x.values()
+        v = self.use(self._tile(x, f"mma operand {which}"))
+        sp = v.type.space
+        if sp is L1:
+            v = self.emit("copy", [v], [v.type.with_(space=l0)], {"staged": True}, names=[v.name]).result
+        elif sp is not l0:
+            self.error(f"mma operand {which} must be in L1, {l0} or a GM window, got a {sp} tile")
+        return v.type, [v]
+
+    def create(self, shape, value, dtype, space=None, valid=None) -> Value:
+        shape = self._static_shape(shape, "shape")
+        dt = dtype_of(dtype)
+        space = self._default_space(space)
+        t = TileType(dt, space, shape)
+        self._check_tile_dtype(dt, space)
+        valid = self._valid(valid, shape)
+        if not (is_const(value) or (isinstance(value, Value) and value.is_scalar)):
+            self.error(f"fill value must be a scalar, got {_describe(value)}")
+        return self.emit("create", [value, *valid], [t], {"nvalid": len(valid)}).result
+
+    def iota(self, n, dtype=int32, start=0, valid=None) -> Value:
+        (n,) = self._static_shape((n,), "n")
+        self._require_scope("iota", "vector")
+        dt = dtype_of(dtype)
+        valid = self._valid(valid, (n,))
+        return self.emit("iota", [start, *valid], [TileType(dt, UB, (n,))], {"nvalid": len(valid)}).result
+
+    def _default_space(self, space) -> Space:
+        if space is not None:
+            return space_of(space)
+        if self.scope == "vector":
+            return UB
+        self.error("this tile op needs an explicit space= outside `with vector():`")
+
+    def _static_shape(self, shape, what) -> tuple:
+        if is_const(shape):
+            shape = (shape,)
+        if not isinstance(shape, (tuple, list)) or not shape or len(shape) > 2:
+            self.error(f"{what} must be a tuple of 1 or 2 compile-time ints, got {shape!r}")
+        for d in shape:
+            if not isinstance(d, int) or isinstance(d, bool) or d <= 0:
+                self.error(f"{what} must be positive compile-time ints (constexpr), got {_describe(d)}")
+        return tuple(shape)
+
+    def _valid(self, valid, shape) -> list:
+        if valid is None:
+            return []
+        if is_const(valid) or isinstance(valid, Value):
+            valid = (valid,)
+        if len(valid) != len(shape):
+            self.error(f"valid= needs {len(shape)} extents, got {len(valid)}")
+        for v, cap in zip(valid, shape):
+            if is_const(v) and not (0 <= v <= cap):
+                self.error(f"valid extent {v} is outside [0, {cap}]")
+            if isinstance(v, Value) and v.type != INDEX:
+                self.error(f"valid extents must be integers, got {v.type}")
+        return list(valid)
+
+    def _check_tile_dtype(self, dt: DType, space: Space):
+        if space in (L0A, L0B) and dt not in _MMA_IN:
+            self.error(f"{space} holds mma operands (float16/bfloat16/int8), not {dt}")
+        if space is L0C and dt not in (float32, int32):
+            self.error(f"L0C holds float32/int32 accumulators, not {dt}")
+
+    # ----------------------------------------------------------- vector ops
+    def ewise(self, op: str, *args) -> Value:
+        if op not in _EWISE_BIN | _EWISE_UN | {"where"}:
+            self.error(f"unknown elementwise op {op}")
+        self._require_scope(_OPNAME.get(op, op), "vector")
+        tiles = [self.use(a) for a in args]
+        tile_args = [a for a in tiles if isinstance(a, Value) and a.is_tile]
+        for a in tiles:
+            if not (is_const(a) or isinstance(a, Value)):
+                self.error(f"operand of {_OPNAME.get(op, op)} must be a tile or scalar, got {_describe(a)}")
+            if isinstance(a, Value) and a.is_tile and a.type.space is not UB:
+                self.error(f"vector ops read UB tiles; this operand is in {a.type.space} "
+                           f"(copy or hand it to the vector side first)")
+        shape = self._broadcast([a.type.shape for a in tile_args])
+        if op == "where":
+            cond, x, y = tiles
+            if not (isinstance(cond, Value) and cond.is_tile and cond.type.dtype == bool_):
+                self.error("where's condition must be a bool tile (a comparison result)")
+            dt = self._common_dtype([x, y], op)
+            rt = dt
+        else:
+            dt = self._common_dtype(tiles, op)
+            if op in _FLOAT_ONLY and not dt.is_float:
+                self.error(f"{_OPNAME.get(op, op)} needs a float tile, got {dt}")
+            if op in _INT_ONLY and dt.is_float:
+                self.error(f"{_OPNAME.get(op, op)} needs integer or bool tiles, got {dt}")
+            if op == "not" and not (dt.is_bool or dt.is_int):
+                self.error(f"~ needs a bool or integer tile, got {dt}")
+            rt = bool_ if op in _CMP else dt
+        return self.emit("ewise", tiles, [TileType(rt, UB, shape)], {"op": op, "dtype": dt.name}).result
+
+    def _broadcast(self, shapes) -> tuple:
+        if not shapes:
+            self.error("an elementwise op needs at least one tile operand")
+        ranks = {len(s) for s in shapes}
+        if len(ranks) > 1:
+            self.error("mixing a rank-1 tile with a rank-2 tile: broadcast explicitly with v[:, None] (per row) "
+                       "or v[None, :] (per column)")
+        out = []
+        for dims in zip(*shapes):
+            big = {d for d in dims if d != 1}
+            if len(big) > 1:
+                self.error(f"tile shapes {' and '.join(map(str, shapes))} do not broadcast")
+            out.append(big.pop() if big else 1)
+        return tuple(out)
+
+    def _common_dtype(self, args, op) -> DType:
+        dts = {a.type.dtype for a in args if isinstance(a, Value) and a.is_tile}
+        if len(dts) > 1:
+            self.error(f"{_OPNAME.get(op, op)} operands have different dtypes {sorted(d.name for d in dts)}; "
+                       f"cast one of them first")
+        if not dts:
+            self.error(f"{_OPNAME.get(op, op)} needs a tile operand")
+        dt = dts.pop()
+        for a in args:
+            if isinstance(a, float) and not dt.is_float:
+                self.error(f"a float scalar operand with a {dt} tile; cast the tile or use an int")
+            if isinstance(a, Value) and a.is_scalar and a.type == F32 and not dt.is_float:
+                self.error(f"a float scalar operand with a {dt} tile; cast the tile first")
+        return dt
+
+    def cast(self, x, dtype, rounding: str = "rint") -> Value:
+        self._require_scope("cast", "vector")
+        x = self.use(self._tile(x, "cast's operand"))
+        dt = dtype_of(dtype)
+        if x.type.space is not UB:
+            self.error(f"cast reads a UB tile, got a {x.type.space} tile")
+        if rounding not in ("rint", "trunc", "floor", "ceil"):
+            self.error(f"cast rounding must be rint, trunc, floor or ceil, got {rounding!r}")
+        return self.emit("cast", [x], [x.type.with_(dtype=dt)], {"to": dt.name, "rounding": rounding}).result
+
+    def reduce(self, op: str, x) -> Value:
+        self._require_scope(f"row{op}", "vector")
+        x = self.use(self._tile(x, f"row{op}'s operand"))
+        if x.type.rank != 2:
+            self.error(f"row{op} reduces the columns of a rank-2 tile, got rank {x.type.rank}")
+        if x.type.space is not UB:
+            self.error(f"row{op} reads a UB tile, got a {x.type.space} tile")
+        if not (x.type.dtype.is_float or x.type.dtype.is_int):
+            self.error(f"row{op} needs a numeric tile, got {x.type.dtype}")
+        rt = x.type.with_(shape=(x.type.shape[0],))
+        return self.emit("reduce", [x], [rt], {"op": op}).result
+
+    def expand(self, x, axis: int) -> Value:
+        x = self.use(self._tile(x, "broadcast operand"))
+        if x.type.rank != 1:
+            self.error(f"v[:, None] / v[None, :] broadcast a rank-1 tile, got rank {x.type.rank}")
+        n = x.type.shape[0]
+        shape = (n, 1) if axis == 1 else (1, n)
+        return self.emit("expand", [x], [x.type.with_(shape=shape)], {"axis": axis}).result
+
+
+_OPNAME = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "lt": "<", "le": "<=",
+           "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|", "xor": "^", "not": "~",
+           "neg": "unary -", "max": "maximum", "min": "minimum"}
+
+
+def _describe(x) -> str:
+    if isinstance(x, Value):
+        return repr(x.type)
+    if isinstance(x, Window):
+        return f"a GM window {x.shape}"
+    return f"{type(x).__name__} {x!r}"
+
+
+def _identity(op, a, b):
+    """x+0, 0+x, x-0, x*1, 1*x, x//1 on integer scalars simplify to x (keeps generated code readable)."""
+    def is_int_const(x, v):
+        return is_const(x) and not isinstance(x, bool) and isinstance(x, int) and x == v
+
+    def int_value(x):
+        return isinstance(x, Value) and x.type == INDEX
+
+    if op == "add":
+        if is_int_const(b, 0) and int_value(a):
+            return a
+        if is_int_const(a, 0) and int_value(b):
+            return b
+    elif op == "sub" and is_int_const(b, 0) and int_value(a):
+        return a
+    elif op == "mul":
+        if is_int_const(b, 1) and int_value(a):
+            return a
+        if is_int_const(a, 1) and int_value(b):
+            return b
+    elif op == "floordiv" and is_int_const(b, 1) and int_value(a):
+        return a
+    return None
+
+
+def _fold(op, a, b, builder):
+    try:
+        if op == "add":
+            return a + b
+        if op == "sub":
+            return a - b
+        if op == "mul":
+            return a * b
+        if op == "truediv":
+            return a / b
+        if op == "floordiv":
+            return a // b
+        if op == "mod":
+            return a % b
+        if op == "min":
+            return min(a, b)
+        if op == "max":
+            return max(a, b)
+        if op == "and":
+            return a and b if isinstance(a, bool) else a & b
+        if op == "or":
+            return a or b if isinstance(a, bool) else a | b
+        if op == "xor":
+            return a ^ b
+        if op == "lshift":
+            return a << b
+        if op == "rshift":
+            return a >> b
+        return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b, "eq": a == b, "ne": a != b}[op]
+    except ZeroDivisionError:
+        builder.error(f"division by zero in a compile-time expression ({a} {op} {b})")
+

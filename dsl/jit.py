@@ -1,0 +1,235 @@
+"""``@jit``: specialisation, the compile cache, and launching a kernel.
+
+Model
+-----
+``@jit`` wraps a plain function in a ``JITFunction``. Nothing runs at
+decoration. A launch ``kernel[grid](*args, **kwargs)`` (or ``kernel.compile``)
+binds the arguments to the parameters and *specialises*: a parameter annotated
+``constexpr`` (or receiving ``None``) is a compile-time value; an array is a GM
+tensor, typed by dtype and rank only; a Python number is a runtime scalar. The
+kernel is compiled to IR once per specialisation and verified against the
+target (``verify.py``), then handed to a backend. The in-process cache key is
+(source hash, constexpr values, argument dtypes and ranks, target); the numba
+backend adds an on-disk cache keyed by the generated source, so a second
+process does not recompile.
+
+Backends register themselves (``register_backend``): the simulator registers
+"numba" when ``cvtile.sim`` is imported, which ``import cvtile`` does. The
+language itself depends on no backend.
+
+Invariants
+----------
+* Changing a constexpr value, an argument's dtype or rank, the target or the
+  kernel's source gives a new compilation; changing shapes or scalar values
+  does not.
+* ``kernel[grid]`` takes ``grid`` = the number of cores (AI core groups for a
+  mixed kernel; vector cores for a vector-only kernel).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from typing import Any, Callable
+
+from .builtins import constexpr
+from .errors import CompilationError
+from .frontend import InlineFunction, build_kernel, source_of
+from .ir import Kernel
+from .types import BOOL, F32, INDEX, TensorType, dtype_of
+
+__all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "register_backend", "backend"]
+
+_BACKENDS: dict[str, Callable] = {}
+
+
+def register_backend(name: str, factory: Callable) -> None:
+    """``factory(compiled_kernel)`` returns a runner with ``launch(grid, args)``."""
+    _BACKENDS[name] = factory
+
+
+def backend(name: str) -> Callable:
+    if name not in _BACKENDS and name == "numba":
+        import cvtile.sim  # noqa: F401  (registers the numba backend)
+    try:
+        return _BACKENDS[name]
+    except KeyError:
+        raise KeyError(f"no cvtile backend named {name!r} (known: {', '.join(_BACKENDS) or 'none'})") from None
+
+
+class CompiledKernel:
+    """One specialisation of a kernel: its IR, its budget report, and (lazily) backend artifacts."""
+
+    def __init__(self, ir: Kernel, report, platform, key):
+        self.ir = ir
+        self.report = report
+        self.platform = platform
+        self.key = key
+        self._runners: dict[str, Any] = {}
+
+    @property
+    def name(self) -> str:
+        return self.ir.name
+
+    def runner(self, name: str = "numba"):
+        if name not in self._runners:
+            self._runners[name] = backend(name)(self)
+        return self._runners[name]
+
+    @property
+    def numba_source(self) -> str:
+        """The generated numba module text (the simulator's view of this kernel)."""
+        return self.runner("numba").source
+
+    @property
+    def ir_text(self) -> str:
+        return str(self.ir)
+
+    def launch(self, grid: int, args: list, *, serial: bool = False):
+        return self.runner("numba").launch(grid, args, serial=serial)
+
+
+class JITFunction:
+    __cvtile_jit__ = True
+
+    def __init__(self, fn, target: str | None = None):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+        self.target = target
+        self.signature = inspect.signature(fn)
+        self._cache: dict = {}
+        self._constexpr = {name for name, p in self.signature.parameters.items() if _is_constexpr(p, fn)}
+
+    def __repr__(self) -> str:
+        return f"<cvtile kernel {self.__name__}>"
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"launch cvtile kernel {self.__name__} with {self.__name__}[grid](...) "
+                           f"(grid = number of cores)")
+
+    def on(self, target: str) -> "JITFunction":
+        """The same kernel compiled for another target platform."""
+        other = JITFunction.__new__(JITFunction)
+        other.__dict__.update(self.__dict__)
+        other.target = target
+        other._cache = self._cache
+        return other
+
+    def __getitem__(self, grid):
+        if isinstance(grid, tuple):
+            if len(grid) != 1:
+                raise TypeError("cvtile grids are one-dimensional: kernel[n](...)")
+            grid = grid[0]
+        if not isinstance(grid, int) or isinstance(grid, bool) or grid <= 0:
+            raise ValueError(f"grid must be a positive number of cores, got {grid!r}")
+
+        def launcher(*args, serial: bool = False, **kwargs):
+            compiled, runtime = self._specialise(args, kwargs)
+            return compiled.launch(grid, runtime, serial=serial)
+
+        return launcher
+
+    def compile(self, *args, **kwargs) -> CompiledKernel:
+        """Compile (or fetch from the cache) the specialisation for these arguments."""
+        return self._specialise(args, kwargs)[0]
+
+    # ------------------------------------------------------------------
+    def _specialise(self, args, kwargs):
+        from cvtile.tiling.platform import DEFAULT_TARGET, get_platform
+
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.__name__}: {e}") from None
+        bound.apply_defaults()
+        bindings = {}
+        runtime = []
+        key_parts = []
+        for name, value in bound.arguments.items():
+            kind, info = self._classify(name, value)
+            bindings[name] = (kind, info)
+            if kind == "constexpr":
+                key_parts.append((name, _hashable(value)))
+            else:
+                key_parts.append((name, kind, repr(info)))
+                runtime.append(value)
+        platform = get_platform(self.target or DEFAULT_TARGET)
+        key = (_source_hash(self.fn), tuple(key_parts), platform.name)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            from .verify import verify
+
+            ir = build_kernel(self.fn, bindings, platform, self.__name__)
+            report = verify(ir, platform)
+            compiled = CompiledKernel(ir, report, platform, key)
+            self._cache[key] = compiled
+        return compiled, runtime
+
+    def _classify(self, name, value):
+        if name in self._constexpr or value is None:
+            return "constexpr", value
+        if isinstance(value, bool):
+            return "scalar", BOOL
+        if isinstance(value, int) or _is_np_scalar(value, "i"):
+            return "scalar", INDEX
+        if isinstance(value, float) or _is_np_scalar(value, "f"):
+            return "scalar", F32
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            try:
+                dt = dtype_of(str(value.dtype).replace("torch.", ""))
+            except TypeError as e:
+                raise TypeError(f"{self.__name__}: argument {name!r}: {e}") from None
+            return "tensor", TensorType(dt, len(value.shape))
+        raise TypeError(f"{self.__name__}: argument {name!r} of type {type(value).__name__} is neither an array, "
+                        f"a number, nor a constexpr")
+
+
+def jit(fn=None, *, target: str | None = None):
+    """Decorate a kernel written in the cvtile tile language (see ``cvtile.dsl``)."""
+    if fn is None:
+        return lambda f: JITFunction(f, target)
+    return JITFunction(fn, target)
+
+
+def inline(fn):
+    """Decorate a helper written in the kernel language; calls from kernels are inlined."""
+    return InlineFunction(fn)
+
+
+def _is_constexpr(p: inspect.Parameter, fn) -> bool:
+    ann = p.annotation
+    if ann is inspect.Parameter.empty:
+        return False
+    if ann is constexpr:
+        return True
+    if isinstance(ann, str):
+        try:
+            return eval(ann, getattr(fn, "__globals__", {})) is constexpr
+        except Exception:
+            return ann.split(".")[-1] == "constexpr"
+    return False
+
+
+def _is_np_scalar(v, kind: str) -> bool:
+    dt = getattr(v, "dtype", None)
+    return dt is not None and getattr(v, "shape", None) == () and dt.kind == kind
+
+
+def _hashable(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return repr(v)
+
+
+def _source_hash(fn) -> str:
+    try:
+        src = source_of(fn)
+    except CompilationError:
+        return str(id(fn))
+    return hashlib.sha1("\n".join(src.lines).encode()).hexdigest()[:16]

@@ -1,0 +1,103 @@
+"""Readable text of a kernel's IR.
+
+One op per line: results, the op kind with its attributes and operands, the
+result types, and on the right the scope, pipe and source location. Nested
+blocks are indented; loop-carried values appear as ``iter(...)``.
+"""
+
+from __future__ import annotations
+
+from .ir import Block, Kernel, Op, Value
+
+__all__ = ["format_kernel", "format_op"]
+
+_SKIP_ATTRS = {"op", "dims", "window", "a_window", "b_window", "a_stream", "b_stream", "acc"}
+
+
+def _v(v: Value) -> str:
+    if v.const is not None and v.owner is not None and v.owner.kind == "const":
+        return repr(v.const)
+    return repr(v)
+
+
+def _attrs(op: Op) -> str:
+    items = [f"{k}={v!r}" for k, v in op.attrs.items() if k not in _SKIP_ATTRS and v is not None]
+    return ("{" + ", ".join(items) + "}") if items else ""
+
+
+def _window(w) -> str:
+    """A GM window as tensor[start +: extent (valid n), ...] with merged dims shown as (radices)."""
+    parts = []
+    for d in w.dims:
+        valid = "" if (d.valid is None or d.valid == d.extent or getattr(d.valid, "const", None) == d.extent) \
+            else f" valid {_v(d.valid) if isinstance(d.valid, Value) else d.valid}"
+        merged = "" if len(d.radices) == 1 else "merged(" + "x".join(
+            _v(r) if isinstance(r, Value) else str(r) for r in d.radices) + ") "
+        start = _v(d.start) if isinstance(d.start, Value) else str(d.start)
+        parts.append(f"{merged}{start} +: {d.extent}{valid}")
+    off = w.offset
+    base = f"{_v(w.tensor)}" + ("" if (not isinstance(off, Value) and off == 0) else
+                                f"@{_v(off) if isinstance(off, Value) else off}")
+    return f"{base}[{', '.join(parts)}]"
+
+
+def format_op(op: Op, indent: int = 0) -> list[str]:
+    pad = "  " * indent
+    where = f"{op.scope or '-':6} {op.pipe:4} {op.loc}" if op.loc else ""
+    if op.kind == "for":
+        lo, hi, step, *inits = op.operands
+        body = op.blocks[0]
+        iv, *carried = body.args
+        it = ", ".join(f"{_v(a)} = {_v(i)}" for a, i in zip(carried, inits))
+        res = ", ".join(map(_v, op.results))
+        head = f"{pad}{(res + ' = ') if res else ''}for {_v(iv)} in range({_v(lo)}, {_v(hi)}, {_v(step)})"
+        head += f" iter({it})" if it else ""
+        lines = [f"{head} {{".ljust(72) + "  # " + where]
+        lines += _block(body, indent + 1)
+        lines.append(pad + "}")
+        return lines
+    if op.kind == "if":
+        res = ", ".join(map(_v, op.results))
+        lines = [f"{pad}{(res + ' = ') if res else ''}if {_v(op.operands[0])} {{".ljust(72) + "  # " + where]
+        lines += _block(op.blocks[0], indent + 1)
+        lines.append(pad + "} else {")
+        lines += _block(op.blocks[1], indent + 1)
+        lines.append(pad + "}")
+        return lines
+    name = op.kind + (f".{op.attrs['op']}" if "op" in op.attrs else "")
+    res = ", ".join(map(_v, op.results))
+    types = ", ".join(repr(r.type) for r in op.results)
+    if op.kind in ("load", "store"):
+        args = _window(op.attrs["window"]) + (f", {_v(op.operands[-1])}" if op.kind == "store" else "")
+    elif op.kind == "mma":
+        tiles = iter(o for o in op.operands if o.is_tile)
+        a = _window(op.attrs["a_window"]) if op.attrs["a_stream"] else _v(next(tiles))
+        b = _window(op.attrs["b_window"]) if op.attrs["b_stream"] else _v(next(tiles))
+        args = f"{a}, {b}" + (f", acc={_v(next(tiles))}" if op.attrs["acc"] else "")
+    else:
+        args = ", ".join(map(_v, op.operands))
+    text = f"{pad}{(res + ' = ') if res else ''}{name}{_attrs(op)}({args})"
+    if types:
+        text += f" : {types}"
+    return [text.ljust(72) + ("  # " + where if where else "")]
+
+
+def _block(block: Block, indent: int) -> list[str]:
+    out = []
+    for op in block.ops:
+        if op.kind == "const":
+            continue  # constants print inline at their uses
+        out += format_op(op, indent)
+    return out
+
+
+def format_kernel(k: Kernel) -> str:
+    params = []
+    args = iter(k.args)
+    for p in k.params:
+        if p.kind == "constexpr":
+            params.append(f"{p.name}={p.value!r}")
+        else:
+            params.append(f"{_v(next(args))}: {p.type!r}")
+    head = f"kernel {k.name}[{k.kind}, target={k.target}]({', '.join(params)})  # {k.loc}"
+    return "\n".join([head] + _block(k.body, 1))

@@ -1,0 +1,874 @@
+"""The numba backend: tile IR to the Python source of a numba-compiled simulator.
+
+Model
+-----
+The generated module has two functions:
+
+* ``core(blk, nblk, err, <args>)`` runs one AI core's program in program
+  order. GM tensors arrive flat (``x_flat``, 16-bit floats as uint16 bits)
+  with their runtime shape (``x_shape``); scalars as numba scalars.
+* ``launch(grid, err, <args>)`` runs ``core`` for every core with ``prange``
+  over the machine's threads, and ``launch_serial`` does the same in one
+  thread (used where a debugger or a deterministic order is wanted).
+
+Tiles. Every tile value owns a flat buffer of its static capacity, allocated
+once at ``core`` entry; the value itself is a C-contiguous view of its valid
+shape (``buf[:r*c].reshape(r, c)``), so operations cover exactly the valid
+elements and ``np.dot`` sees contiguous operands. A buffer is written only by
+the op that defines its value; SSA makes that safe inside loops, and
+loop-carried tiles get a buffer of their own that the loop's ``yield`` copies
+into.
+
+Numerics. Floating tiles hold float32 values. An op whose result dtype is
+float16/bfloat16 rounds its float32 result to the 16-bit grid (exact emulation
+for + - * / sqrt, since float32 carries more than 2p+2 bits); a GM load of a
+16-bit tensor decodes the bits exactly; a GM store encodes with
+round-to-nearest-even. ``mma`` multiplies float32 copies of its (exact)
+16-bit operands with float32 accumulation (BLAS ``sgemm``). Masks rely on
+``-inf``, so fast-math never assumes finite values.
+
+Fusion. A chain of elementwise ops whose intermediate values have one use in
+the same block becomes one loop nest (and a row reduction absorbs the chain
+feeding it), so ``p = exp(s * scale - m[:, None])`` is one pass over ``s``.
+A value that a consumer broadcasts is computed once, not per element.
+
+Checks. Bound checks of GM accesses, shape agreement of tile operands and the
+kernel's own ``check`` ops write an error record (site, values) into
+``err[blk]`` and return; the launcher turns it into ``SimulationError`` with
+the kernel source line (exceptions cannot cross numba's parallel loop).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dsl.emitter import Window
+from ..dsl.ir import Block, Kernel, Op, Value
+from ..dsl.types import BOOL, F32, INDEX, L1, DType, TileType, dtype_of
+
+__all__ = ["generate", "GeneratedSource", "STORAGE"]
+
+#: numba/numpy storage dtype of each tile dtype on chip and in GM.
+_TILE_NP = {"float16": "np.float32", "bfloat16": "np.float32", "float32": "np.float32", "int8": "np.int32",
+            "int16": "np.int32", "int32": "np.int32", "int64": "np.int64", "uint8": "np.int32", "bool": "np.bool_"}
+STORAGE = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.float32, "int8": np.int8, "int16": np.int16,
+           "int32": np.int32, "int64": np.int64, "uint8": np.uint8, "bool": np.bool_}
+_DECODE = {"float16": "f16_bits_to_f32", "bfloat16": "bf16_bits_to_f32"}
+_ENCODE = {"float16": "f32_to_f16_bits", "bfloat16": "f32_to_bf16_bits"}
+_ROUND = {"float16": "round_to_f16", "bfloat16": "round_to_bf16"}
+_BIN_FMT = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
+            "floordiv": "({a} // {b})", "mod": "({a} % {b})", "and": "({a} & {b})", "or": "({a} | {b})",
+            "xor": "({a} ^ {b})", "lt": "({a} < {b})", "le": "({a} <= {b})", "gt": "({a} > {b})",
+            "ge": "({a} >= {b})", "eq": "({a} == {b})", "ne": "({a} != {b})", "max": "fmax({a}, {b})",
+            "min": "fmin({a}, {b})"}
+_UN_FMT = {"neg": "(-{a})", "abs": "abs({a})", "exp": "fexp({a})", "log": "flog({a})", "sqrt": "fsqrt({a})",
+           "rsqrt": "frsqrt({a})", "relu": "frelu({a})"}
+_SCALAR_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "floordiv": "({a} // {b})",
+               "mod": "({a} % {b})", "min": "min({a}, {b})", "max": "max({a}, {b})", "lt": "({a} < {b})",
+               "le": "({a} <= {b})", "gt": "({a} > {b})", "ge": "({a} >= {b})", "eq": "({a} == {b})",
+               "ne": "({a} != {b})", "xor": "({a} ^ {b})", "lshift": "({a} << {b})", "rshift": "({a} >> {b})"}
+_CAST_INT = {"rint": "cast_rint", "trunc": "cast_trunc", "floor": "cast_floor", "ceil": "cast_ceil"}
+_INLINE_OPS = ("ewise", "cast", "expand")
+_FUSE_CONSUMERS = ("ewise", "cast", "reduce")
+
+
+class GeneratedSource:
+    """The generated numba module text plus what the launcher needs to call and report on it."""
+
+    def __init__(self, text: str, arg_names: list, sites: list, kernel: Kernel):
+        self.text = text
+        self.arg_names = arg_names      # (param name, kind) in the order the launcher passes them
+        self.sites = sites              # error sites: (message, loc, value labels)
+        self.kernel = kernel
+
+
+def generate(kernel: Kernel, *, nan_fill: bool = False) -> GeneratedSource:
+    return _Gen(kernel, nan_fill).run()
+
+
+class _Gen:
+    def __init__(self, kernel: Kernel, nan_fill: bool):
+        self.k = kernel
+        self.nan_fill = nan_fill
+        self.lines: list[str] = []
+        self.depth = 1
+        self.names: dict[int, str] = {}      # value id -> python expression / variable
+        self.tile_var: dict[int, str] = {}   # materialised tile value id -> variable
+        self.buffers: list[str] = []
+        self.sites: list = []
+        self.tensors: dict[int, tuple] = {}  # tensor value id -> (flat, shape, dtype name)
+        self.uses: dict[int, list] = {}
+        self.block_of: dict[int, Block] = {}
+        self.inline: set[int] = set()
+        self.owner_block: dict[int, Block] = {}
+        self._tmp = 0
+
+    # -------------------------------------------------------------- driver
+    def run(self) -> GeneratedSource:
+        k = self.k
+        self._analyse(k.body, None)
+        params = []
+        arg_names = []
+        args = iter(k.args)
+        for p in k.params:
+            if p.kind == "constexpr":
+                continue
+            v = next(args)
+            ident = _ident(p.name)
+            if p.kind == "tensor":
+                flat, shape = f"{ident}_flat", f"{ident}_shape"
+                self.tensors[v.id] = (flat, shape, v.type.dtype.name)
+                params += [flat, shape]
+            else:
+                self.names[v.id] = ident
+                params.append(ident)
+            arg_names.append((p.name, p.kind))
+        body_start = len(self.lines)
+        self._block(k.body)
+        body = self.lines[body_start:]
+        self.lines = self.lines[:body_start]
+        sig = ", ".join(["blk", "nblk", "err"] + params)
+        out = [
+            f"# numba simulator of cvtile kernel {k.name!r} ({k.loc}), target {k.target}, kind {k.kind}",
+            "# generated by cvtile.sim.codegen from the kernel's tile IR; do not edit",
+            "import math",
+            "import numpy as np",
+            "from numba import njit, prange",
+            "from cvtile.sim.rt import (FASTMATH, NEG_INF, POS_INF, bf16_bits_to_f32, cast_ceil, cast_floor,",
+            "                           cast_rint, cast_trunc, f16_bits_to_f32, f32, f32_to_bf16_bits,",
+            "                           f32_to_f16_bits, fexp, flog, fmax, fmin, frelu, frsqrt, fsqrt, round_to_bf16,",
+            "                           round_to_f16)",
+            "",
+            "",
+            "@njit(cache=True, fastmath=FASTMATH, nogil=True, error_model='numpy')",
+            f"def core({sig}):",
+        ]
+        out += ["    " + b for b in self.buffers]
+        out += body
+        out.append("    return 0")
+        pargs = ", ".join(params)
+        call = ", ".join(["blk", "grid", "err"] + params)
+        out += [
+            "",
+            "",
+            "@njit(cache=True, parallel=True, nogil=True)",
+            f"def launch(grid, err{', ' if params else ''}{pargs}):",
+            "    for blk in prange(grid):",
+            f"        core({call})",
+            "",
+            "",
+            "@njit(cache=True, nogil=True)",
+            f"def launch_serial(grid, err{', ' if params else ''}{pargs}):",
+            "    for blk in range(grid):",
+            f"        core({call})",
+            "",
+        ]
+        return GeneratedSource("\n".join(out), arg_names, self.sites, k)
+
+    # ------------------------------------------------------------ analysis
+    def _analyse(self, block: Block, parent):
+        for a in block.args:
+            self.owner_block[a.id] = block
+        for op in block.ops:
+            for r in op.results:
+                self.owner_block[r.id] = block
+            for o in op.operands:
+                self.uses.setdefault(o.id, []).append(op)
+                self.block_of[id(op)] = block
+            self.block_of[id(op)] = block
+            for b in op.blocks:
+                self._analyse(b, op)
+        for op in block.ops:
+            if op.kind not in _INLINE_OPS or not op.results[0].is_tile:
+                continue
+            v = op.results[0]
+            if op.kind == "expand":
+                self.inline.add(v.id)
+                continue
+            uses = self.uses.get(v.id, [])
+            if len(uses) != 1:
+                continue
+            user = uses[0]
+            if user.kind not in _FUSE_CONSUMERS or self.block_of.get(id(user)) is not block:
+                continue
+            if user.kind == "ewise" and _broadcasts_into(v, user):
+                continue
+            self.inline.add(v.id)
+
+    # ------------------------------------------------------------ emission
+    def emit(self, line: str):
+        self.lines.append("    " * self.depth + line)
+
+    def tmp(self, base: str = "t") -> str:
+        self._tmp += 1
+        return f"_{base}{self._tmp}"
+
+    def var_name(self, v: Value) -> str:
+        base = _ident(v.name) if v.name else "v"
+        return f"{base}_{v.id}"
+
+    def ref(self, x) -> str:
+        """The Python expression of a scalar value (or a literal)."""
+        if isinstance(x, Value):
+            if x.const is not None and x.owner is not None and x.owner.kind == "const":
+                return _literal(x.const, x.type)
+            if x.id in self.names:
+                return self.names[x.id]
+            raise KeyError(f"value {x!r} used before definition in generated code")
+        return _literal(x, None)
+
+    def site(self, message: str, op, labels=()) -> int:
+        self.sites.append((message, op.loc if op is not None else None, tuple(labels)))
+        return len(self.sites)
+
+    def fail_if(self, cond: str, message: str, op, values=()):
+        sid = self.site(message, op, [v for v, _ in values] if values else ())
+        vals = [e for _, e in values][:3]
+        self.emit(f"if {cond}:")
+        self.depth += 1
+        self.emit(f"err[blk, 0] = {sid}")
+        for i, e in enumerate(vals):
+            self.emit(f"err[blk, {i + 1}] = np.int64({e})")
+        self.emit(f"return {sid}")
+        self.depth -= 1
+
+    def buffer(self, v: Value) -> str:
+        t: TileType = v.type
+        name = f"buf_{v.id}"
+        npd = _TILE_NP[t.dtype.name]
+        if self.nan_fill and t.dtype.is_float:
+            self.buffers.append(f"{name} = np.full({t.numel}, np.nan, {npd})")
+        else:
+            self.buffers.append(f"{name} = np.empty({t.numel}, {npd})")
+        return name
+
+    def view(self, v: Value, dims: list[str]) -> str:
+        """Bind v's variable to a view of its buffer with runtime valid dims."""
+        name = self.var_name(v)
+        buf = self.buffer(v)
+        if len(dims) == 1:
+            self.emit(f"{name} = {buf}[:{dims[0]}]")
+        else:
+            self.emit(f"{name} = {buf}[:{dims[0]} * {dims[1]}].reshape({dims[0]}, {dims[1]})")
+        self.tile_var[v.id] = name
+        return name
+
+    def _block(self, block: Block):
+        for op in block.ops:
+            getattr(self, "op_" + op.kind)(op)
+
+    # -------------------------------------------------------------- scalars
+    def op_const(self, op):
+        pass
+
+    def op_sbin(self, op):
+        a, b = op.operands
+        kind = op.attrs["op"]
+        ra, rb = self.ref(a), self.ref(b)
+        out = self.var_name(op.result)
+        if kind in ("floordiv", "mod") and not (b.const is not None):
+            self.fail_if(f"{rb} == 0", "integer division by zero", op)
+        if op.result.type == F32 and kind not in ("lt", "le", "gt", "ge", "eq", "ne"):
+            if kind == "truediv":
+                expr = f"f32(f32({ra}) / f32({rb}))"
+            else:
+                expr = "f32(" + _SCALAR_BIN[kind].format(a=ra, b=rb) + ")"
+        elif kind == "truediv":
+            expr = f"f32(f32({ra}) / f32({rb}))"
+        elif kind in ("and", "or"):
+            if op.result.type == BOOL:
+                expr = f"({ra} {kind} {rb})"
+            else:
+                expr = f"({ra} {'&' if kind == 'and' else '|'} {rb})"
+        else:
+            expr = _SCALAR_BIN[kind].format(a=ra, b=rb)
+        self.emit(f"{out} = {expr}")
+        self.names[op.result.id] = out
+
+    def op_sun(self, op):
+        (a,) = op.operands
+        kind = op.attrs["op"]
+        out = self.var_name(op.result)
+        ra = self.ref(a)
+        expr = {"neg": f"-{ra}", "not": f"not {ra}", "abs": f"abs({ra})"}[kind]
+        if op.result.type == F32:
+            expr = f"f32({expr})"
+        self.emit(f"{out} = {expr}")
+        self.names[op.result.id] = out
+
+    def op_scast(self, op):
+        (a,) = op.operands
+        out = self.var_name(op.result)
+        t = op.result.type
+        fn = {F32: "f32", INDEX: "np.int64", BOOL: "bool"}[t]
+        self.emit(f"{out} = {fn}({self.ref(a)})")
+        self.names[op.result.id] = out
+
+    def op_sselect(self, op):
+        c, a, b = op.operands
+        out = self.var_name(op.result)
+        self.emit(f"{out} = {self.ref(a)} if {self.ref(c)} else {self.ref(b)}")
+        self.names[op.result.id] = out
+
+    def op_sload(self, op):
+        tensor, offset = op.operands
+        flat, _, dt = self.tensors[tensor.id]
+        out = self.var_name(op.result)
+        raw = f"{flat}[{self.ref(offset)}]"
+        if dt in _DECODE:
+            expr = f"{_DECODE[dt]}({raw})"
+        elif dt == "float32":
+            expr = f"f32({raw})"
+        elif dt == "bool":
+            expr = f"bool({raw})"
+        else:
+            expr = f"np.int64({raw})"
+        self.emit(f"{out} = {expr}")
+        self.names[op.result.id] = out
+
+    def op_dim(self, op):
+        _, shape, _ = self.tensors[op.operands[0].id]
+        out = self.var_name(op.result)
+        self.emit(f"{out} = {shape}[{op.attrs['axis']}]")
+        self.names[op.result.id] = out
+
+    def op_block_idx(self, op):
+        self.names[op.result.id] = "blk"
+
+    def op_block_num(self, op):
+        self.names[op.result.id] = "nblk"
+
+    def op_subblock_idx(self, op):
+        self.names[op.result.id] = "0"
+
+    def op_check(self, op):
+        cond, *vals = op.operands
+        self.fail_if(f"not {self.ref(cond)}", op.attrs["message"], op,
+                     [(repr(v), self.ref(v)) for v in vals])
+
+    # ----------------------------------------------------------- GM access
+    def _row_addr(self, w: Window, dim: int, idx: str) -> str:
+        d = w.dims[dim]
+        if len(d.radices) == 1:
+            s = self.ref(d.strides[0])
+            return idx if s == "1" else f"({idx}) * {s}"
+        parts = []
+        rest = self.tmp("i")
+        self.emit(f"{rest} = {idx}")
+        for radix, stride in zip(reversed(d.radices[1:]), reversed(d.strides[1:])):
+            r, s = self.ref(radix), self.ref(stride)
+            parts.append(f"({rest} % {r}) * {s}")
+            nxt = self.tmp("i")
+            self.emit(f"{nxt} = {rest} // {r}")
+            rest = nxt
+        parts.append(f"{rest} * {self.ref(d.strides[0])}")
+        return " + ".join(parts)
+
+    def _window_bounds(self, w: Window, op, counts: list[str], what: str):
+        for i, (d, n) in enumerate(zip(w.dims, counts)):
+            start, bound = self.ref(d.start), self.ref(d.bound)
+            self.fail_if(f"{start} < 0 or {start} + {n} > {bound}",
+                         f"{what}: GM dim {i} access [start, start+count) leaves [0, bound)", op,
+                         [("start", start), ("count", n), ("bound", bound)])
+
+    def _window_counts(self, w: Window, op, what: str) -> list[str]:
+        counts = []
+        for i, d in enumerate(w.dims):
+            n = self.ref(d.valid)
+            if not (d.valid.const is not None if isinstance(d.valid, Value) else True):
+                self.fail_if(f"{n} < 0 or {n} > {d.extent}", f"{what}: valid extent of dim {i} is outside "
+                             f"[0, {d.extent}]", op, [("valid", n)])
+            counts.append(n)
+        return counts
+
+    def _gm_read_loop(self, w: Window, dst: str, counts: list[str]):
+        flat, _, dt = self.tensors[w.tensor.id]
+        dec = _DECODE.get(dt)
+        off = self.ref(w.offset)
+        if len(w.dims) == 1:
+            c = self.tmp("c")
+            self.emit(f"for {c} in range({counts[0]}):")
+            self.depth += 1
+            addr = self._row_addr(w, 0, f"{self.ref(w.dims[0].start)} + {c}")
+            raw = f"{flat}[{off} + {addr}]"
+            self.emit(f"{dst}[{c}] = {dec}({raw})" if dec else f"{dst}[{c}] = {raw}")
+            self.depth -= 1
+            return
+        r, c = self.tmp("r"), self.tmp("c")
+        self.emit(f"for {r} in range({counts[0]}):")
+        self.depth += 1
+        ro = self.tmp("ro")
+        self.emit(f"{ro} = {off} + {self._row_addr(w, 0, f'{self.ref(w.dims[0].start)} + {r}')}")
+        d1 = w.dims[1]
+        if len(d1.radices) == 1 and self.ref(d1.strides[0]) == "1":
+            co = self.tmp("co")
+            self.emit(f"{co} = {ro} + {self.ref(d1.start)}")
+            self.emit(f"for {c} in range({counts[1]}):")
+            raw = f"{flat}[{co} + {c}]"
+        else:
+            self.emit(f"for {c} in range({counts[1]}):")
+            self.depth += 1
+            addr = self._row_addr(w, 1, f"{self.ref(d1.start)} + {c}")
+            self.depth -= 1
+            raw = f"{flat}[{ro} + {addr}]"
+        self.depth += 1
+        self.emit(f"{dst}[{r}, {c}] = {dec}({raw})" if dec else f"{dst}[{r}, {c}] = {raw}")
+        self.depth -= 2
+
+    def op_load(self, op):
+        w: Window = op.attrs["window"]
+        counts = self._window_counts(w, op, "load")
+        self._window_bounds(w, op, counts, "load")
+        dst = self.view(op.result, counts)
+        self._gm_read_loop(w, dst, counts)
+
+    def op_store(self, op):
+        w: Window = op.attrs["window"]
+        tile = op.operands[-1]
+        src = self.tile(tile)
+        flat, _, dt = self.tensors[w.tensor.id]
+        counts = [f"{src}.shape[{i}]" for i in range(tile.type.rank)]
+        wcounts = self._window_counts(w, op, "store")
+        for i, (n, wn) in enumerate(zip(counts, wcounts)):
+            self.fail_if(f"{n} > {wn}", f"store: the tile's valid dim {i} exceeds the window's valid extent", op,
+                         [("tile", n), ("window", wn)])
+        self._window_bounds(w, op, counts, "store")
+        enc = _ENCODE.get(dt)
+        off = self.ref(w.offset)
+
+        def val(e):
+            if enc:
+                return f"{enc}({e})"
+            if dt == "float32":
+                return f"f32({e})"
+            return e
+
+        if len(w.dims) == 1:
+            c = self.tmp("c")
+            self.emit(f"for {c} in range({counts[0]}):")
+            self.depth += 1
+            addr = self._row_addr(w, 0, f"{self.ref(w.dims[0].start)} + {c}")
+            self.emit(f"{flat}[{off} + {addr}] = {val(f'{src}[{c}]')}")
+            self.depth -= 1
+            return
+        r, c = self.tmp("r"), self.tmp("c")
+        self.emit(f"for {r} in range({counts[0]}):")
+        self.depth += 1
+        ro = self.tmp("ro")
+        self.emit(f"{ro} = {off} + {self._row_addr(w, 0, f'{self.ref(w.dims[0].start)} + {r}')}")
+        d1 = w.dims[1]
+        self.emit(f"for {c} in range({counts[1]}):")
+        self.depth += 1
+        if len(d1.radices) == 1 and self.ref(d1.strides[0]) == "1":
+            addr = f"{self.ref(d1.start)} + {c}"
+        else:
+            addr = self._row_addr(w, 1, f"{self.ref(d1.start)} + {c}")
+        self.emit(f"{flat}[{ro} + {addr}] = {val(f'{src}[{r}, {c}]')}")
+        self.depth -= 2
+
+    # ------------------------------------------------------------ cube ops
+    def tile(self, v: Value) -> str:
+        """The variable of a materialised tile value."""
+        if v.id in self.tile_var:
+            return self.tile_var[v.id]
+        raise KeyError(f"tile {v!r} is not materialised (codegen ordering bug)")
+
+    def _alias(self, op):
+        self.tile_var[op.result.id] = self.tile(op.operands[0])
+
+    op_copy = _alias
+    op_handoff = _alias
+
+    def _mma_operand(self, op, window) -> str:
+        """A streamed (GM window) mma operand, read into a staging buffer."""
+        counts = self._window_counts(window, op, "mma operand")
+        self._window_bounds(window, op, counts, "mma operand")
+        stage = Value(TileType(window.tensor.type.dtype, L1, window.shape), "staged")
+        dst = self.view(stage, counts)
+        self._gm_read_loop(window, dst, counts)
+        return dst
+
+    def op_mma(self, op):
+        attrs = op.attrs
+        ops = list(op.operands)
+        acc = ops.pop() if attrs["acc"] else None
+        if attrs["a_stream"]:
+            na = len(attrs["a_window"].values())
+            a = self._mma_operand(op, attrs["a_window"])
+            ops = ops[na:]
+        else:
+            a = self.tile(ops.pop(0))
+        if attrs["b_stream"]:
+            b = self._mma_operand(op, attrs["b_window"])
+        else:
+            b = self.tile(ops.pop(0))
+        trans = attrs["trans_b"]
+        m, k = f"{a}.shape[0]", f"{a}.shape[1]"
+        kb, n = (f"{b}.shape[1]", f"{b}.shape[0]") if trans else (f"{b}.shape[0]", f"{b}.shape[1]")
+        self.fail_if(f"{k} != {kb}", "mma: the operands' valid contraction extents differ", op,
+                     [("k_a", k), ("k_b", kb)])
+        out = self.view(op.result, [m, n])
+        is_int = op.result.type.dtype.is_int
+        bt = f"{b}.T" if trans else b
+        if is_int:
+            i, j, p, s = self.tmp("i"), self.tmp("j"), self.tmp("p"), self.tmp("s")
+            self.emit(f"for {i} in range({m}):")
+            self.emit(f"    for {j} in range({n}):")
+            self.emit(f"        {s} = 0")
+            self.emit(f"        for {p} in range({k}):")
+            bel = f"{b}[{j}, {p}]" if trans else f"{b}[{p}, {j}]"
+            self.emit(f"            {s} += np.int64({a}[{i}, {p}]) * np.int64({bel})")
+            self.emit(f"        {out}[{i}, {j}] = {s}")
+        else:
+            self.emit(f"if {m} > 0 and {n} > 0:")
+            self.emit(f"    if {k} == 0:")
+            self.emit(f"        {out}[:, :] = 0")
+            self.emit("    else:")
+            self.emit(f"        np.dot({a}, {bt}, {out})")
+        if acc is not None:
+            acc_v = self.tile(acc)
+            self.fail_if(f"{acc_v}.shape[0] != {m} or {acc_v}.shape[1] != {n}",
+                         "mma: acc's valid shape differs from the product's", op)
+            i, j = self.tmp("i"), self.tmp("j")
+            self.emit(f"for {i} in range({m}):")
+            self.emit(f"    for {j} in range({n}):")
+            self.emit(f"        {out}[{i}, {j}] += {acc_v}[{i}, {j}]")
+
+    # ---------------------------------------------------------- creation
+    def op_create(self, op):
+        t: TileType = op.result.type
+        value, *valid = op.operands
+        dims = [self.ref(v) for v in valid] if valid else [str(d) for d in t.shape]
+        for i, v in enumerate(valid):
+            if v.const is None:
+                self.fail_if(f"{dims[i]} < 0 or {dims[i]} > {t.shape[i]}",
+                             f"valid extent of dim {i} is outside [0, {t.shape[i]}]", op, [("valid", dims[i])])
+        out = self.view(op.result, dims)
+        self.emit(f"{out}[:] = {self._scalar_as(value, t.dtype)}" if t.rank == 1 else
+                  f"{out}[:, :] = {self._scalar_as(value, t.dtype)}")
+
+    def op_iota(self, op):
+        t: TileType = op.result.type
+        start, *valid = op.operands
+        n = self.ref(valid[0]) if valid else str(t.shape[0])
+        if valid and valid[0].const is None:
+            self.fail_if(f"{n} < 0 or {n} > {t.shape[0]}", f"iota valid extent is outside [0, {t.shape[0]}]", op,
+                         [("valid", n)])
+        out = self.view(op.result, [n])
+        j = self.tmp("j")
+        self.emit(f"for {j} in range({n}):")
+        conv = "f32" if t.dtype.is_float else ""
+        self.emit(f"    {out}[{j}] = {conv}({self.ref(start)} + {j})")
+
+    def _scalar_as(self, x, dt: DType) -> str:
+        """A scalar operand converted to a tile dtype (rounded for 16-bit floats)."""
+        if not isinstance(x, Value) or x.const is not None:
+            c = x.const if isinstance(x, Value) else x
+            if dt.is_float:
+                c = float(c)
+                if dt.name == "float16":
+                    c = float(np.float16(c))
+                elif dt.name == "bfloat16":
+                    import ml_dtypes
+                    c = float(np.array(c, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32))
+                return _literal(c, F32)
+            if dt.is_bool:
+                return "True" if c else "False"
+            return str(int(c))
+        r = self.ref(x)
+        if dt.is_float:
+            return f"{_ROUND[dt.name]}(f32({r}))" if dt.name in _ROUND else f"f32({r})"
+        if dt.is_bool:
+            return f"bool({r})"
+        return f"np.int64({r})"
+
+    # ---------------------------------------------------------- fused ops
+    def op_expand(self, op):
+        pass  # always inlined into its consumers
+
+    def op_ewise(self, op):
+        if op.result.id in self.inline:
+            return
+        self._materialise(op)
+
+    op_cast = op_ewise
+
+    def op_reduce(self, op):
+        (x,) = op.operands
+        leaves = self._leaves(x)
+        rows, cols = self._shape_from(leaves, x, op)
+        out = self.view(op.result, [rows])
+        dt = op.result.type.dtype
+        kind = op.attrs["op"]
+        i, j, acc = self.tmp("i"), self.tmp("j"), self.tmp("acc")
+        if dt.is_float:
+            init = {"max": "NEG_INF", "min": "POS_INF", "sum": "f32(0.0)"}[kind]
+        else:
+            init = {"max": "-9223372036854775807", "min": "9223372036854775807", "sum": "0"}[kind]
+        step = {"max": f"fmax({acc}, {{e}})" if dt.is_float else f"max({acc}, {{e}})",
+                "min": f"fmin({acc}, {{e}})" if dt.is_float else f"min({acc}, {{e}})",
+                "sum": f"{acc} + {{e}}"}[kind]
+        self.emit(f"for {i} in range({rows}):")
+        self.depth += 1
+        self.emit(f"{acc} = {init}")
+        self.emit(f"for {j} in range({cols}):")
+        self.emit("    " + f"{acc} = " + step.format(e=self.expr(x, (i, j))))
+        res = f"{_ROUND[dt.name]}({acc})" if dt.name in _ROUND else acc
+        self.emit(f"{out}[{i}] = {res}")
+        self.depth -= 1
+
+    def _materialise(self, op):
+        v = op.result
+        leaves = self._leaves(v)
+        shape = self._shape_from(leaves, v, op)
+        out = self.view(v, list(shape))
+        if v.type.rank == 1:
+            i = self.tmp("i")
+            self.emit(f"for {i} in range({shape[0]}):")
+            self.emit(f"    {out}[{i}] = {self.expr(v, (i,), root=True)}")
+        else:
+            i, j = self.tmp("i"), self.tmp("j")
+            self.emit(f"for {i} in range({shape[0]}):")
+            self.emit(f"    for {j} in range({shape[1]}):")
+            self.emit(f"        {out}[{i}, {j}] = {self.expr(v, (i, j), root=True)}")
+
+    def _leaves(self, v: Value):
+        """(leaf value, map from the leaf's dims to the root's dims) for every tile leaf of v's fusion tree."""
+        out = []
+
+        def walk(x, dmap, root=False):
+            if not (isinstance(x, Value) and x.is_tile):
+                return
+            if not root and (x.id in self.tile_var or x.id not in self.inline):
+                out.append((x, dmap))
+                return
+            op = x.owner
+            if op.kind == "expand":
+                (src,) = op.operands
+                walk(src, (dmap[0],) if op.attrs["axis"] == 1 else (dmap[1],))
+                return
+            for o in op.operands:
+                if isinstance(o, Value) and o.is_tile:
+                    sub = tuple(dmap[d] if o.type.shape[d] != 1 or x.type.shape[d] == 1 else None
+                                for d in range(o.type.rank))
+                    walk(o, sub)
+
+        walk(v, tuple(range(v.type.rank)), root=True)
+        return out
+
+    def _shape_from(self, leaves, v: Value, op) -> tuple:
+        rank = v.type.rank
+        cands: list[list[str]] = [[] for _ in range(rank)]
+        for leaf, dmap in leaves:
+            var = self.tile(leaf)
+            for ld, rd in enumerate(dmap):
+                if rd is not None and leaf.type.shape[ld] != 1:
+                    cands[rd].append(f"{var}.shape[{ld}]")
+        dims = []
+        for d in range(rank):
+            if not cands[d]:
+                dims.append("1")
+                continue
+            first = cands[d][0]
+            for other in dict.fromkeys(cands[d][1:]):
+                if other != first:
+                    self.fail_if(f"{first} != {other}", f"tile operands' valid extents differ in dim {d}", op,
+                                 [("a", first), ("b", other)])
+            dims.append(first)
+        return tuple(dims)
+
+    def expr(self, v, idx: tuple, root: bool = False) -> str:
+        """The per-element expression of v at index idx (index variables of v's own dims)."""
+        if not isinstance(v, Value):
+            return _literal(v, None)
+        if v.is_scalar:
+            return self.ref(v)
+        if v.id in self.tile_var and not root:
+            var = self.tile_var[v.id]
+            ix = [("0" if v.type.shape[d] == 1 else idx[d]) for d in range(v.type.rank)]
+            return f"{var}[{', '.join(ix)}]"
+        op = v.owner
+        if op.kind == "expand":
+            (src,) = op.operands
+            return self.expr(src, (idx[0],) if op.attrs["axis"] == 1 else (idx[1],))
+        dt = v.type.dtype
+        if op.kind == "cast":
+            (x,) = op.operands
+            e = self.expr(x, self._sub_idx(x, v, idx))
+            src = x.type.dtype
+            to = dt
+            if to.is_float:
+                e = e if src.is_float else f"f32({e})"
+                return f"{_ROUND[to.name]}({e})" if to.name in _ROUND else f"f32({e})"
+            if to.is_bool:
+                return f"({e} != 0)"
+            if src.is_float:
+                return f"{_CAST_INT[op.attrs['rounding']]}({e})"
+            return f"np.int64({e})"
+        kind = op.attrs["op"]
+        args = []
+        operand_dt = _operand_dtype(op)
+        for o in op.operands:
+            if isinstance(o, Value) and o.is_tile:
+                args.append(self.expr(o, self._sub_idx(o, v, idx)))
+            else:
+                args.append(self._scalar_as(o, operand_dt))
+        if kind == "where":
+            e = f"({args[1]} if {args[0]} else {args[2]})"
+        elif kind in _BIN_FMT:
+            e = _BIN_FMT[kind].format(a=args[0], b=args[1])
+        elif kind == "not":
+            e = f"(not {args[0]})" if operand_dt.is_bool else f"(~{args[0]})"
+        else:
+            e = _UN_FMT[kind].format(a=args[0])
+        if dt.name in _ROUND and kind not in ("lt", "le", "gt", "ge", "eq", "ne"):
+            e = f"{_ROUND[dt.name]}({e})"
+        elif dt.name == "float32" and kind in ("div",):
+            e = f"f32({e})"
+        return e
+
+    @staticmethod
+    def _sub_idx(o: Value, parent: Value, idx: tuple) -> tuple:
+        return tuple("0" if (o.type.shape[d] == 1 and parent.type.shape[d] != 1) else idx[d]
+                     for d in range(o.type.rank))
+
+    # ------------------------------------------------------------- control
+    def op_for(self, op):
+        lo, hi, step, *inits = op.operands
+        body = op.blocks[0]
+        iv, *args = body.args
+        for a, init in zip(args, inits):
+            self._bind_carried(a, init)
+        ivn = self.var_name(iv)
+        self.names[iv.id] = ivn
+        self.emit(f"for {ivn} in range({self.ref(lo)}, {self.ref(hi)}, {self.ref(step)}):")
+        self.depth += 1
+        self.emit("pass")
+        self._block(body)
+        self.depth -= 1
+        for r, a in zip(op.results, args):
+            if a.is_tile:
+                self.tile_var[r.id] = self.tile_var[a.id]
+            else:
+                self.names[r.id] = self.names[a.id]
+
+    def _bind_carried(self, a: Value, init: Value):
+        if a.is_tile:
+            name = self.var_name(a)
+            buf = self.buffer(a)
+            src = self.tile(init)
+            self.tile_var[a.id] = name
+            self._copy_into(name, buf, src, a.type.rank)
+        else:
+            name = self.var_name(a)
+            self.emit(f"{name} = {self.ref(init)}")
+            self.names[a.id] = name
+
+    def _copy_into(self, name, buf, src, rank):
+        if rank == 1:
+            self.emit(f"{name} = {buf}[:{src}.shape[0]]")
+            self.emit(f"{name}[:] = {src}")
+        else:
+            self.emit(f"{name} = {buf}[:{src}.shape[0] * {src}.shape[1]].reshape({src}.shape[0], {src}.shape[1])")
+            self.emit(f"{name}[:, :] = {src}")
+
+    def op_yield(self, op):
+        parent = self._parent_of_yield(op)
+        if parent.kind == "for":
+            args = parent.blocks[0].args[1:]
+            scalars_l, scalars_r = [], []
+            pending = []
+            arg_ids = {a.id for a in args}
+            for a, v in zip(args, op.operands):
+                if a.is_tile:
+                    if self.tile(v) == self.tile(a):
+                        continue
+                    pending.append((a, v))
+                else:
+                    scalars_l.append(self.names[a.id])
+                    scalars_r.append(self.ref(v))
+            clash = any(v.id in arg_ids for _, v in pending)
+            if clash:
+                temps = []
+                for a, v in pending:
+                    t = self.tmp("y")
+                    self.emit(f"{t} = {self.tile(v)}.copy()")
+                    temps.append(t)
+                srcs = temps
+            else:
+                srcs = [self.tile(v) for _, v in pending]
+            for (a, _), src in zip(pending, srcs):
+                self._copy_into(self.tile(a), f"buf_{a.id}", src, a.type.rank)
+            if scalars_l:
+                self.emit(f"{', '.join(scalars_l)} = {', '.join(scalars_r)}" if len(scalars_l) > 1 else
+                          f"{scalars_l[0]} = {scalars_r[0]}")
+        else:  # if
+            for r, v in zip(parent.results, op.operands):
+                if r.is_tile:
+                    name = self.var_name(r)
+                    self.emit(f"{name} = {self.tile(v)}")
+                    self.tile_var[r.id] = name
+                else:
+                    name = self.var_name(r)
+                    self.emit(f"{name} = {self.ref(v)}")
+                    self.names[r.id] = name
+
+    def _parent_of_yield(self, yop):
+        for op in _all_ops(self.k.body):
+            for b in op.blocks:
+                if b.ops and b.ops[-1] is yop:
+                    return op
+        raise KeyError("yield without a parent op")
+
+    def op_if(self, op):
+        self.emit(f"if {self.ref(op.operands[0])}:")
+        self.depth += 1
+        self.emit("pass")
+        self._block(op.blocks[0])
+        self.depth -= 1
+        self.emit("else:")
+        self.depth += 1
+        self.emit("pass")
+        self._block(op.blocks[1])
+        self.depth -= 1
+
+
+def _all_ops(block):
+    for op in block.ops:
+        yield op
+        for b in op.blocks:
+            yield from _all_ops(b)
+
+
+def _operand_dtype(op: Op) -> DType:
+    return dtype_of(op.attrs["dtype"])
+
+
+def _broadcasts_into(v: Value, user: Op) -> bool:
+    """True when ``user`` reads ``v`` broadcast (v has a 1 where the user's result does not)."""
+    out = user.results[0].type.shape
+    return any(d == 1 and o != 1 for d, o in zip(v.type.shape, out))
+
+
+def _ident(name: str) -> str:
+    out = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in str(name))
+    if not out or out[0].isdigit():
+        out = "v_" + out
+    return out
+
+
+def _literal(x, t) -> str:
+    if isinstance(x, bool):
+        return "True" if x else "False"
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        if x != x:
+            return "f32(np.nan)"
+        if x == float("inf"):
+            return "POS_INF"
+        if x == float("-inf"):
+            return "NEG_INF"
+        return f"f32({x!r})"
+    raise TypeError(f"no literal for {x!r}")
+
