@@ -26,7 +26,9 @@ the hardware would run it:
   L0C piece by piece; one used again on the cube (``acc=``) stays resident.
 * **Hand-offs.** On A2/A3 a cube<->vector hand-off goes through the GM workspace
   (counted in ``workspace_bytes``, not on chip); the receiving side sees it as
-  a streamed input.
+  a streamed input, and the sending side streams it out chunk by chunk.
+* **In-place updates.** A value whose only use is a ``yield`` is computed into
+  the loop-carried (or branch result) buffer it is yielded to.
 
 ``copies`` multiplies a buffer (double buffering); this report uses 1 for
 resident tiles and 2 for staging pieces.
@@ -222,12 +224,17 @@ def plan_budget(kernel: Kernel, platform) -> BudgetReport:
                 continue  # streamed into the matmul through L1 staging
         if t.space is L0C and users and all(u.kind in ("handoff", "store") for u in users):
             continue  # streams out of L0C piece by piece (counted in the mma plan)
+        if users and all(u.kind == "yield" for u in users) and op is not None and op.kind in _ROW_LOCAL:
+            continue  # computed in place into the loop-carried (or branch result) buffer it is yielded to
         if t.space is UB:
             rows = t.shape[0]
             per_aiv_rows = -(-rows // cv) if t.rank == 2 else rows
             row_bytes = (t.shape[1] if t.rank == 2 else 1) * _item(t)
             pid = pass_of.get(id(op)) if op is not None else None
-            inside = pid is not None and users and all(pass_of.get(id(u)) == pid for u in users)
+            # streamed when every reader is in the same pass, or takes it across to the cube (the hand-off
+            # writes each chunk out to the workspace as it is produced)
+            inside = pid is not None and users and all(pass_of.get(id(u)) == pid or u.kind == "handoff"
+                                                       for u in users)
             if inside and op.kind in _ROW_LOCAL:
                 tmpl = BufferUse(name, "UB", t.shape, t.dtype.name, 1, 0, "streamed in row chunks", line)
                 chunked.append((pid, start, end, row_bytes, tmpl, per_aiv_rows))
@@ -257,11 +264,12 @@ def plan_budget(kernel: Kernel, platform) -> BudgetReport:
         for space, shape, dt, nb in pieces:
             intervals[space].append((p, p + 1, BufferUse(f"mma@{line}", space, shape, dt, 2, 2 * nb,
                                                          "ping-pong base tile", line)))
-        for which, streamed, tt, rows_base in (("a", _streams(op, 0, lv), a_t, bm), ("b", _streams(op, 1, lv), b_t, bn)):
-            if streamed:
-                cols = tt.shape[1] if which == "a" or op.attrs["trans_b"] else tt.shape[0]
-                piece = (min(rows_base, tt.shape[0] if which == "a" else (tt.shape[0] if op.attrs["trans_b"]
-                                                                          else tt.shape[1])), cols)
+        # a streamed operand passes through L1 in double-buffered pieces: a base tile along M or N and up to
+        # 256 of the contraction dim
+        kpiece = min(_align(k, 16), 256)
+        for which, piece in (("a", (bm, kpiece)), ("b", (kpiece, bn))):
+            tt = a_t if which == "a" else b_t
+            if _streams(op, 0 if which == "a" else 1, lv):
                 nb = piece[0] * piece[1] * inb
                 intervals["L1"].append((p, p + 1, BufferUse(f"mma@{line}.{which}", "L1", piece, tt.dtype.name, 2,
                                                             2 * nb, "streamed operand staging", line)))

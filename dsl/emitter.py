@@ -551,6 +551,11 @@ def _identity(op, a, b):
             return b
     elif op == "floordiv" and is_int_const(b, 1) and int_value(a):
         return a
+    elif op in ("and", "or"):
+        keep = op == "and"  # True and x -> x; False or x -> x
+        for c, x in ((a, b), (b, a)):
+            if isinstance(c, bool) and c is keep and isinstance(x, Value) and x.type == BOOL:
+                return x
     return None
 
 

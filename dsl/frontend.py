@@ -505,10 +505,10 @@ class FunctionCompiler(ast.NodeVisitor):
                 self.err(f"tiles have .shape, .dtype and .space, not .{attr}", node)
             self.err(f"a scalar has no attribute .{attr}", node)
         if isinstance(obj, GMView):
-            if attr in ("shape", "dtype", "ndim", "reshape", "split", "permute", "merge", "narrow"):
+            if attr in ("shape", "dtype", "ndim", "reshape", "split", "permute", "merge", "narrow", "broadcast"):
                 return getattr(obj, attr)
-            self.err(f"GM views have .shape, .dtype, .ndim, .reshape, .split, .permute, .merge, .narrow; "
-                     f"not .{attr}", node)
+            self.err(f"GM views have .shape, .dtype, .ndim, .reshape, .split, .permute, .merge, .narrow, "
+                     f".broadcast; not .{attr}", node)
         try:
             return getattr(obj, attr)
         except AttributeError:
@@ -677,6 +677,8 @@ class FunctionCompiler(ast.NodeVisitor):
         if isinstance(fn, InlineFunction) or hasattr(fn, "__cvtile_jit__"):
             target = fn.fn if isinstance(fn, InlineFunction) else fn.fn
             return self.inline(target, args, kwargs, node)
+        if isinstance(getattr(fn, "__self__", None), GMView):
+            return fn(*args, **kwargs)  # view algebra: emits scalar address arithmetic
         if fn is range:
             self.err("range() is only allowed as a for-loop iterator", node)
         if fn in (min, max) and args and not kwargs:

@@ -36,6 +36,7 @@ from .builtins import constexpr
 from .errors import CompilationError
 from .frontend import InlineFunction, build_kernel, source_of
 from .ir import Kernel
+from .passes import simplify
 from .types import BOOL, F32, INDEX, TensorType, dtype_of
 
 __all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "register_backend", "backend"]
@@ -161,7 +162,7 @@ class JITFunction:
         if compiled is None:
             from .verify import verify
 
-            ir = build_kernel(self.fn, bindings, platform, self.__name__)
+            ir = simplify(build_kernel(self.fn, bindings, platform, self.__name__))
             report = verify(ir, platform)
             compiled = CompiledKernel(ir, report, platform, key)
             self._cache[key] = compiled

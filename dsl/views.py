@@ -18,7 +18,8 @@ Operations (all compile to scalar address arithmetic, checked at run time):
   keeps it with a static extent E; ``ds(a, E, valid=n)`` also sets a runtime
   valid length n <= E (a tail block); ``:`` keeps a dimension whole.
 * ``reshape`` (of a whole tensor argument), ``split(d, inner)``,
-  ``permute(...)``, ``merge(d)`` (dims d and d+1), ``narrow(d, start, length)``.
+  ``permute(...)``, ``merge(d)`` (dims d and d+1), ``narrow(d, start, length)``,
+  ``broadcast(d, size)`` (a new stride-0 dimension: the same data for every index).
 * ``v.shape[i]``: the runtime length of dimension i.
 A view with every dimension given a static extent and rank <= 2 is a *window*,
 the operand of ``load``, ``store`` and ``mma``; a rank-0 index is a scalar read.
@@ -156,6 +157,15 @@ class GMView:
         dims = list(self.dims)
         dims[dim] = VDim((length,), d.strides, 0, length)
         return GMView(b, self.tensor, offset, dims)
+
+    def broadcast(self, dim: int, size) -> "GMView":
+        """Insert a dimension of ``size`` at ``dim`` whose stride is 0 (every index reads the same data),
+        e.g. one mask row shared by the G query heads folded into a tile's rows."""
+        b = self.b
+        if not 0 <= dim <= self.ndim:
+            b.error(f"broadcast: dim {dim} out of range for a rank-{self.ndim} view")
+        new = VDim((size,), (0,), 0, size)
+        return self._with_dims(self.dims[:dim] + [new] + self.dims[dim:])
 
     def _fresh(self, dim: int, what: str) -> VDim:
         if not 0 <= dim < self.ndim:

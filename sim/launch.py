@@ -10,10 +10,12 @@ so a second process with the same kernel loads instead of compiling.
 
 ``launch(grid, args)`` converts the arguments (arrays to flat storage views,
 16-bit floats as uint16 bits, zero-copy when contiguous; a copied array is
-written back after the run), runs every core with numba's ``prange`` over the
-machine's threads with BLAS held at one thread (nested BLAS threads halve the
-speed), and raises ``SimulationError`` for the first core that recorded an
-error, naming the kernel source line.
+written back after the run), runs the cores on Python threads (the generated
+``core`` releases the GIL; each thread takes the next core when it is free, so
+uneven cores balance) with BLAS held at one thread (nested BLAS threads halve
+the speed), and raises ``SimulationError`` for the first core that recorded an
+error, naming the kernel source line. ``CVTILE_THREADS`` sets the thread count
+(default: the CPUs this process may use).
 
 The cache directory is ``$CVTILE_CACHE_DIR`` or ``~/.cache/cvtile``.
 """
@@ -104,11 +106,12 @@ class NumbaRunner:
             elif kind == "scalar":
                 flat_args.append(_scalar(value))
         err = np.zeros((max(grid, 1), 4), dtype=np.int64)
-        fn = self.module.launch_serial if (serial or dry) else self.module.launch
+        core = self.module.core
         with threadpool_limits(limits=1, user_api="blas"):
-            fn(0 if dry else grid, err, *flat_args)
-        if dry:
-            return None
+            if dry:
+                _compile_only(core, err, flat_args)
+                return None
+            _run_cores(core, grid, err, flat_args, 1 if serial else _threads())
         bad = np.nonzero(err[:, 0])[0]
         if bad.size:
             core = int(bad[0])
@@ -120,6 +123,56 @@ class NumbaRunner:
         for original, storage in writeback:
             _write_back(original, storage)
         return None
+
+
+def _threads() -> int:
+    env = os.environ.get("CVTILE_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def _run_cores(core, grid: int, err: np.ndarray, args: list, threads: int) -> None:
+    """Run core(blk) for blk in 0..grid-1 on ``threads`` threads, each taking the next core when free."""
+    if threads <= 1 or grid <= 1:
+        for blk in range(grid):
+            if core(blk, grid, err, *args):
+                return
+        return
+    counter = iter(range(grid))
+    lock = threading.Lock()
+    failures = []
+
+    def worker():
+        while True:
+            with lock:
+                blk = next(counter, None)
+            if blk is None:
+                return
+            try:
+                core(blk, grid, err, *args)
+            except BaseException as e:  # a numba-level error: report it from the launching thread
+                failures.append(e)
+                return
+
+    pool = [threading.Thread(target=worker, daemon=True) for _ in range(min(threads, grid))]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    if failures:
+        raise failures[0]
+
+
+def _compile_only(core, err, args) -> None:
+    """Compile the core for these argument types without running a core."""
+    core.compile(tuple(_numba_type(a) for a in [np.int64(0), np.int64(1), err, *args]))
+
+
+def _numba_type(x):
+    from numba import typeof
+
+    return typeof(x)
 
 
 def _shares(flat: np.ndarray, value) -> bool:

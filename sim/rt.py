@@ -29,7 +29,7 @@ from .rounding import (_u32_as_f32, bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf
 
 __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits_to_f32", "bf16_bits_to_f32",
            "f32_to_f16_bits", "f32_to_bf16_bits", "round_to_f16", "round_to_bf16", "FASTMATH", "f32",
-           "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil"]
+           "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil", "fail"]
 
 #: LLVM fast-math flags for generated code: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay IEEE.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -118,3 +118,13 @@ def cast_floor(x):
 @njit(inline="always")
 def cast_ceil(x):
     return np.int64(math.ceil(x))
+
+
+@njit(cache=True, nogil=True)
+def fail(err, blk, site, a, b, c):
+    """Record a broken rule of core ``blk`` (site id and up to three values) and return the site id."""
+    err[blk, 0] = site
+    err[blk, 1] = np.int64(a)
+    err[blk, 2] = np.int64(b)
+    err[blk, 3] = np.int64(c)
+    return site

@@ -51,6 +51,29 @@ _ALIASES = {
 }
 
 
+#: dtype names the op_host unit-test CSV loader understands (anything else reaches the tiling as "undefined").
+CSV_DTYPE_NAMES = {
+    "FLOAT": "float32", "FLOAT16": "float16", "BF16": "bfloat16", "DOUBLE": "float64", "INT4": "int4",
+    "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64", "UINT8": "uint8", "UINT16": "uint16",
+    "UINT32": "uint32", "UINT64": "uint64", "BOOL": "bool", "COMPLEX64": "complex64", "HIFLOAT8": "hifloat8",
+    "FLOAT8_E5M2": "float8_e5m2", "FLOAT8_E4M3FN": "float8_e4m3fn", "FLOAT8_E8M0": "float8_e8m0",
+    "FLOAT4_E2M1": "float4_e2m1", "UNDEFINED": "undefined",
+}
+#: other names the loader knows; they keep their own (lower-case) name
+_CSV_OTHER_DTYPES = ("STRING", "DUAL_SUB_INT8", "DUAL_SUB_UINT8", "COMPLEX128", "QINT8", "QINT16", "QINT32", "QUINT8",
+                     "QUINT16", "RESOURCE", "STRING_REF", "DUAL", "VARIANT", "UINT1", "INT2", "UINT2", "COMPLEX32",
+                     "FLOAT6_E3M2", "FLOAT6_E2M3", "FLOAT4_E1M2")
+
+
+def csv_dtype(cell: str) -> str:
+    """The dtype a UT CSV cell names, as the harness loader reads it: only its own names are known (``FLOAT`` is
+    float32; e.g. ``FLOAT32`` is not a loader name and arrives as ``"undefined"``)."""
+    key = (cell or "").strip()
+    if key in CSV_DTYPE_NAMES:
+        return CSV_DTYPE_NAMES[key]
+    return key.lower() if key in _CSV_OTHER_DTYPES else "undefined"
+
+
 def canonical_dtype(name: Any) -> str:
     """The canonical name of a dtype given as a string, numpy/ml_dtypes dtype or torch dtype."""
     s = str(getattr(name, "name", name)) if not isinstance(name, str) else name
@@ -71,6 +94,19 @@ class TensorMeta:
     dtype: str
     format: str = "ND"
     data: tuple[int, ...] | None = None
+    #: element strides of a non-contiguous view (None: contiguous / not given)
+    stride: tuple[int, ...] | None = None
+    #: how many of ``stride`` the runtime reports as the stride rank (None: all of them). The op_host
+    #: unit-test harness builds strides with a setter that leaves the rank one short of the values given,
+    #: so CSV rows carry ``len(stride) - 1`` here (see ``FiaParams.from_csv_row``).
+    stride_rank: int | None = None
+
+    @property
+    def stride_dims(self) -> int:
+        """The stride rank the tiling sees (0 when no stride metadata is attached)."""
+        if self.stride is None:
+            return 0
+        return len(self.stride) if self.stride_rank is None else self.stride_rank
 
     @property
     def ndim(self) -> int:
@@ -87,6 +123,8 @@ class TensorMeta:
         d = {"shape": list(self.shape), "dtype": self.dtype, "format": self.format}
         if self.data is not None:
             d["data"] = list(self.data)
+        if self.stride is not None:
+            d["stride"] = list(self.stride)
         return d
 
 
@@ -203,15 +241,20 @@ class FiaParams:
         """Build from one row of the upstream op_host tiling UT CSV (column format of
         ``tests/ut/op_host/arch*/test_fused_infer_attention_score_tiling.csv``).
 
-        A tensor is present when its ``<name>_shape`` cell is non-empty. Tensor lists
-        are written ``"1 3 80|1 4 80"``. ``<name>_data`` cells hold host-list values.
+        A tensor is present when its ``<name>_shape`` cell is non-empty (the harness drops
+        tensors of rank 0 whatever their dtype cell says). Tensor lists are written
+        ``"1 3 80|1 4 80"``. ``<name>_data`` cells hold host-list values; a host list with a
+        shape but no data cell reaches the tiling with no data (op_host's "tiling sink").
+        Dtype cells are read with the loader's own name table (``csv_dtype``).
+        ``<name>_stride`` cells give view strides; the harness's stride setter reports a rank
+        one less than the number of values, which ``TensorMeta.stride_rank`` records.
         """
         kw: dict[str, Any] = {"source": row.get("case_name", "")}
         for name in INPUT_NAMES + OUTPUT_NAMES:
             shape_s = (row.get(f"{name}_shape") or "").strip()
             if not shape_s:
                 continue
-            dtype = canonical_dtype(row.get(f"{name}_dtype") or "")
+            dtype = csv_dtype(row.get(f"{name}_dtype") or "")
             fmt = (row.get(f"{name}_format") or "ND").strip() or "ND"
             if "|" in shape_s and name in ("key", "value"):
                 metas = tuple(TensorMeta(_ints(s), dtype, fmt) for s in shape_s.split("|"))
@@ -220,7 +263,10 @@ class FiaParams:
                 continue
             data_s = (row.get(f"{name}_data") or "").strip()
             data = _ints(data_s) if data_s else None
-            kw[name] = TensorMeta(_ints(shape_s), dtype, fmt, data)
+            stride_s = (row.get(f"{name}_stride") or "").strip()
+            stride = _ints(stride_s) if stride_s else None
+            stride_rank = max(len(stride) - 1, 0) if stride else None
+            kw[name] = TensorMeta(_ints(shape_s), dtype, fmt, data, stride, stride_rank)
         for attr, default in ATTR_DEFAULTS.items():
             cell = (row.get(attr) or "").strip()
             if cell == "":

@@ -1,0 +1,180 @@
+"""The ``cvtile tiling`` and ``cvtile cases`` commands: what op_host would decide for a shape, and UT-corpus runs.
+
+``cvtile tiling`` builds a FusedInferAttentionScore call from a few shape options
+(tensor metadata only, no data), runs ``tile_fia`` and prints the template, the
+tiling key, the block sizes, the cores used and the flash-decode plan, each with the
+op_host rule that decided it (``--json``: the whole ``FiaTiling``). A call op_host
+would reject prints the aclnn status and the rule, and exits with status 1.
+
+``cvtile cases PATH.csv`` runs an op_host tiling UT CSV: it prints the rows whose
+verdict or key disagree, then the summary line, and exits with status 1 when a row
+raised something other than a rejection (a cvtile bug), else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from cvtile.tiling import DEFAULT_TARGET, FiaParams, ParamError, TensorMeta
+from cvtile.tiling.fia import format_tiling, tile_fia
+
+__all__ = ["add_tiling_parser", "run_tiling", "build_params", "run_ut_cases"]
+
+_LAYOUTS = ("BSH", "BSND", "BNSD", "TND", "NTD", "BSH_NBSD", "BSND_NBSD", "BNSD_NBSD", "TND_NTD", "NTD_TND",
+            "BNSD_BSND", "BSND_BNSD", "BSH_BNSD")
+
+
+def add_tiling_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("tiling", help="show the op_host tiling decisions of a FusedInferAttentionScore call",
+                              description=__doc__.split("\n\n")[1], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--batch", "-b", type=int, default=4, help="B (default 4)")
+    p.add_argument("--num-heads", "-n", type=int, default=32, help="query heads N (default 32)")
+    p.add_argument("--num-kv-heads", type=int, default=None,
+                   help="key/value heads (default 8, or num-heads when 8 does not divide it)")
+    p.add_argument("--q-seqlen", type=int, default=1, help="query sequence S1 (default 1: decode)")
+    p.add_argument("--kv-seqlen", type=int, default=4096, help="key/value sequence S2 (default 4096)")
+    p.add_argument("--head-dim", "-d", type=int, default=128, help="D of query and key (default 128)")
+    p.add_argument("--value-head-dim", type=int, default=None, help="D of value (default: head-dim)")
+    p.add_argument("--rope-dim", type=int, default=0, help="split rope head dim (query_rope/key_rope), 0 = none")
+    p.add_argument("--dtype", default="float16", help="query/key/value dtype (float16, bfloat16)")
+    p.add_argument("--layout", default="BNSD", choices=_LAYOUTS, help="input_layout (default BNSD)")
+    p.add_argument("--sparse-mode", type=int, default=0, help="sparse_mode 0..4 (2/3/4 add the 2048x2048 mask)")
+    p.add_argument("--mask", action="store_true", help="pass an explicit atten_mask (sparse 0/1)")
+    p.add_argument("--pre-tokens", type=int, default=2147483647)
+    p.add_argument("--next-tokens", type=int, default=2147483647)
+    p.add_argument("--block-size", type=int, default=0, help="paged KV cache block size (0 = contiguous KV)")
+    p.add_argument("--actual-q", type=int, nargs="+", default=None, help="actual_seq_lengths (per batch)")
+    p.add_argument("--actual-kv", type=int, nargs="+", default=None, help="actual_seq_lengths_kv (per batch)")
+    p.add_argument("--inner-precise", type=int, default=0)
+    p.add_argument("--lse", action="store_true", help="softmax_lse_flag: also output the log-sum-exp")
+    p.add_argument("--target", "-t", default=DEFAULT_TARGET, help=f"platform (default {DEFAULT_TARGET})")
+    p.add_argument("--json", action="store_true", help="print FiaTiling.to_dict() as JSON")
+    p.set_defaults(func=run_tiling)
+    return p
+
+
+def _shape(layout: str, b: int, n: int, s: int, d: int) -> tuple:
+    if layout in ("BSH",):
+        return (b, s, n * d)
+    if layout == "BSND":
+        return (b, s, n, d)
+    if layout == "BNSD":
+        return (b, n, s, d)
+    if layout == "TND":
+        return (b * s, n, d)
+    if layout == "NTD":
+        return (n, b * s, d)
+    if layout == "NBSD":
+        return (n, b, s, d)
+    raise ValueError(f"layout {layout!r}")
+
+
+def build_params(args) -> FiaParams:
+    """A FiaParams (metadata only) for the ``cvtile tiling`` options."""
+    b, n, s1, s2 = args.batch, args.num_heads, args.q_seqlen, args.kv_seqlen
+    nkv = args.num_kv_heads or (8 if n % 8 == 0 else n)
+    d = args.head_dim
+    dv = args.value_head_dim or d
+    dt = args.dtype
+    q_layout, _, out_layout = args.layout.partition("_")
+    out_layout = out_layout or q_layout
+    kv_layout = "TND" if q_layout in ("TND", "NTD") else q_layout
+    tensors: dict = {}
+    tensors["query"] = TensorMeta(_shape(q_layout, b, n, s1, d), dt)
+    tensors["attention_out"] = TensorMeta(_shape(out_layout, b, n, s1, dv), dt)
+    actual_q = list(args.actual_q) if args.actual_q else None
+    actual_kv = list(args.actual_kv) if args.actual_kv else None
+    if q_layout in ("TND", "NTD"):          # cumulative lengths (the KV ones only without a paged cache)
+        actual_q = actual_q or [s1 * (i + 1) for i in range(b)]
+        if not args.block_size:
+            actual_kv = actual_kv or [s2 * (i + 1) for i in range(b)]
+    if args.block_size:
+        bs = args.block_size
+        blocks_per_batch = -(-s2 // bs)
+        cache_layout = "BNSD" if q_layout == "BNSD" else "BSH"
+        kshape = (b * blocks_per_batch, nkv, bs, d) if cache_layout == "BNSD" else (b * blocks_per_batch, bs, nkv * d)
+        vshape = (b * blocks_per_batch, nkv, bs, dv) if cache_layout == "BNSD" else (b * blocks_per_batch, bs, nkv * dv)
+        tensors["key"] = TensorMeta(kshape, dt)
+        tensors["value"] = TensorMeta(vshape, dt)
+        tensors["block_table"] = TensorMeta((b, blocks_per_batch), "int32")
+        actual_kv = actual_kv or [s2] * b
+    else:
+        tensors["key"] = TensorMeta(_shape(kv_layout, b, nkv, s2, d), dt)
+        tensors["value"] = TensorMeta(_shape(kv_layout, b, nkv, s2, dv), dt)
+    if args.rope_dim:
+        r = args.rope_dim
+        tensors["query_rope"] = TensorMeta(_shape(q_layout, b, n, s1, r), dt)
+        kshape = tensors["key"].shape
+        h_layout = (args.block_size and q_layout != "BNSD") or (not args.block_size and kv_layout == "BSH")
+        tensors["key_rope"] = TensorMeta(kshape[:-1] + ((nkv * r) if h_layout else r,), dt)
+    if args.sparse_mode in (2, 3, 4):
+        tensors["atten_mask"] = TensorMeta((2048, 2048), "int8")
+    elif args.mask:
+        tensors["atten_mask"] = TensorMeta((b, 1, s1, s2), "int8")
+    if actual_q is not None:
+        tensors["actual_seq_lengths"] = actual_q
+    if actual_kv is not None:
+        tensors["actual_seq_lengths_kv"] = actual_kv
+    if args.lse:
+        lse_shape = (b * s1, n, 1) if q_layout in ("TND", "NTD") else (b, n, s1, 1)
+        tensors["softmax_lse"] = TensorMeta(lse_shape, "float32")
+    attrs = {"num_heads": n, "num_key_value_heads": nkv, "input_layout": args.layout, "scale": d ** -0.5,
+             "sparse_mode": args.sparse_mode, "pre_tokens": args.pre_tokens, "next_tokens": args.next_tokens,
+             "block_size": args.block_size, "inner_precise": args.inner_precise, "softmax_lse_flag": bool(args.lse)}
+    return FiaParams.from_api(tensors, attrs, source="cvtile tiling")
+
+
+def run_tiling(args) -> int:
+    params = build_params(args)
+    try:
+        t = tile_fia(params, args.target)
+    except ParamError as e:
+        if args.json:
+            print(json.dumps({"rejected": e.to_dict()}, indent=2))
+        else:
+            print(f"rejected: {e}")
+        return 1
+    if args.json:
+        print(json.dumps(t.to_dict(), indent=2))
+    else:
+        print(format_tiling(t))
+    return 0
+
+
+def run_ut_cases(path, arch: str | None = None, as_json: bool = False) -> int:
+    """``cvtile cases PATH.csv``: print the disagreeing rows, then the summary line (or the JSON record)."""
+    from cvtile.tiling.corpus import run_corpus
+
+    result = run_corpus(path, arch)
+    if as_json:
+        print(result.to_json(indent=2))
+    else:
+        for r in result.mismatches():
+            what = []
+            if not r.verdict_ok:
+                what.append(f"verdict {r.actual} (expected {r.expected})")
+            if r.key_checked and not r.key_ok:
+                what.append(f"key {r.key} (expected {r.expected_key})")
+            detail = f" — {r.error}" if r.error else ""
+            print(f"{r.case}: {'; '.join(what)}{detail}")
+        print(f"{result.summary_line()} [{result.arch}, {result.seconds:.2f} s]")
+    return 1 if result.errors else 0
+
+
+def main(argv=None) -> int:  # a stand-alone entry for the two commands until cvtile/cli.py wires them
+    parser = argparse.ArgumentParser(prog="cvtile")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_tiling_parser(sub)
+    cases = sub.add_parser("cases", help="run an op_host tiling UT CSV")
+    cases.add_argument("path")
+    cases.add_argument("--arch", default=None)
+    cases.add_argument("--json", action="store_true")
+    cases.set_defaults(func=lambda a: run_ut_cases(a.path, a.arch, a.json))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

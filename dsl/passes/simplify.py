@@ -1,0 +1,137 @@
+"""simplify: merge repeated scalar computations and checks, drop unused pure ops.
+
+Model
+-----
+The frontend emits address arithmetic and bound checks per access, so a kernel
+that reads ``tasks[t, 0]``, ``tasks[t, 1]``, ... repeats ``t >= 0``,
+``t < rows`` and ``t * cols`` for every read. This pass walks the structured
+IR with a scoped table (an op's entry is visible in its block and the blocks
+nested in it, so every replacement is dominated by what replaces it):
+
+* a pure scalar op (``const``, ``sbin``, ``sun``, ``scast``, ``sselect``,
+  ``dim``, ``block_idx``, ``block_num``, ``subblock_idx``) equal to an earlier
+  visible one (same kind, attributes and operands) is removed and its uses
+  read the earlier value;
+* a ``check`` of a condition already checked by a visible ``check`` is
+  removed, as is a check whose condition is the constant True;
+* finally every pure op (scalar, or a tile op without side effects) whose
+  results are unused is removed, repeatedly.
+
+Invariants: stores, checks that can fail, control flow and yields are never
+removed; values inside GM windows (``attrs["window"]``) are rewritten along
+with the operands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..emitter import Window, WDim
+from ..ir import Block, Kernel, Op, Value
+
+__all__ = ["simplify"]
+
+_PURE_SCALAR = {"const", "sbin", "sun", "scast", "sselect", "dim", "block_idx", "block_num", "subblock_idx"}
+_PURE_TILE = {"load", "copy", "handoff", "mma", "create", "iota", "ewise", "cast", "reduce", "expand"}
+
+
+def simplify(kernel: Kernel) -> Kernel:
+    subst: dict[int, Value] = {}
+    _cse(kernel.body, [{}], subst)
+    _dce(kernel.body)
+    return kernel
+
+
+def _key(op: Op):
+    attrs = tuple(sorted((k, v) for k, v in op.attrs.items() if k != "window"))
+    if op.kind == "const":
+        v = op.result.const
+        return ("const", type(v).__name__, v, op.result.type)
+    return (op.kind, attrs, tuple(o.id for o in op.operands))
+
+
+def _cse(block: Block, scopes: list, subst: dict):
+    kept = []
+    for op in block.ops:
+        _rewrite(op, subst)
+        if op.kind in _PURE_SCALAR and len(op.results) == 1:
+            key = _key(op)
+            found = _lookup(scopes, key)
+            if found is not None:
+                subst[op.result.id] = found
+                continue
+            scopes[-1][key] = op.result
+        elif op.kind == "check":
+            cond = op.operands[0]
+            if cond.const is True:
+                continue
+            key = ("check", cond.id)
+            if _lookup(scopes, key) is not None:
+                continue
+            scopes[-1][key] = cond
+        for b in op.blocks:
+            scopes.append({})
+            _cse(b, scopes, subst)
+            scopes.pop()
+        kept.append(op)
+    block.ops = kept
+
+
+def _lookup(scopes, key):
+    for s in reversed(scopes):
+        if key in s:
+            return s[key]
+    return None
+
+
+def _rewrite(op: Op, subst: dict):
+    if not subst:
+        return
+    op.operands = [_sub(o, subst) for o in op.operands]
+    for name in ("window", "a_window", "b_window"):
+        w = op.attrs.get(name)
+        if isinstance(w, Window):
+            op.attrs[name] = Window(_sub(w.tensor, subst), _sub(w.offset, subst),
+                                    [_wdim(d, subst) for d in w.dims])
+
+
+def _wdim(d: WDim, subst) -> WDim:
+    return replace(d, start=_sub(d.start, subst), bound=_sub(d.bound, subst), valid=_sub(d.valid, subst),
+                   radices=[_sub(r, subst) for r in d.radices], strides=[_sub(s, subst) for s in d.strides])
+
+
+def _sub(v, subst):
+    while isinstance(v, Value) and v.id in subst:
+        v = subst[v.id]
+    return v
+
+
+def _dce(body: Block):
+    while True:
+        used: set[int] = set()
+        _collect_uses(body, used)
+        if not _drop_unused(body, used):
+            return
+
+
+def _collect_uses(block: Block, used: set):
+    for op in block.ops:
+        for o in op.operands:
+            used.add(o.id)
+        for b in op.blocks:
+            _collect_uses(b, used)
+
+
+def _drop_unused(block: Block, used: set) -> bool:
+    changed = False
+    kept = []
+    for op in block.ops:
+        for b in op.blocks:
+            changed |= _drop_unused(b, used)
+        pure = op.kind in _PURE_SCALAR or op.kind in _PURE_TILE
+        if pure and op.results and not any(r.id in used for r in op.results):
+            changed = True
+            continue
+        kept.append(op)
+    block.ops = kept
+    return changed

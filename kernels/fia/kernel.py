@@ -1,0 +1,240 @@
+"""The FusedInferAttentionScore non-quant GQA kernel and its flash-decode combine, in the tile language.
+
+Model
+-----
+``fia_attention`` is the arch22 FiaTilingNonQuant family's kernel, driven by the
+tiling: each core walks its row tasks (``tasks[task_ptr[c]:task_ptr[c+1]]``, one
+row = up to M query rows of one (batch, kv head) with the G query heads folded
+into the rows, and a run of S2 blocks of S2 KV positions). Per S2 block:
+
+    C1  s  = q · kᵀ                       (cube, fp32 in L0C)
+    V1  s  = s · scale (+ pse) (masked)   (vector)
+        hm = max(gm, rowmax(s)); dm = exp(gm - hm); p = exp(s - hm)
+        gl = dm · gl + rowsum(p); gm = hm; p = cast(p, q dtype)   (P in fp16/bf16, as on the chip)
+    C2  o  = p · v                        (cube, fp32)
+    V2  go = go · dm + o                  (vector)
+
+and at the end of the row: out = go / gl (cast to the output dtype), lse =
+gm + log(gl). A row split across cores (flash decode) instead writes its
+partial (go / gl, gm, gl) to the workspace slot of its piece, and
+``fia_fd_combine`` merges the pieces of each split row: M = max mᵢ,
+wᵢ = exp(mᵢ - M)·lᵢ, L = Σ wᵢ, O = Σ (wᵢ / L)·Oᵢ, lse = M + log L.
+
+Rows with no visible key (fully masked, or no KV) give output 0 and lse
+``LSE_EMPTY`` (+inf; the legacy IFA route writes -3.4e38), as the chip's
+invalid-row handling does.
+
+Layouts: the query rows of (b, n2) are a *view* of the query tensor (no data
+moves); ORDER, the tiling's fold, says how the G heads fold into rows ("GS1":
+row = g·S1 + s, the BNSD order; "S1G": row = s·G + g, BSND/TND). The output
+and lse views fold the same way whatever their own layout (BNSD_BSND etc.).
+
+Masking is by band: a row at query position i sees KV position j iff
+-pre[b] <= j - i <= nxt[b] (the host normalises sparse modes 2/3/4 and the
+pre/next tokens to this left-up form per batch), and/or by an explicit mask
+tensor (sparse 0/1), read with the same row fold.
+"""
+
+from __future__ import annotations
+
+import cvtile.dsl as ct
+
+#: lse written for rows with no visible KV position.
+LSE_EMPTY = float("inf")
+
+
+@ct.inline
+def heads_view(t, b, n2, s1, qoff, LAYOUT, G):
+    """The (G, s1, D) view of the G query heads of kv head n2 of batch b in a query-shaped tensor.
+
+    LAYOUT: "BNSD" (B, N1, S, D); "BSND" (B, S, N1, D); "NBSD" (N1, B, S, D); "TND" (T, N1, D) with
+    batch b at tokens [qoff[b], qoff[b] + s1); "NTD" (N1, T, D).
+    """
+    if LAYOUT == "NBSD":
+        t = t.permute(1, 0, 2, 3)
+    if LAYOUT == "NTD":
+        t = t.permute(1, 0, 2)
+    if LAYOUT == "BNSD" or LAYOUT == "NBSD":
+        v = t.split(1, G)[b, n2].narrow(1, 0, s1)
+    elif LAYOUT == "BSND":
+        v = t.split(2, G)[b][:, n2].permute(1, 0, 2).narrow(1, 0, s1)
+    else:
+        v = t.split(1, G).narrow(0, qoff[b], s1)[:, n2].permute(1, 0, 2)
+    return v
+
+
+@ct.inline
+def fold_rows(t, b, n2, s1, qoff, LAYOUT, ORDER, G):
+    """The (s1*G, D) row view of (b, n2): the G heads folded into rows in ORDER
+    ("GS1": row = g*s1 + s; "S1G": row = s*G + g)."""
+    v = heads_view(t, b, n2, s1, qoff, LAYOUT, G)
+    if ORDER == "GS1":
+        rows = v.merge(0)
+    else:
+        rows = v.permute(1, 0, 2).merge(0)
+    return rows
+
+
+@ct.inline
+def kv_rows(t, b, n2, s2, kvoff, LAYOUT):
+    """The (s2, D) view of one (batch, kv head) of a key/value tensor."""
+    if LAYOUT == "NBSD":
+        t = t.permute(1, 0, 2, 3)
+    if LAYOUT == "NTD":
+        t = t.permute(1, 0, 2)
+    if LAYOUT == "BNSD" or LAYOUT == "NBSD":
+        v = t[b, n2].narrow(0, 0, s2)
+    elif LAYOUT == "BSND":
+        v = t[b].narrow(0, 0, s2)[:, n2]
+    else:
+        v = t.narrow(0, kvoff[b], s2)[:, n2]
+    return v
+
+
+@ct.inline
+def lse_rows(lse, b, n2, s1, qoff, TOKEN, ORDER, G):
+    """The (s1*G,) lse view of (b, n2) in ORDER; lse is (B, N1, S1, 1), or (T, N1, 1) when TOKEN."""
+    if TOKEN:
+        v = fold_rows(lse, b, n2, s1, qoff, "TND", ORDER, G)
+    else:
+        v = fold_rows(lse, b, n2, s1, qoff, "BNSD", ORDER, G)
+    return v[:, 0]
+
+
+@ct.inline
+def mask_rows(mask, b, s1, ORDER, G):
+    """The (s1*G, S2) view of the [Bm, S1, S2] mask for the rows of batch b (one row per query
+    position, shared by the G heads folded into the rows)."""
+    mb = mask[b if mask.shape[0] > 1 else 0].narrow(0, 0, s1)
+    if ORDER == "GS1":
+        v = mb.broadcast(0, G).merge(0)
+    else:
+        v = mb.broadcast(1, G).merge(0)
+    return v
+
+
+@ct.inline
+def query_positions(m0, mrows, s1, M, ORDER, G):
+    """The query position (0..s1-1) of each of the block's rows, as an int32 row vector."""
+    rows = ct.iota(M, valid=mrows) + m0
+    if ORDER == "GS1":
+        pos = rows % s1
+    else:
+        pos = rows // G
+    return pos
+
+
+@ct.jit
+def fia_attention(q, k, v, out, lse, mask, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+                  scale, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr, ORDER: ct.constexpr, TOKEN: ct.constexpr,
+                  G: ct.constexpr, M: ct.constexpr,
+                  S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr, BAND: ct.constexpr, MASK: ct.constexpr,
+                  LSE: ct.constexpr, FD: ct.constexpr, P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr):
+    core = ct.block_idx()
+    for t in range(task_ptr[core], task_ptr[core + 1]):
+        b = tasks[t, 0]
+        n2 = tasks[t, 1]
+        m0 = tasks[t, 2]
+        mrows = tasks[t, 3]
+        j0 = tasks[t, 4]
+        j1 = tasks[t, 5]
+        slot = tasks[t, 6]
+        s1 = qlen[b]
+        s2 = kvlen[b]
+        qv = fold_rows(q, b, n2, s1, qoff, LAYOUT, ORDER, G)
+        kv = kv_rows(k, b, n2, s2, kvoff, LAYOUT)
+        vv = kv_rows(v, b, n2, s2, kvoff, LAYOUT)
+        with ct.cube():
+            q1 = ct.load(qv[ct.ds(m0, M, valid=mrows), 0:D])
+        with ct.vector():
+            gm = ct.full((M,), -ct.inf, ct.float32, valid=mrows)
+            gl = ct.zeros((M,), ct.float32, valid=mrows)
+            go = ct.zeros((M, DV), ct.float32, valid=(mrows, DV))
+            if BAND:
+                qpos = query_positions(m0, mrows, s1, M, ORDER, G)
+                lo = qpos - pre[b]
+                hi = qpos + nxt[b]
+        for j in range(j0, j1):
+            kv0 = j * S2
+            n = min(S2, s2 - kv0)
+            with ct.cube():
+                s = ct.mma(q1, kv[ct.ds(kv0, S2, valid=n), 0:D], trans_b=True)
+            with ct.vector():
+                s = s * scale
+                if BAND:
+                    col = ct.iota(S2, valid=n) + kv0
+                    inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])
+                    s = ct.where(inband, s, -ct.inf)
+                if MASK:
+                    mv = mask_rows(mask, b, s1, ORDER, G)
+                    mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(kv0, S2, valid=n)])
+                    s = ct.where(mk == 0, s, -ct.inf)
+                hm = ct.maximum(gm, ct.rowmax(s))
+                hs = ct.where(hm == -ct.inf, 0.0, hm)
+                p = ct.exp(s - hs[:, None])
+                dm = ct.exp(gm - hs)
+                gl = gl * dm + ct.rowsum(p)
+                gm = hm
+                p = ct.cast(p, P_DTYPE)
+            with ct.cube():
+                o = ct.mma(p, vv[ct.ds(kv0, S2, valid=n), 0:DV])
+            with ct.vector():
+                go = go * dm[:, None] + o
+        with ct.vector():
+            ok = gl > 0.0
+            glsafe = ct.where(ok, gl, 1.0)
+            res = ct.where(ok[:, None], go / glsafe[:, None], 0.0)
+            if FD and slot >= 0:
+                ct.store(ws_o[slot, ct.ds(0, M, valid=mrows), 0:DV], res)
+                ct.store(ws_ml[slot, 0, ct.ds(0, M, valid=mrows)], gm)
+                ct.store(ws_ml[slot, 1, ct.ds(0, M, valid=mrows)], gl)
+            else:
+                ov = fold_rows(out, b, n2, s1, qoff, OUT_LAYOUT, ORDER, G)
+                ct.store(ov[ct.ds(m0, M, valid=mrows), 0:DV], ct.cast(res, out.dtype))
+                if LSE:
+                    lv = lse_rows(lse, b, n2, s1, qoff, TOKEN, ORDER, G)
+                    val = ct.where(ok, gm + ct.log(glsafe), EMPTY_LSE)
+                    ct.store(lv[ct.ds(m0, M, valid=mrows)], val)
+
+
+@ct.jit
+def fia_fd_combine(out, lse, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, qoff, LAYOUT: ct.constexpr,
+                   ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, R: ct.constexpr, DV: ct.constexpr,
+                   LSE: ct.constexpr, EMPTY_LSE: ct.constexpr):
+    """Merge the partials of split rows: one vector core per launch block, rows (task, r0, nr) from ``work``."""
+    vec = ct.block_idx()
+    for w in range(work_ptr[vec], work_ptr[vec + 1]):
+        task = work[w, 0]
+        r0 = work[w, 1]
+        nr = work[w, 2]
+        b = fd_tasks[task, 0]
+        n2 = fd_tasks[task, 1]
+        m0 = fd_tasks[task, 2]
+        splits = fd_tasks[task, 4]
+        slot = fd_tasks[task, 5]
+        s1 = qlen[b]
+        with ct.vector():
+            gmax = ct.full((R,), -ct.inf, ct.float32, valid=nr)
+            for i in range(splits):
+                mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
+                gmax = ct.maximum(gmax, mi)
+            gs = ct.where(gmax == -ct.inf, 0.0, gmax)
+            total = ct.zeros((R,), ct.float32, valid=nr)
+            for i in range(splits):
+                mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
+                li = ct.load(ws_ml[slot + i, 1, ct.ds(r0, R, valid=nr)])
+                total = total + ct.exp(mi - gs) * li
+            ok = total > 0.0
+            tsafe = ct.where(ok, total, 1.0)
+            acc = ct.zeros((R, DV), ct.float32, valid=(nr, DV))
+            for i in range(splits):
+                mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
+                li = ct.load(ws_ml[slot + i, 1, ct.ds(r0, R, valid=nr)])
+                oi = ct.load(ws_o[slot + i, ct.ds(r0, R, valid=nr), 0:DV])
+                wi = ct.exp(mi - gs) * li / tsafe
+                acc = acc + oi * wi[:, None]
+            ov = fold_rows(out, b, n2, s1, qoff, LAYOUT, ORDER, G)
+            ct.store(ov[ct.ds(m0 + r0, R, valid=nr), 0:DV], ct.cast(acc, out.dtype))
+            if LSE:
+                lv = lse_rows(lse, b, n2, s1, qoff, TOKEN, ORDER, G)
+                ct.store(lv[ct.ds(m0 + r0, R, valid=nr)], ct.where(ok, gs + ct.log(tsafe), EMPTY_LSE))

@@ -1,0 +1,203 @@
+"""Host side of the simulated FusedInferAttentionScore: from arrays and a tiling to kernel launches.
+
+Model
+-----
+``run_fia`` is what the operator's host code does after tiling: it lays the
+user's tensors out as the kernel reads them (views only, no copies: BSH is
+viewed as BSND, NTD/NBSD are permuted inside the kernel), turns the tiling's
+per-core row tasks and flash-decode tasks into the integer tables the
+kernels read, normalises the mask (sparse modes 2/3/4 and pre/next tokens to
+one left-up band per batch; an explicit mask to [Bm, S1, S2]), allocates the
+output (zero-filled, as the chip initialises it) and the FD workspace, and
+launches ``fia_attention`` on ``used_cores`` cores, then ``fia_fd_combine`` on
+the vector cores that the tiling's SplitFD gave work.
+
+Invariants
+----------
+* The kernels see exactly the tiling's block sizes and core split: every
+  ``RowTask`` becomes one row of the task table of its core, in order.
+* Tensors are passed without copies when they are contiguous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...tiling.result import FiaTiling
+from ..golden.layouts import parse_layout
+from ..golden.masks import INT_MAX, MaskEngine
+from .kernel import LSE_EMPTY, fia_attention, fia_fd_combine
+
+__all__ = ["run_fia", "FiaRun", "kernel_layout", "LSE_EMPTY_LEGACY"]
+
+#: lse of empty rows on the legacy IFA decode route (FLOAT_MIN "for IFA compatibility").
+LSE_EMPTY_LEGACY = -3.4e38
+_BAND_CLAMP = 1 << 30
+
+#: user layout -> the kernel's view layout
+_KERNEL_LAYOUT = {"BSH": "BSND", "BSND": "BSND", "BNSD": "BNSD", "TND": "TND", "NTD": "NTD", "NBSD": "NBSD"}
+
+
+def kernel_layout(layout: str) -> str:
+    return _KERNEL_LAYOUT[layout]
+
+
+@dataclass
+class FiaRun:
+    """What one simulated call launched (for reports and tests)."""
+
+    attention_cores: int
+    combine_vectors: int
+    tasks: int
+    fd_tasks: int
+
+
+def _as_heads(x: np.ndarray, layout: str, heads: int) -> np.ndarray:
+    """A zero-copy view of a user tensor in the kernel's layout (BSH -> BSND)."""
+    if layout == "BSH":
+        b, s, h = x.shape
+        return x.reshape(b, s, heads, h // heads)
+    return x
+
+
+def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout: str, num_heads: int,
+            num_key_value_heads: int, atten_mask=None, sparse_mode: int = 0, pre_tokens: int = INT_MAX,
+            next_tokens: int = INT_MAX, softmax_lse_flag: bool = False, out_dtype=None, legacy_route: bool = False,
+            serial: bool = False):
+    """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun)."""
+    lay = parse_layout(input_layout)
+    n1, n2 = num_heads, (num_key_value_heads or num_heads)
+    g = n1 // n2
+    q = _as_heads(query, lay.qkv, n1)
+    k = _as_heads(key, lay.qkv, n2)
+    v = _as_heads(value, lay.qkv, n2)
+    d = q.shape[-1]
+    dv = v.shape[-1]
+    b = tiling.batch
+    qlen = np.asarray(tiling.q_seqlens, dtype=np.int64)
+    kvlen = np.asarray(tiling.kv_seqlens, dtype=np.int64)
+    qoff = np.concatenate([[0], np.cumsum(qlen)[:-1]]).astype(np.int64)
+    kvoff = np.concatenate([[0], np.cumsum(kvlen)[:-1]]).astype(np.int64)
+
+    # output in the output layout, zero-filled as the chip's init does
+    out_shape = _out_shape(query.shape, lay.qkv, lay.out, n1, dv)
+    out = np.zeros(out_shape, dtype=out_dtype if out_dtype is not None else query.dtype)
+    out_k = _as_heads(out, lay.out, n1)
+    empty_lse = LSE_EMPTY_LEGACY if legacy_route else LSE_EMPTY
+    if lay.token:
+        lse = np.full((query.shape[0] if lay.qkv == "TND" else query.shape[1], n1, 1), empty_lse, np.float32)
+    else:
+        s1_full = q.shape[2] if lay.qkv == "BNSD" else q.shape[1]
+        lse = np.full((b, n1, s1_full, 1), empty_lse, np.float32)
+
+    # masks: one left-up band per batch and/or an explicit [Bm, S1, S2] mask
+    decode = (not lay.token) and max(tiling.q_seqlens or [0]) <= 1 and \
+        (q.shape[2] if lay.qkv == "BNSD" else q.shape[1]) == 1
+    engine = MaskEngine(sparse_mode=sparse_mode, atten_mask=atten_mask, pre_tokens=pre_tokens,
+                        next_tokens=next_tokens, batch=b, decode=decode, legacy_decode=legacy_route,
+                        token_layout=lay.token, left_padding=False)
+    band, pre, nxt = _band(engine, qlen, kvlen, pre_tokens, next_tokens)
+    use_mask = engine.mode in ("full", "default")
+    mask = np.ascontiguousarray(engine.user) if use_mask else np.zeros((1, 1, 1), np.uint8)
+    if mask.dtype == np.bool_:
+        mask = mask.view(np.uint8)
+
+    # task tables
+    cores = tiling.cores
+    rows = [t for c in cores for t in c.tasks]
+    ptr = np.zeros(len(cores) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(c.tasks) for c in cores])
+    slots = {i: ft.workspace_slot for i, ft in enumerate(tiling.fd_tasks)}
+    tasks = np.zeros((max(1, len(rows)), 8), dtype=np.int64)
+    for i, t in enumerate(rows):
+        slot = slots[t.fd_task] + t.fd_piece if t.fd_task >= 0 else -1
+        tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, t.s2_hi, slot, 0)
+    m_cap = _m_capacity(tiling, rows)
+    nslots = sum(ft.splits for ft in tiling.fd_tasks)
+    ws_o = np.zeros((max(1, nslots), m_cap, dv), np.float32)
+    ws_ml = np.zeros((max(1, nslots), 2, m_cap), np.float32)
+    p_dtype = _p_dtype(query.dtype)
+    lse_arg = lse
+
+    ncores = len(cores)
+    if rows:
+        fia_attention[ncores](
+            q, k, v, out_k, lse_arg, mask, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+            np.float32(scale), LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
+            ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap,
+            S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
+            FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), serial=serial)
+    nvec = 0
+    if tiling.fd_tasks:
+        fd_tab = np.array([(ft.b, ft.n2, ft.m_start, ft.m_rows, ft.splits, ft.workspace_slot)
+                           for ft in tiling.fd_tasks], dtype=np.int64)
+        vw = [w for w in tiling.fd_vector_work if w.pieces]
+        work = np.array([p for w in vw for p in w.pieces], dtype=np.int64).reshape(-1, 3)
+        wptr = np.zeros(len(vw) + 1, dtype=np.int64)
+        wptr[1:] = np.cumsum([len(w.pieces) for w in vw])
+        r_cap = m_cap
+        nvec = len(vw)
+        fia_fd_combine[nvec](out_k, lse_arg, ws_o, ws_ml, fd_tab, work, wptr, qlen, qoff,
+                             LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, R=r_cap,
+                             DV=dv, LSE=bool(softmax_lse_flag),
+                             EMPTY_LSE=float(empty_lse), serial=serial)
+    run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks))
+    return out, (lse if softmax_lse_flag else None), run
+
+
+def _m_capacity(tiling: FiaTiling, rows) -> int:
+    """Tile rows: the M base, or fewer when no row block can be that tall (min(G*S1, mBase), 16-aligned)."""
+    most = max((t.m_rows for t in rows), default=1)
+    most = max(most, max((ft.m_rows for ft in tiling.fd_tasks), default=1))
+    cap = min(tiling.m_base, -(-most // 16) * 16)
+    return max(cap, most)
+
+
+def _p_dtype(dtype) -> str:
+    name = str(np.dtype(dtype).name)
+    return "bfloat16" if "bfloat16" in name else ("float16" if name == "float16" else "float32")
+
+
+def _out_shape(qshape, qlay: str, olay: str, n1: int, dv: int) -> tuple:
+    """The attention_out shape for a query shape and the (input, output) layouts."""
+    if qlay == "BSH":
+        bb, s, _ = qshape
+        dims = {"B": bb, "S": s, "N": n1, "D": dv}
+    elif qlay == "BSND":
+        bb, s, _, _ = qshape
+        dims = {"B": bb, "S": s, "N": n1, "D": dv}
+    elif qlay == "BNSD":
+        bb, _, s, _ = qshape
+        dims = {"B": bb, "S": s, "N": n1, "D": dv}
+    elif qlay == "TND":
+        t, _, _ = qshape
+        dims = {"T": t, "N": n1, "D": dv}
+    else:  # NTD
+        _, t, _ = qshape
+        dims = {"T": t, "N": n1, "D": dv}
+    if olay == "BSH":
+        return (dims["B"], dims["S"], n1 * dv)
+    return tuple(dims[c] for c in olay)
+
+
+def _band(engine: MaskEngine, qlen, kvlen, pre_tokens: int, next_tokens: int):
+    """Per-batch left-up band (keep iff -pre[b] <= j - i <= nxt[b]) for the engine's mode."""
+    nb = len(qlen)
+    mode = engine.mode
+    if mode == "none" or (mode == "full") or \
+            (mode == "default" and pre_tokens >= INT_MAX and next_tokens >= INT_MAX):
+        return False, np.zeros(nb, np.int64), np.zeros(nb, np.int64)
+    off = kvlen - qlen
+    if mode == "default":
+        lo, hi = np.full(nb, -pre_tokens), np.full(nb, next_tokens)
+    elif mode == "left_up":
+        lo, hi = np.full(nb, -INT_MAX), np.zeros(nb)
+    elif mode == "right_down":
+        lo, hi = np.full(nb, -INT_MAX), off
+    else:  # band
+        lo, hi = off - pre_tokens, off + next_tokens
+    pre = np.clip(-np.asarray(lo, np.int64), -_BAND_CLAMP, _BAND_CLAMP)
+    nxt = np.clip(np.asarray(hi, np.int64), -_BAND_CLAMP, _BAND_CLAMP)
+    return True, pre, nxt

@@ -1,0 +1,19 @@
+"""Float64 goldens of the attention operators, written from the documented semantics.
+
+Modules by concern:
+
+* :mod:`.dtypes`  — exact float64 conversion, chip-style rounding (``round_to``);
+* :mod:`.layouts` — BSH/BSND/BNSD/NBSD ↔ ``[B, N, S, D]``, TND/NTD ↔ ``[T, N, D]``;
+* :mod:`.batches` — per-batch row/kv ranges from actual lengths, left padding, prefix;
+* :mod:`.kv`      — dense, tensor-list, token-layout and paged kv sources, shared prefix;
+* :mod:`.masks`   — the sparse-mode mask engine (modes 0-4, compressed template);
+* :mod:`.pse`     — ``pse_shift`` and the learnable sink;
+* :mod:`.attend`  — one exact attention block (softmax, lse, invalid rows);
+* :mod:`.fia`     — ``fia_golden`` / ``fia_golden_lowp`` (FusedInferAttentionScore).
+"""
+
+from .fia import LSE_EMPTY, LSE_EMPTY_LEGACY_DECODE, fia_golden, fia_golden_lowp, is_legacy_decode
+from .masks import mask_template
+
+__all__ = ["fia_golden", "fia_golden_lowp", "mask_template", "is_legacy_decode", "LSE_EMPTY",
+           "LSE_EMPTY_LEGACY_DECODE"]

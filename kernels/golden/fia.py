@@ -1,0 +1,336 @@
+"""FusedInferAttentionScore golden: float64 reference written from the documented semantics.
+
+Model
+-----
+``fia_golden`` takes the torch_npu ``npu_fused_infer_attention_score`` keywords
+and returns ``(attention_out, softmax_lse)`` as float64 arrays: the output in
+the operator's output layout (value head dim Dv), the lse as ``(B, N, S1, 1)``
+(``(T, N, 1)`` for TND/NTD) or ``None`` when ``softmax_lse_flag`` is False.
+
+    out[b, h, i] = softmax_j(scale · q[b,h,i]·k[b,n2,j] + pse[b,h,i,j], visible pairs, sink[h]) · v[b,n2,j]
+
+with ``n2 = h // (num_heads // num_key_value_heads)`` (GQA/MQA), the visible
+pairs from :mod:`.masks`, the rows/kv ranges from :mod:`.batches` and the kv
+from :mod:`.kv` (dense, tensor list, token layout, paged, shared prefix).
+
+Semantics decisions (with their sources)
+----------------------------------------
+* Rows that are not computed — beyond a batch's ``actual_seq_lengths``, outside
+  a left-padded block, or beyond the last cumulative length in TND — are 0 in
+  the output. Source: the kernel zero-initialises the output
+  (``InitOutputSingleCore``, ``fia_kernel_nonquant.h``; for TND it skips that
+  init when no invalid row is possible, so those rows are left unwritten on the
+  chip and cvtile defines them as 0).
+* Fully masked rows (no visible key) give output 0 for every
+  ``inner_precise``. The operator guarantees that only with the invalid-row
+  correction (inner_precise 2/3, auto-enabled e.g. for sparse 3 with S1 > S2);
+  with 0/1 it masks with the finite -1e12 (bool masks), so such a row becomes a
+  uniform average of V (the aclnn doc warns the result "may lose precision";
+  vllm-omni PR #7324 reports garbage). cvtile promises 0 throughout.
+* lse of a fully masked row is ``+inf``: ``AdjustSoftMaxRes(..., FLOAT_INF)`` in
+  ``fia_block_vec_nonquant.h`` and ``lse_default_value = np.inf`` in the upstream
+  st golden. A learnable sink does not rescue such a row (the kernel keeps the
+  -inf row max, ``UpdateRowMaxWithSink``).
+* lse of a row with no kv (a batch with kv length 0, or an uncomputed row) is
+  the value the kernel initialises the lse tensor with: ``+inf`` (FLOAT_INF
+  3e+99 cast to fp32) on the FIA paths; ``-3.4e38`` (FLOAT_MIN, "for IFA
+  compatibility") on the legacy decode route (layout BSH/BSND/BNSD, S1 == 1,
+  D == Dv, no rope; ``GetLegacyIfaFlag``) — the IFA kernel's
+  ``InitAllZeroOutput`` writes the same. The TND paged path's
+  ``InitOutWhenZero`` epilogue also writes ``+inf``. (vllm-ascend treats an empty
+  chunk's lse as -inf; the upstream flash_attn compare maps +inf to -inf
+  before comparing. Both are merge-equivalent: exp(lse - M) = 0.)
+* An empty key/value tensor (shapeSize 0) gives zeros and lse ``+inf``
+  everywhere (aclnn doc "empty tensor": "lse ... returns all inf";
+  ``FiaKernelEmptyTensor`` writes FLOAT_INF), on every route.
+* A batch with kv length 0 but a shared prefix attends the prefix alone (the
+  IFA kernel computes the prefix part and a zero user part and merges them by
+  lse; the upstream st golden skips such a batch instead, i.e. outputs 0 — the
+  one place where the two disagree).
+* Sparse modes, masks and pse: see :mod:`.masks` and :mod:`.pse` (modes 0-4,
+  the compressed 2048x2048 template for 2/3/4, sparse_mode ignored on the
+  legacy decode route as the aclnn doc states).
+
+Scope: quantisation (int8/int4 KV, full quant, post quant) and rope/MLA raise
+``UnsupportedParameterError`` (a ``NotImplementedError``) naming the parameter.
+
+Invariants
+----------
+* Pure float64: inputs convert exactly; only the chunk being computed is
+  converted, so memory stays bounded for multi-GB KV caches.
+* ``p_dtype`` (or :func:`fia_golden_lowp`) rounds P to the input dtype before
+  P·V, to separate algorithmic error from the chip's precision loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedParameterError
+from .attend import attend
+from .batches import BatchPlan, padding_value, plan_batch_layout, plan_token_layout
+from .dtypes import canonical_dtype, to_f64, to_numpy
+from .kv import DenseKV, ListKV, PagedKV, SharedPrefix, TokenKV
+from .layouts import from_bnsd, from_tnd, parse_layout, to_bnsd, to_tnd
+from .masks import MaskEngine
+from .pse import PseShift, sink_logits
+
+__all__ = ["fia_golden", "fia_golden_lowp", "LSE_EMPTY", "LSE_EMPTY_LEGACY_DECODE", "CHUNK_ELEMENTS",
+           "is_legacy_decode"]
+
+#: lse of rows without any kv / not computed, FIA routes (kernel init value FLOAT_INF).
+LSE_EMPTY = float("inf")
+#: lse of rows without any kv on the legacy decode (IFA) route: fp32(-3.4e38).
+LSE_EMPTY_LEGACY_DECODE = float(np.float32(-3.4e38))
+#: Largest float64 score block computed at once (elements).
+CHUNK_ELEMENTS = 1 << 23
+#: Calls whose largest batch has fewer query rows (x GQA group) run BLAS single-threaded.
+SMALL_GEMM_ROWS = 256
+
+_QUANT_PARAMS = ("dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2",
+                 "antiquant_scale", "antiquant_offset", "key_antiquant_scale", "key_antiquant_offset",
+                 "value_antiquant_scale", "value_antiquant_offset", "key_rope_antiquant_scale",
+                 "dequant_scale_query")
+_ROPE_PARAMS = ("query_rope", "key_rope")
+
+
+def _blas_threads(limit):
+    """``threadpool_limits(limit, "blas")``, or a no-op context for ``None``."""
+    if limit is None:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=limit, user_api="blas")
+
+
+def is_legacy_decode(layout_name: str, s1: int, d: int, dv: int) -> bool:
+    """The route op_host marks ``isLegacyIfa``: BSH/BSND/BNSD, S1 == 1, D == Dv (no rope)."""
+    return layout_name in ("BSH", "BSND", "BNSD") and s1 == 1 and d == dv
+
+
+def _reject_out_of_scope(extra: dict):
+    for name in _QUANT_PARAMS:
+        if extra.get(name) is not None:
+            raise UnsupportedParameterError(name, extra[name], "quantisation is outside the float golden's scope")
+    for name in _ROPE_PARAMS:
+        if extra.get(name) is not None:
+            raise UnsupportedParameterError(name, extra[name], "rope / MLA is outside the golden's scope")
+    unknown = set(extra) - set(_QUANT_PARAMS) - set(_ROPE_PARAMS) - {
+        "antiquant_mode", "key_antiquant_mode", "value_antiquant_mode", "query_quant_mode"}
+    if unknown:
+        raise TypeError(f"fia_golden: unexpected keyword(s) {sorted(unknown)}")
+
+
+def _check_float(x, name: str):
+    kind = canonical_dtype(to_numpy(x).dtype)
+    if kind not in ("float16", "bfloat16", "float32", "float64"):
+        reason = "int8/int4 KV needs antiquantisation" if name in ("key", "value") else "not a float tensor"
+        raise UnsupportedParameterError(name, f"{kind} tensor {tuple(np.shape(to_numpy(x)))}",
+                                        f"{reason}; outside the float golden's scope")
+
+
+def _kv_list(x):
+    """Unwrap a 1-element tensor list; keep longer lists as lists."""
+    if isinstance(x, (list, tuple)):
+        if len(x) == 0:
+            raise ValueError("key/value: empty tensor list")
+        return x[0] if len(x) == 1 else list(x)
+    return x
+
+
+def _total_size(x) -> int:
+    if isinstance(x, list):
+        return sum(int(np.prod(np.shape(to_numpy(t)))) for t in x)
+    return int(np.prod(np.shape(to_numpy(x))))
+
+
+def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq_lengths=None,
+               actual_seq_lengths_kv=None, block_table=None, query_padding_size=None, kv_padding_size=None,
+               key_shared_prefix=None, value_shared_prefix=None, actual_shared_prefix_len=None,
+               learnable_sink=None, num_heads: int = 1, scale: float = 1.0, pre_tokens: int = 2147483647,
+               next_tokens: int = 2147483647, input_layout: str = "BSH", num_key_value_heads: int = 0,
+               sparse_mode: int = 0, inner_precise: int = 0, block_size: int = 0, softmax_lse_flag: bool = False,
+               p_dtype: Any = None, **out_of_scope):
+    """Float64 FusedInferAttentionScore; returns ``(out, lse)`` (``lse`` None unless ``softmax_lse_flag``).
+
+    Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
+    ``learnable_sink``). Quantisation and rope keywords are accepted only to
+    raise ``UnsupportedParameterError`` when given. ``p_dtype`` rounds P
+    before P·V (see :mod:`.attend`).
+    """
+    _reject_out_of_scope(out_of_scope)
+    if not 0 <= int(inner_precise) <= 3:
+        raise ValueError(f"inner_precise={inner_precise}: must be 0, 1, 2 or 3")
+    layouts = parse_layout(input_layout)
+    num_heads = int(num_heads)
+    nkv = int(num_key_value_heads) or num_heads
+    if num_heads <= 0 or num_heads % nkv:
+        raise ValueError(f"num_heads={num_heads}, num_key_value_heads={num_key_value_heads}: num_heads must be a "
+                         f"positive multiple of num_key_value_heads")
+    group = num_heads // nkv
+    key, value = _kv_list(key), _kv_list(value)
+    _check_float(query, "query")
+    for name, t in (("key", key), ("value", value)):
+        for item in (t if isinstance(t, list) else [t]):
+            _check_float(item, name)
+    paged = block_table is not None
+    q_np = to_numpy(query)
+    token = layouts.token
+
+    # ---- query view and kv source -------------------------------------------------------------
+    if token:
+        q = to_tnd(q_np, layouts.qkv, "query")
+        rows_total = q.shape[0]
+    else:
+        q = to_bnsd(q_np, layouts.qkv, num_heads, "query")
+        rows_total = q.shape[2]
+    if q.shape[-3 if not token else 1] != num_heads:
+        raise ValueError(f"query: shape {tuple(q_np.shape)} has {q.shape[1]} heads, num_heads is {num_heads}")
+    d = q.shape[-1]
+    kv_empty = _total_size(key) == 0 or _total_size(value) == 0
+    if paged:
+        if isinstance(key, list):
+            raise ValueError("block_table: paged attention does not take tensor lists")
+        source = PagedKV(key, value, block_table, block_size, nkv)
+    elif token:
+        source = TokenKV(key, value, layouts.qkv)
+    elif isinstance(key, list):
+        source = ListKV(key, value if isinstance(value, list) else [value], layouts.qkv, nkv)
+    else:
+        source = DenseKV(key, value, layouts.qkv, nkv)
+    if source.num_kv_heads != nkv:
+        raise ValueError(f"key: has {source.num_kv_heads} heads, num_key_value_heads resolves to {nkv}")
+    if source.d != d and not kv_empty:
+        raise ValueError(f"key: head dim {source.d} differs from the query's {d}")
+    dv = source.dv
+
+    prefix = None
+    if key_shared_prefix is not None or value_shared_prefix is not None:
+        if key_shared_prefix is None or value_shared_prefix is None:
+            raise ValueError("key_shared_prefix / value_shared_prefix: give both or neither")
+        if token or paged:
+            raise ValueError("key_shared_prefix: not supported with TND/NTD layouts or paged attention")
+        prefix = SharedPrefix(key_shared_prefix, value_shared_prefix, layouts.qkv, nkv, actual_shared_prefix_len)
+        if prefix.d != d or prefix.dv != dv:
+            raise ValueError(f"key_shared_prefix: head dims ({prefix.d}, {prefix.dv}) differ from key/value "
+                             f"({d}, {dv})")
+
+    # ---- per-batch plans ------------------------------------------------------------------------
+    if token:
+        if query_padding_size is not None or kv_padding_size is not None:
+            raise ValueError("query_padding_size / kv_padding_size: left padding is not supported with TND/NTD")
+        if paged and actual_seq_lengths is not None and len(np.ravel(actual_seq_lengths)) > source.batch:
+            raise ValueError(f"block_table: has {source.batch} rows, actual_seq_lengths describes "
+                             f"{len(np.ravel(actual_seq_lengths))} batches")
+        caps = [source.capacity(b) for b in range(source.batch)] if paged else None
+        plans, offsets, lengths = plan_token_layout(
+            tokens=rows_total, actual_seq_lengths=actual_seq_lengths, actual_seq_lengths_kv=actual_seq_lengths_kv,
+            kv_tokens=None if paged else source.tokens, paged=paged, kv_capacity=caps)
+        batch = len(plans)
+        if not paged:
+            source.set_ranges(offsets, lengths)
+    else:
+        batch = q.shape[0]
+        if source.batch != batch and not (kv_empty and not isinstance(key, list)):
+            what = "block_table rows" if paged else "key batch"
+            raise ValueError(f"{what} ({source.batch}) differs from the query's batch size {batch}")
+        if paged and actual_seq_lengths_kv is None:
+            raise ValueError("actual_seq_lengths_kv: required with paged attention (block_table)")
+        if paged and (query_padding_size is not None or kv_padding_size is not None):
+            raise ValueError("query_padding_size / kv_padding_size: left padding is not supported with paged "
+                             "attention")
+        caps = [source.capacity(b) if b < source.batch else 0 for b in range(batch)]
+        plans = plan_batch_layout(
+            batch=batch, s1_full=rows_total, kv_capacity=caps, actual_seq_lengths=actual_seq_lengths,
+            actual_seq_lengths_kv=actual_seq_lengths_kv, query_padding_size=query_padding_size,
+            kv_padding_size=kv_padding_size, prefix=prefix.length if prefix is not None else 0)
+
+    legacy = (not token) and is_legacy_decode(layouts.name, rows_total, d, dv)
+    lse_empty = LSE_EMPTY if (kv_empty or not legacy) else LSE_EMPTY_LEGACY_DECODE
+    left_padding = padding_value(query_padding_size, "query_padding_size") is not None or \
+        padding_value(kv_padding_size, "kv_padding_size") is not None
+    masks = MaskEngine(sparse_mode=sparse_mode, atten_mask=atten_mask, pre_tokens=pre_tokens,
+                       next_tokens=next_tokens, batch=batch, decode=(not token and rows_total == 1),
+                       legacy_decode=legacy, token_layout=token, left_padding=left_padding)
+    pse = None
+    if pse_shift is not None:
+        if token:
+            raise ValueError("pse_shift: not supported with TND/NTD layouts")
+        pse = PseShift(pse_shift, batch, num_heads)
+    sink = sink_logits(learnable_sink, num_heads) if learnable_sink is not None else None
+
+    # ---- compute --------------------------------------------------------------------------------
+    if token:
+        out = np.zeros((rows_total, num_heads, dv))
+        lse = np.full((rows_total, num_heads), lse_empty)
+    else:
+        out = np.zeros((batch, num_heads, rows_total, dv))
+        lse = np.full((batch, num_heads, rows_total), lse_empty)
+    if not kv_empty:
+        # Decode-like calls run many tiny GEMMs: BLAS threads only add hand-off latency there (and stall
+        # badly when another process holds a core), so they run single-threaded.
+        rows_max = max((plan.s1 for plan in plans), default=0) * group
+        with _blas_threads(1 if rows_max < SMALL_GEMM_ROWS else None):
+            for plan in plans:
+                _run_batch(plan, q, token, source, prefix, masks, pse, sink, float(scale), group, nkv, p_dtype,
+                           out, lse, lse_empty)
+
+    # ---- output layouts -------------------------------------------------------------------------
+    if token:
+        out_l = from_tnd(out, layouts.out)
+        lse_l = lse[:, :, None]
+    else:
+        out_l = from_bnsd(out, layouts.out)
+        lse_l = lse[..., None]
+    return out_l, (lse_l if softmax_lse_flag else None)
+
+
+def _run_batch(plan: BatchPlan, q, token: bool, source, prefix, masks: MaskEngine, pse, sink, scale: float,
+               group: int, nkv: int, p_dtype, out, lse, lse_empty: float):
+    """Compute one batch into ``out`` / ``lse`` (canonical layouts), chunked over kv heads and rows."""
+    s1, s2 = plan.s1, plan.s2
+    if s1 == 0:
+        return
+    if s2 == 0:
+        # No kv at all: output stays 0, the lse keeps the kernel's init value.
+        return
+    d, dv = q.shape[-1], source.dv
+    per_head = group * s1 * s2
+    heads_per_chunk = max(1, min(nkv, CHUNK_ELEMENTS // max(1, per_head), CHUNK_ELEMENTS // max(1, s2 * (d + dv))))
+    rows_per_chunk = s1 if heads_per_chunk > 1 or per_head <= CHUNK_ELEMENTS else \
+        max(1, CHUNK_ELEMENTS // max(1, group * s2))
+    for n0 in range(0, nkv, heads_per_chunk):
+        n1 = min(nkv, n0 + heads_per_chunk)
+        k_raw, v_raw = source.fetch(plan.b, n0, n1, plan.k0, plan.k0 + plan.s_kv)
+        k = to_f64(k_raw, "key")
+        v = to_f64(v_raw, "value")
+        if prefix is not None and plan.prefix:
+            kp, vp = prefix.fetch(n0, n1)
+            k = np.concatenate([to_f64(kp, "key_shared_prefix"), k], axis=1)
+            v = np.concatenate([to_f64(vp, "value_shared_prefix"), v], axis=1)
+        h0, h1 = n0 * group, n1 * group
+        for i0 in range(0, s1, rows_per_chunk):
+            i1 = min(s1, i0 + rows_per_chunk)
+            if token:
+                qb = to_f64(q[plan.q0 + i0:plan.q0 + i1, h0:h1], "query").transpose(1, 0, 2)
+            else:
+                qb = to_f64(q[plan.b, h0:h1, plan.q0 + i0:plan.q0 + i1], "query")
+            keep = masks.keep(plan, i0, i1)
+            bias = pse.block(plan, h0, h1, i0, i1) if pse is not None else None
+            o, l_ = attend(qb, k, v, scale, bias=bias, keep=keep,
+                           sink=None if sink is None else sink[h0:h1], p_dtype=p_dtype)
+            if token:
+                out[plan.q0 + i0:plan.q0 + i1, h0:h1] = o.transpose(1, 0, 2)
+                lse[plan.q0 + i0:plan.q0 + i1, h0:h1] = l_.T
+            else:
+                out[plan.b, h0:h1, plan.q0 + i0:plan.q0 + i1] = o
+                lse[plan.b, h0:h1, plan.q0 + i0:plan.q0 + i1] = l_
+
+
+def fia_golden_lowp(query, key, value, **kwargs):
+    """:func:`fia_golden` with P rounded to the query's dtype before P·V (as the chip does)."""
+    kwargs.setdefault("p_dtype", canonical_dtype(to_numpy(query).dtype))
+    return fia_golden(query, key, value, **kwargs)

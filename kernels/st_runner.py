@@ -1,0 +1,304 @@
+"""Run an st corpus (FusedInferAttentionScore) through an operator API and judge it against the golden.
+
+Model
+-----
+For every case of the corpus file: build random inputs
+(:meth:`StCase.make_inputs`, seeded by ``(seed, case id)``), call
+``api(**kwargs)`` (the torch_npu keyword interface; the lead passes
+``cvtile.npu_fused_infer_attention_score``), call ``golden(**kwargs)`` and
+compare the outputs with :func:`cvtile.kernels.precision.compare` under the
+tolerance class of the query's dtype (the lse, when requested, under the same
+class, as the upstream flash_attn tests do). Each case ends in one status:
+
+* ``passed`` — every compared output passed;
+* ``failed`` — a numeric comparison failed (or an expected output was missing);
+* ``unsupported`` — the API raised an exception whose class (or a base class)
+  is named ``UnsupportedParameterError``, or the golden raised
+  ``NotImplementedError`` (the golden does not model the feature, e.g.
+  quantisation or rope);
+* ``error`` — anything else raised (input building, the API, the golden), with
+  the message;
+* ``skipped`` — only when the caller asked for a size cap (``max_elements``)
+  and the case's input tensors exceed it, or for cases past ``limit``.
+
+Large cases are run, not skipped, unless the caller sets ``max_elements``.
+
+Invariants
+----------
+* One case's failure never stops the run; the record keeps the reason.
+* ``StResult.summary_line()`` is ``cases: N run, P passed, F failed, U unsupported, E errors``
+  (with ``, S skipped`` appended when any case was skipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from .golden.dtypes import canonical_dtype, numpy_dtype, to_numpy
+from .golden.fia import fia_golden
+from .precision import compare
+from .st_cases import StCase, load_st_cases
+
+__all__ = ["CaseRecord", "StResult", "run_st_corpus", "run_case", "golden_api", "is_unsupported", "main"]
+
+STATUSES = ("passed", "failed", "unsupported", "error", "skipped")
+
+
+@dataclass
+class CaseRecord:
+    """The outcome of one case: status, reason, the comparison reports (``out``, ``lse``) as dicts,
+    and ``detail`` (a short traceback for API errors)."""
+
+    id: Any
+    name: str
+    status: str
+    reason: str = ""
+    features: list = field(default_factory=list)
+    elements: int = 0
+    seconds: float = 0.0
+    out: dict | None = None
+    lse: dict | None = None
+    detail: str = ""
+
+    @property
+    def max_abs_err(self) -> float | None:
+        vals = [r["max_abs_err"] for r in (self.out, self.lse) if r and isinstance(r.get("max_abs_err"), float)]
+        return max(vals) if vals else None
+
+    @property
+    def max_rel_err(self) -> float | None:
+        vals = [r["max_rel_err"] for r in (self.out, self.lse) if r and isinstance(r.get("max_rel_err"), float)]
+        return max(vals) if vals else None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["max_abs_err"] = self.max_abs_err
+        d["max_rel_err"] = self.max_rel_err
+        return d
+
+
+@dataclass
+class StResult:
+    """All case records of one run."""
+
+    path: str
+    records: list[CaseRecord]
+    seed: int = 0
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.records if r.status == status)
+
+    @property
+    def run(self) -> int:
+        return sum(1 for r in self.records if r.status != "skipped")
+
+    def by_status(self, status: str) -> list[CaseRecord]:
+        return [r for r in self.records if r.status == status]
+
+    def summary_line(self) -> str:
+        line = (f"cases: {self.run} run, {self.count('passed')} passed, {self.count('failed')} failed, "
+                f"{self.count('unsupported')} unsupported, {self.count('error')} errors")
+        skipped = self.count("skipped")
+        return line + (f", {skipped} skipped" if skipped else "")
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps({"path": self.path, "seed": self.seed, "summary": self.summary_line(),
+                           "counts": {s: self.count(s) for s in STATUSES},
+                           "cases": [r.to_dict() for r in self.records]}, indent=indent, default=_json_default)
+
+
+def _json_default(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, tuple):
+        return list(v)
+    return repr(v)
+
+
+def is_unsupported(exc: BaseException) -> bool:
+    """True when ``exc``'s class or a base class is named ``UnsupportedParameterError``."""
+    return any(cls.__name__ == "UnsupportedParameterError" for cls in type(exc).__mro__)
+
+
+def golden_api(golden: Callable = fia_golden, *, out_dtype: Any = None, lse_dtype: Any = np.float32) -> Callable:
+    """An operator-shaped wrapper of a golden: returns ``(out cast to the query dtype, lse as fp32)``.
+
+    Useful to exercise the runner (and any caller of the operator API) without
+    the simulator: its outputs round exactly as the chip stores them.
+    """
+
+    def api(query, key, value, **kwargs):
+        out, lse = golden(query, key, value, **kwargs)
+        dt = numpy_dtype(out_dtype if out_dtype is not None else to_numpy(query).dtype)
+        out_c = out.astype(np.float32).astype(dt)
+        lse_c = None if lse is None else lse.astype(lse_dtype)
+        return out_c, (lse_c if lse_c is not None else np.zeros((0,), dtype=np.float32))
+
+    api.__name__ = f"golden_api({getattr(golden, '__name__', 'golden')})"
+    return api
+
+
+def _split_outputs(result):
+    if isinstance(result, (tuple, list)):
+        if len(result) == 0:
+            raise ValueError("the API returned an empty tuple")
+        out = result[0]
+        lse = result[1] if len(result) > 1 else None
+        return out, lse
+    return result, None
+
+
+def _short_exc(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def run_case(case: StCase, api: Callable, *, golden: Callable = fia_golden, seed: int = 0) -> CaseRecord:
+    """Build inputs, run the API and the golden, compare; never raises."""
+    t0 = time.perf_counter()
+    rec = CaseRecord(id=case.id, name=case.name, status="error", features=case.features(),
+                     elements=case.elements())
+    try:
+        rng = np.random.default_rng([int(seed), _case_seed(case.id)])
+        kwargs = case.make_inputs(rng)
+    except Exception as exc:  # noqa: BLE001 - every failure is a record
+        rec.reason = f"inputs: {_short_exc(exc)}"
+        return _done(rec, t0)
+    try:
+        result = api(**kwargs)
+    except Exception as exc:  # noqa: BLE001
+        if is_unsupported(exc):
+            rec.status, rec.reason = "unsupported", str(exc)
+        else:
+            rec.reason = f"api: {_short_exc(exc)}"
+            rec.detail = traceback.format_exc(limit=-3)
+        return _done(rec, t0)
+    try:
+        g_out, g_lse = golden(**kwargs)
+    except NotImplementedError as exc:
+        rec.status, rec.reason = "unsupported", f"golden: {exc}"
+        return _done(rec, t0)
+    except Exception as exc:  # noqa: BLE001
+        rec.reason = f"golden: {_short_exc(exc)}"
+        return _done(rec, t0)
+    try:
+        a_out, a_lse = _split_outputs(result)
+        dtype = canonical_dtype(to_numpy(kwargs["query"]).dtype)
+        if dtype not in ("float16", "bfloat16", "float32", "float64"):
+            dtype = canonical_dtype(to_numpy(a_out).dtype)
+        rep = compare(a_out, g_out, dtype, name="attention_out")
+        rec.out = rep.to_dict()
+        reasons = [] if rep.passed else [str(rep)]
+        if g_lse is not None:
+            if a_lse is None or to_numpy(a_lse).size == 0:
+                rec.lse = None
+                reasons.append("softmax_lse: requested (softmax_lse_flag) but the API returned none")
+            else:
+                rep_l = compare(a_lse, g_lse, dtype, name="softmax_lse")
+                rec.lse = rep_l.to_dict()
+                if not rep_l.passed:
+                    reasons.append(str(rep_l))
+        rec.status = "failed" if reasons else "passed"
+        rec.reason = "; ".join(reasons)
+    except Exception as exc:  # noqa: BLE001
+        rec.status, rec.reason = "error", f"compare: {_short_exc(exc)}"
+    return _done(rec, t0)
+
+
+def _case_seed(case_id) -> int:
+    try:
+        return int(case_id) & 0x7FFFFFFF
+    except (TypeError, ValueError):
+        return sum(map(ord, str(case_id))) & 0x7FFFFFFF
+
+
+def _done(rec: CaseRecord, t0: float) -> CaseRecord:
+    rec.seconds = round(time.perf_counter() - t0, 4)
+    return rec
+
+
+def run_st_corpus(path, api: Callable, *, golden: Callable = fia_golden, limit: int | None = None, seed: int = 0,
+                  max_elements: int | None = None, select: Iterable | None = None,
+                  progress: Callable[[CaseRecord], None] | None = None) -> StResult:
+    """Run the corpus at ``path`` through ``api``; see the module doc for the statuses.
+
+    ``limit`` runs only the first ``limit`` selected cases (the rest are
+    reported as skipped); ``max_elements`` skips cases whose input tensors hold
+    more elements; ``select`` restricts the run to case ids or names.
+    """
+    cases = load_st_cases(path)
+    if select is not None:
+        wanted = {str(s) for s in select}
+        cases = [c for c in cases if str(c.id) in wanted or c.name in wanted]
+    records = []
+    ran = 0
+    for case in cases:
+        if limit is not None and ran >= limit:
+            rec = CaseRecord(case.id, case.name, "skipped", f"beyond --limit {limit}", case.features(),
+                             case.elements())
+        elif max_elements is not None and case.elements() > max_elements:
+            rec = CaseRecord(case.id, case.name, "skipped",
+                             f"{case.elements()} input elements exceed --max-elements {max_elements}",
+                             case.features(), case.elements())
+        else:
+            rec = run_case(case, api, golden=golden, seed=seed)
+            ran += 1
+        records.append(rec)
+        if progress is not None:
+            progress(rec)
+    return StResult(path=str(path), records=records, seed=seed)
+
+
+def _load_api(spec: str) -> Callable:
+    if spec == "golden":
+        return golden_api()
+    module, _, attr = spec.partition(":")
+    obj = importlib.import_module(module)
+    for part in (attr or "npu_fused_infer_attention_score").split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m cvtile.kernels.st_runner CORPUS.json [--api module:function|golden] ...``"""
+    ap = argparse.ArgumentParser(prog="python -m cvtile.kernels.st_runner", description=main.__doc__)
+    ap.add_argument("corpus", help="st corpus JSON (e.g. cases/st/fia_v4.json)")
+    ap.add_argument("--api", default="cvtile:npu_fused_infer_attention_score",
+                    help="operator API as module:function, or 'golden' for the golden-as-api wrapper")
+    ap.add_argument("--limit", type=int, default=None, help="run only the first N cases")
+    ap.add_argument("--max-elements", type=int, default=None,
+                    help="skip (report as skipped) cases with more input elements")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--case", action="append", default=None, help="case id or name (repeatable)")
+    ap.add_argument("--json", default=None, help="write the full result as JSON to this file")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print one line per case")
+    args = ap.parse_args(argv)
+    api = _load_api(args.api)
+
+    def show(rec: CaseRecord):
+        if args.verbose:
+            err = rec.max_abs_err
+            err_s = f" max_abs={err:.3e}" if err is not None else ""
+            print(f"{rec.id!s:>5} {rec.status:<11} {rec.seconds:7.2f}s{err_s} {rec.reason[:160]}", flush=True)
+
+    res = run_st_corpus(args.corpus, api, limit=args.limit, seed=args.seed, max_elements=args.max_elements,
+                        select=args.case, progress=show)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(res.to_json())
+    print(res.summary_line())
+    return 0 if res.count("failed") == 0 and res.count("error") == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The st runner end to end: golden-as-api on real cases, and every classification path."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cvtile.kernels.errors import UnsupportedParameterError
+from cvtile.kernels.st_runner import golden_api, is_unsupported, main, run_st_corpus
+
+SMALL = ["0", "13", "15", "20", "21", "26", "37", "61", "72", "202", "226", "300", "304", "308", "309", "334",
+         "337", "392"]
+
+
+@pytest.fixture(scope="module")
+def fia_path(corpus_file):
+    return corpus_file("st/fia_v4.json")
+
+
+def test_golden_as_api_passes_small_cases(fia_path):
+    res = run_st_corpus(fia_path, golden_api(), select=SMALL)
+    assert res.run == len(SMALL)
+    assert res.count("passed") == len(SMALL), [(r.id, r.status, r.reason) for r in res.records]
+    assert res.summary_line() == f"cases: {len(SMALL)} run, {len(SMALL)} passed, 0 failed, 0 unsupported, 0 errors"
+    rec = next(r for r in res.records if r.id == 304)
+    assert rec.lse is not None and rec.lse["passed"] and rec.out["passed"]
+    assert 0 < rec.max_abs_err < 1e-2 and "softmax_lse" not in rec.features
+
+
+def test_quantised_and_rope_cases_are_unsupported(fia_path):
+    res = run_st_corpus(fia_path, golden_api(), select=["41", "52", "70"])
+    assert [r.status for r in res.records] == ["unsupported"] * 3
+    assert "quant_scale2" in res.records[0].reason and "query_rope" in res.records[2].reason
+
+
+def _api_raising(exc):
+    def api(**kwargs):
+        raise exc
+    return api
+
+
+def test_unsupported_parameter_error_classifies_as_unsupported(fia_path):
+    res = run_st_corpus(fia_path, _api_raising(UnsupportedParameterError("pse_shift", 3, "not simulated")),
+                        select=["0"])
+    (rec,) = res.records
+    assert rec.status == "unsupported" and "pse_shift" in rec.reason and "not simulated" in rec.reason
+
+
+def test_any_class_named_unsupported_parameter_error_counts(fia_path):
+    class UnsupportedParameterError(RuntimeError):  # a lookalike from another module
+        pass
+
+    class Narrower(UnsupportedParameterError):
+        pass
+
+    assert is_unsupported(Narrower("x"))
+    res = run_st_corpus(fia_path, _api_raising(Narrower("sparse_mode=9")), select=["0"])
+    assert res.records[0].status == "unsupported"
+
+
+def test_other_exceptions_are_errors(fia_path):
+    res = run_st_corpus(fia_path, _api_raising(ValueError("bad layout")), select=["0", "1"])
+    assert [r.status for r in res.records] == ["error", "error"]
+    assert "ValueError: bad layout" in res.records[0].reason
+    assert res.summary_line() == "cases: 2 run, 0 passed, 0 failed, 0 unsupported, 2 errors"
+
+
+def test_numeric_failures_are_reported(fia_path):
+    base = golden_api()
+
+    def off_by_a_bit(**kwargs):
+        out, lse = base(**kwargs)
+        out = out.astype(np.float32)
+        out.reshape(-1)[::7] += 0.05
+        return out.astype(kwargs["query"].dtype), lse
+
+    res = run_st_corpus(fia_path, off_by_a_bit, select=["3"])
+    (rec,) = res.records
+    assert rec.status == "failed" and "attention_out: FAIL" in rec.reason
+    assert rec.out["violations"] > 0 and rec.out["worst_index"] is not None
+
+
+def test_missing_lse_fails(fia_path):
+    base = golden_api()
+
+    def no_lse(**kwargs):
+        return base(**kwargs)[0]
+
+    res = run_st_corpus(fia_path, no_lse, select=["61", "0"])
+    status = {r.id: r for r in res.records}
+    assert status[0].status == "passed" and status[61].status == "failed"
+    assert "softmax_lse" in status[61].reason
+
+
+def test_limit_and_size_cap_are_reported_as_skipped(fia_path):
+    res = run_st_corpus(fia_path, golden_api(), select=["0", "1", "2", "213"], limit=2)
+    assert [r.status for r in res.records] == ["passed", "passed", "skipped", "skipped"]
+    assert res.summary_line().endswith(", 2 skipped")
+    res = run_st_corpus(fia_path, golden_api(), select=["0", "213"], max_elements=10_000_000)
+    assert [r.status for r in res.records] == ["passed", "skipped"]
+    assert "exceed" in res.records[1].reason
+
+
+def test_to_json_and_cli(fia_path, tmp_path, capsys):
+    out = tmp_path / "res.json"
+    rc = main([str(fia_path), "--api", "golden", "--case", "0", "--case", "41", "--json", str(out)])
+    assert rc == 0
+    assert capsys.readouterr().out.strip().endswith("cases: 2 run, 1 passed, 0 failed, 1 unsupported, 0 errors")
+    data = json.loads(out.read_text())
+    assert data["counts"]["passed"] == 1 and data["counts"]["unsupported"] == 1
+    assert {c["status"] for c in data["cases"]} == {"passed", "unsupported"}
+    assert all({"id", "name", "status", "reason", "max_abs_err", "max_rel_err"} <= set(c) for c in data["cases"])

@@ -1,0 +1,44 @@
+"""The ``cvtile tiling`` / ``cvtile cases`` command functions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from cvtile.cli_tiling import add_tiling_parser, build_params, run_tiling, run_ut_cases
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser()
+    add_tiling_parser(parser.add_subparsers(dest="cmd"))
+    return parser.parse_args(["tiling", *argv])
+
+
+def test_tiling_prints_template_key_blocks_and_fd(capsys):
+    args = parse(["--batch", "4", "--num-heads", "32", "--num-kv-heads", "8", "--q-seqlen", "1",
+                  "--kv-seqlen", "4096"])
+    assert args.func is run_tiling and run_tiling(args) == 0
+    out = capsys.readouterr().out
+    for text in ("FiaTilingNonQuant", "103000000000400000", "M base 64", "S2 base 4096", "cores used  : 16",
+                 "flash decode: off", "min(G/5,2)"):
+        assert text in out
+
+
+def test_tiling_json_and_rejection(capsys):
+    assert run_tiling(parse(["--json", "-b", "1", "-n", "8", "--num-kv-heads", "1", "--kv-seqlen", "32768"])) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["fd"] and d["fd_tasks"][0]["splits"] == 8
+    assert run_tiling(parse(["--num-heads", "32", "--num-kv-heads", "7"])) == 1
+    assert "rejected" in capsys.readouterr().out
+
+
+def test_build_params_paged_and_tnd():
+    p = build_params(parse(["--layout", "TND", "--block-size", "128", "--kv-seqlen", "1000", "-b", "2"]))
+    assert p.block_table.shape == (2, 8) and p.actual_seq_lengths.data == (1, 2)
+    assert p.actual_seq_lengths_kv.data == (1000, 1000)
+
+
+def test_cases_prints_the_summary_line(corpus_file, capsys):
+    rc = run_ut_cases(corpus_file("ut_tiling/fia_arch35.csv"))
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0 and out[-1].startswith("cases: 530 run, ")

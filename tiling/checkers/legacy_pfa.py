@@ -1,0 +1,298 @@
+"""arch22 legacy route "PFA" (prompt flash attention tiling): the checks that can reject a call.
+
+Model
+-----
+A call neither the new framework, the split-fuse tiling nor the IFA tiling takes goes to the legacy PFA
+tiling. In order, each broken rule rejects the call (status 561002):
+
+1. *Entry*: ``antiquant_mode`` must be 0; ``dequant_scale_query`` only with S of query <= 16 and with
+   ``query_rope`` (and the PFA tiling then refuses it anyway, as it refuses ``query_quant_mode`` != 0);
+   AIV:AIC must be 2:1; the mask dtype bool/int8/uint8; ``sparse_mode`` 9 is not supported.
+2. *Key/value tensor list* (batch of query != batch of key, more than one key tensor, no block table):
+   every tensor has batch 1, as many key and value tensors as the query batch, the same heads/head dim
+   across the list and equal key/value S; an empty tensor only when all are empty. Lists and left padding
+   exclude TND, each other and paged caches; a padding size is a 1-element 1-D list and needs the matching
+   actual length list.
+3. *softmax_lse* (when requested): TND/NTD_TND [T, N, 1], else [B, num_heads, S, 1].
+4. *Head dim*: a multiple of 32 when query, key or attention_out is int8, else of 16.
+5. *Sparse modes 20-22* take a separate basic-API tiling (accepted here). Otherwise: TND refuses int8
+   query/key/value, int8 output and int8 key/value antiquant; a bf16 query with int8 key/value needs the
+   key/value antiquant scales; key rank <= 5 and equal to value rank; BSH/TND/NTD_TND ranks 3 (BNSD/BSND/
+   BNSD_BSND: query 4-D, key 4-D or paged 3/4-D); head dims of query, key and value agree; no fp32 query or
+   output; ``inner_precise`` 4 (approximate) is not supported on this chip; TND takes no ``pse_shift``; a
+   paged call takes no int8 query and no tensor list; mask dtype rules (no fp32; bool/int8/uint8 with bf16
+   or fp16 high precision; no fp16 with row-invalid correction, ``inner_precise`` bit 1); int8 query with
+   fp16 output takes no post-quant inputs; a shared prefix needs both tensors, no list, no paged cache, no
+   padding, not int8 query with int8 key/value, the key/value rank and equal non-empty shapes; TND rope
+   tensors are non-empty; an int8 query needs non-empty ``dequant_scale1``, ``quant_scale1`` and
+   ``dequant_scale2``.
+
+Not mirrored (documented gap): the PFA tiling's full shape check (``CheckShape``), the key/value
+consistency check and everything after it (sparse-mode token rules, per-mode quant shapes, the paged TND
+input rules); calls reaching them are accepted here.
+"""
+
+from __future__ import annotations
+
+from ..errors import AclnnStatus, ParamError
+from ..info import present
+from ..layouts import dim, numel
+from .legacy import legacy_value
+
+CHECKER = "legacy_pfa"
+
+
+def _fail(param, value, rule):
+    raise ParamError(param, value, rule, status=AclnnStatus.INNER_TILING_ERROR, checker=CHECKER)
+
+
+def check(p, plat, dims) -> None:
+    """Run the legacy PFA checks on ``p``; ``dims`` are the legacy entry's axes (B, N, S, D of query)."""
+    _entry(p, plat, dims.qs)
+    contiguous = _kv_list(p)
+    _padding(p, contiguous)
+    _lse(p, dims)
+    d = dims.qd
+    if "int8" in (p.query.dtype, p.key.dtype, p.attention_out.dtype) and d % 32 != 0:
+        _fail("query", p.query.shape, f"with int8 involved the head dim ({d}) must be a multiple of 32")
+    if d % 16 != 0:
+        _fail("query", p.query.shape, f"the head dim ({d}) must be a multiple of 16")
+    if p.sparse_mode in (20, 21, 22):
+        return
+    _tiling(p, contiguous)
+
+
+def _entry(p, plat, qs: int) -> None:
+    if p.antiquant_mode != 0:
+        _fail("antiquant_mode", p.antiquant_mode, "the PFA route takes antiquant_mode 0 only")
+    dsq = present(p.dequant_scale_query)
+    if qs > 16 and dsq:
+        _fail("dequant_scale_query", p.dequant_scale_query.shape, f"not supported with S of query ({qs}) > 16")
+    if not present(p.query_rope) and dsq:
+        _fail("dequant_scale_query", p.dequant_scale_query.shape, "needs query_rope")
+    if plat.aiv != plat.aic and plat.aiv != 2 * plat.aic:
+        _fail("platform", (plat.aic, plat.aiv), "the PFA route needs an AIV:AIC ratio of 1 or 2")
+    if plat.aiv == plat.aic:
+        _fail("platform", (plat.aic, plat.aiv), "the PFA route does not run on 1:1 cores")
+    mask = p.atten_mask
+    if present(mask) and mask.dtype not in ("bool", "int8", "uint8"):
+        _fail("atten_mask", mask.dtype, "atten_mask must be bool, int8 or uint8")
+    if dsq or p.query_quant_mode != 0:
+        _fail("query_quant_mode", p.query_quant_mode, "the PFA route does not dequantise the query")
+    if p.sparse_mode == 9:
+        _fail("sparse_mode", 9, "the PFA route does not support the tree mask (sparse_mode 9)")
+
+
+def _kv_list(p) -> bool:
+    """Check a key/value tensor list; returns whether key/value are contiguous (not a list)."""
+    layout = p.input_layout
+    keys = p.key_list or (p.key,)
+    values = p.value_list or (p.value,)
+    bq, bk = (1, 1) if layout == "NSD" else (dim(p.query.shape, 0), dim(p.key.shape, 0))
+    if bq == bk or len(keys) <= 1 or present(p.block_table):
+        return True
+    for name, ts in (("key", keys), ("value", values)):
+        for t in ts:
+            if dim(t.shape, 0) != 1:
+                _fail(name, t.shape, "every tensor of a key/value list must have batch 1")
+    if bq != len(keys) or len(keys) != len(values):
+        _fail("key", len(keys), f"a key/value list needs one key and one value tensor per query batch ({bq})")
+    kv_heads = p.num_key_value_heads or p.num_heads
+    if layout == "BSH":
+        fixed, s_axis = (2,), 1
+    elif layout in ("BNSD", "BNSD_BSND"):
+        fixed, s_axis = (1, 3), 2
+    else:
+        fixed, s_axis = (2, 3), 1
+    if layout != "BSH" and dim(keys[0].shape, fixed[0]) != kv_heads:
+        _fail("key", keys[0].shape, f"the list's kv heads must equal num_key_value_heads ({kv_heads})")
+    empty, sum_k, sum_v = False, 0, 0
+    for k, v in zip(keys, values):
+        for ax in fixed:
+            want = dim(keys[0].shape, ax)
+            if dim(k.shape, ax) != want or dim(v.shape, ax) != want:
+                _fail("key", k.shape, "heads and head dim must be the same across the key/value list")
+        if dim(k.shape, s_axis) != dim(v.shape, s_axis):
+            _fail("value", v.shape, "S of key and value must agree in every list entry")
+        if dim(k.shape, s_axis) == 0:
+            empty = True
+        sum_k += dim(k.shape, s_axis)
+        sum_v += dim(v.shape, s_axis)
+    if empty and sum_k != 0 and sum_v != 0:
+        _fail("key", [list(k.shape) for k in keys], "an empty tensor in a key/value list needs all empty")
+    return False
+
+
+def _padding(p, contiguous: bool) -> None:
+    layout = p.input_layout
+    qpad, kvpad = present(p.query_padding_size), present(p.kv_padding_size)
+    if not contiguous and layout == "TND":
+        _fail("key", len(p.key_list), "TND does not take a key/value tensor list")
+    if (qpad or kvpad) and layout == "TND":
+        _fail("query_padding_size" if qpad else "kv_padding_size", None, "TND does not take left padding")
+    if not contiguous and (qpad or kvpad):
+        _fail("query_padding_size" if qpad else "kv_padding_size", None, "a tensor list takes no left padding")
+    for name, flag in (("query_padding_size", qpad), ("kv_padding_size", kvpad)):
+        t = getattr(p, name)
+        if flag and (numel(t.shape) != 1 or len(t.shape) != 1):
+            _fail(name, t.shape, "a padding size is a 1-element 1-D tensor")
+    if present(p.block_table) and (qpad or kvpad):
+        _fail("block_table", p.block_table.shape, "a paged cache takes no left padding")
+    if qpad and not present(p.actual_seq_lengths):
+        _fail("actual_seq_lengths", None, "query left padding needs actual_seq_lengths")
+    if kvpad and not present(p.actual_seq_lengths_kv):
+        _fail("actual_seq_lengths_kv", None, "key/value left padding needs actual_seq_lengths_kv")
+
+
+def _lse(p, dims) -> None:
+    if not p.softmax_lse_flag:
+        return
+    lse = p.softmax_lse
+    if lse is None:
+        _fail("softmax_lse", None, "softmax_lse is requested but not given")
+    s = tuple(lse.shape)
+    if p.input_layout in ("TND", "NTD_TND"):
+        if len(s) != 3:
+            _fail("softmax_lse", s, "with TND softmax_lse must have 3 dims")
+        if s != (dims.qs, dims.qn, 1):
+            _fail("softmax_lse", s, f"with TND softmax_lse must be [{dims.qs}, {dims.qn}, 1]")
+    else:
+        if len(s) != 4:
+            _fail("softmax_lse", s, "softmax_lse must have 4 dims")
+        if s != (dims.b, p.num_heads, dims.qs, 1):
+            _fail("softmax_lse", s, f"softmax_lse must be [{dims.b}, {p.num_heads}, {dims.qs}, 1]")
+
+
+def _tiling(p, contiguous: bool) -> None:
+    layout = p.input_layout
+    qt, kt, vt, ot = p.query.dtype, p.key.dtype, legacy_value(p).dtype, p.attention_out.dtype
+    paged = present(p.block_table)
+    if layout == "TND":
+        if qt == kt == vt == "int8":
+            _fail("query", qt, "TND does not take int8 query/key/value")
+        if ot == "int8":
+            _fail("attention_out", ot, "TND does not take an int8 attention_out")
+        if qt != "int8" and kt == "int8" and vt == "int8":
+            _fail("key", kt, "TND does not take int8 key/value antiquant")
+    has_kv_scales = present(p.key_antiquant_scale) or present(p.value_antiquant_scale)
+    if not has_kv_scales and qt == "bfloat16" and kt == "int8":
+        _fail("key_antiquant_scale", None, "a bf16 query with int8 key/value needs the key/value antiquant scales")
+    _ranks(p, layout, paged)
+    _head_dims(p, layout)
+    if qt == "float32" or ot == "float32":
+        _fail("query" if qt == "float32" else "attention_out", "float32", "the PFA route takes no fp32 query/output")
+    precise = p.inner_precise
+    row_invalid = (precise >> 1) & 1
+    if precise != 4:
+        precise = 1 if precise & 1 else 0
+    if precise == 4:
+        _fail("inner_precise", 4, "approximate computation (inner_precise 4) is not supported on this chip")
+    if layout == "TND" and present(p.pse_shift):
+        _fail("pse_shift", p.pse_shift.shape, "TND takes no pse_shift")
+    if present(p.pse_shift) and qt == "float16" and precise == 1:
+        precise = 0
+    if paged:
+        if qt == "int8":
+            _fail("query", qt, "a paged call takes no int8 query")
+        if not contiguous:
+            _fail("key", len(p.key_list), "a paged call takes no key/value tensor list")
+    _mask(p, qt, precise, row_invalid)
+    if qt == "int8" and ot == "float16" and (present(p.quant_scale2) or present(p.quant_offset2)):
+        _fail("quant_scale2", None, "an int8 query with fp16 output takes no post-quant inputs")
+    _prefix(p, contiguous, paged)
+    if layout in ("TND", "NTD_TND"):
+        for name in ("query_rope", "key_rope"):
+            t = getattr(p, name)
+            if present(t) and numel(t.shape) == 0:
+                _fail(name, t.shape, f"with {layout} {name} must not be empty")
+    if qt == "int8":
+        for name in ("dequant_scale1", "quant_scale1", "dequant_scale2"):
+            t = getattr(p, name)
+            if not present(t):
+                _fail(name, None, "an int8 query needs dequant_scale1, quant_scale1 and dequant_scale2")
+            if numel(t.shape) == 0:
+                _fail(name, t.shape, "must not be empty with an int8 query")
+
+
+def _ranks(p, layout: str, paged: bool) -> None:
+    v = legacy_value(p)
+    qr, kr, vr = len(p.query.shape), len(p.key.shape), len(v.shape)
+    if kr > 5:
+        _fail("key", p.key.shape, "key must have at most 5 dims")
+    if kr != vr:
+        _fail("value", v.shape, f"value must have as many dims as key ({kr})")
+    paged_special = paged and layout in ("TND", "NTD_TND") and kr in (4, 5)
+    if paged_special or (paged and layout in ("TND", "NTD_TND") and kr == 3):
+        if qr != 3:
+            _fail("query", p.query.shape, f"with {layout} and a paged cache query must have 3 dims")
+    elif layout in ("TND", "NTD_TND", "BSH") and (qr != 3 or kr != 3):
+        _fail("query", p.query.shape, f"with {layout} query, key and value must have 3 dims")
+    if layout in ("BNSD", "BSND", "BNSD_BSND"):
+        if qr != 4:
+            _fail("query", p.query.shape, f"with {layout} query must have 4 dims")
+        if paged and kr not in (3, 4):
+            _fail("key", p.key.shape, f"with {layout} a paged key cache must have 3 or 4 dims")
+        if not paged and kr != 4:
+            _fail("key", p.key.shape, f"with {layout} key and value must have 4 dims")
+
+
+def _head_dims(p, layout: str) -> None:
+    if layout in ("TND", "NTD_TND", "SH", "NSD"):
+        return
+    q, k, v = p.query.shape, p.key.shape, legacy_value(p).shape
+    n = n2 = 1
+    if len(k) == 3:
+        if p.num_heads == 0:
+            _fail("num_heads", 0, "num_heads must not be 0")
+        n = p.num_heads
+        n2 = p.num_key_value_heads or n
+    if layout == "BSH":
+        qd, kd, vd = dim(q, 2) // n, dim(k, 2) // n2, dim(v, 2) // n2
+    elif layout in ("BNSD", "BNSD_BSND", "BSND"):
+        qd = dim(q, 3)
+        kd, vd = (dim(k, 2) // n2, dim(v, 2) // n2) if len(k) == 3 else (dim(k, 3), dim(v, 3))
+    else:
+        return
+    if not qd == kd == vd:
+        _fail("key", k, f"head dims of query, key and value must agree ({qd}, {kd}, {vd})")
+
+
+def _mask(p, qt: str, precise: int, row_invalid: int) -> None:
+    mask = p.atten_mask
+    if not present(mask):
+        return
+    mt = mask.dtype
+    if mt == "float32":
+        _fail("atten_mask", mt, "atten_mask must not be fp32")
+    allowed = ("bool", "int8", "uint8")
+    if qt == "float16" and precise == 0 and mt not in allowed:
+        _fail("atten_mask", mt, "with an fp16 query in high precision atten_mask must be bool, int8 or uint8")
+    if qt == "bfloat16" and mt not in allowed:
+        _fail("atten_mask", mt, "with a bf16 query atten_mask must be bool, int8 or uint8")
+    if mt == "float16" and row_invalid:
+        _fail("atten_mask", mt, "an fp16 mask cannot be used with row-invalid correction (inner_precise 2/3)")
+
+
+def _prefix(p, contiguous: bool, paged: bool) -> None:
+    kp, vp = present(p.key_shared_prefix), present(p.value_shared_prefix)
+    if kp != vp:
+        _fail("value_shared_prefix" if kp else "key_shared_prefix", None,
+              "key_shared_prefix and value_shared_prefix come together")
+    if not kp:
+        return
+    if not contiguous:
+        _fail("key_shared_prefix", None, "a shared prefix takes no key/value tensor list")
+    if paged:
+        _fail("key_shared_prefix", None, "a shared prefix takes no paged cache")
+    if present(p.query_padding_size) or present(p.kv_padding_size):
+        _fail("key_shared_prefix", None, "a shared prefix takes no left padding")
+    if p.query.dtype == "int8" and p.key.dtype == "int8":
+        _fail("key_shared_prefix", None, "a shared prefix is not supported with int8 query and key/value")
+    ks, vs = p.key_shared_prefix.shape, p.value_shared_prefix.shape
+    if len(ks) != len(p.key.shape) or len(ks) != len(vs):
+        _fail("key_shared_prefix", ks, f"the shared prefix must have as many dims as key ({len(p.key.shape)})")
+    for a, b in zip(ks, vs):
+        if a == 0 or b == 0:
+            _fail("key_shared_prefix", ks, "the shared prefix must not be empty")
+        if a != b:
+            _fail("value_shared_prefix", vs, f"must have the shape of key_shared_prefix ({list(ks)})")

@@ -1,0 +1,233 @@
+"""Planners of the arch22 legacy routes: the old IFA decode tiling, the old PFA prefill split, and split-fuse.
+
+Model
+-----
+``plan_ifa`` mirrors ``IFATiling`` (unbalanced path) with the rules of
+:mod:`.flash_decode`: perf mode, FD decision, ``SplitBNS`` (FD: every ``(b, n2)``
+cut into ``kv_splits`` parts, one part per core, core ``c`` = unit ``c // splits``,
+part ``c % splits``) or ``SplitBN`` (no FD: contiguous runs of units). Both map
+exactly onto ``RowTask``s when a part is a whole number of S2 blocks (always true
+without FD, and with FD whenever the part length is a multiple of the S2 base, e.g.
+when the part is shorter than 8192); otherwise the cores are left empty and
+``extras["row_tasks"]`` says why. Its key is the legacy IFA decimal key.
+
+``plan_pfa`` mirrors ``PromptFlashAttentionSplitNSNew``: rows ``(head, batch, S1
+block)`` in head-major order, weight ``k + 1`` for causal rows (next tokens 0;
+right-down causal uses ``S2 + prefix - S1``) else the row's S2 block count; the
+same "cut when ``weight - dif > dif``" greedy as the arch35 catch-all, over cube
+cores with ``sOuter * 2`` rows (the cube-view mode). Block sizes follow the
+documented defaults (sOuter 128, or 16 for S1 <= 16, 64 with PA; sInner 1024, 512
+when S2 <= 1024, 2048 for a maskless decode over S2 > 2048); the UB-fit shrink loop
+is not mirrored. The PFA key is not mirrored (``tiling_key`` 0).
+
+``plan_fai`` (TND split-fuse) records the route only.
+
+Invariants
+----------
+* Tasks cover every active block once; IFA FD tasks have ``splits == kv_splits``.
+"""
+
+from __future__ import annotations
+
+from .block_grid import BlockGrid, GridSpec, per_batch_lengths
+from .draft import Draft
+from .flash_decode import (IFA_PERF_C1V1, IFA_PERF_CUBE_VIEW, IFA_PERF_DD, IFA_PERF_MLA, IFA_PERF_NORMAL,
+                           ifa_is_flash_decode, ifa_kv_splits, ifa_perf_mode, ifa_s_inner, ifa_split_bn)
+from .platform import Platform
+from .result import CoreWork, FdTask, FdVectorWork, RowTask
+from .tiling_key import DTYPE_CODE, decode_ifa, encode_ifa
+from .workspace import LIBAPI_WORKSPACE, Workspace
+
+__all__ = ["plan_ifa", "plan_pfa", "plan_fai"]
+
+_IFA_LAYOUT = {"BNSD": 0, "BSH": 1, "BSND": 1, "TND": 2}
+
+
+def plan_ifa(d: Draft, plat: Platform) -> None:
+    v = d.view
+    rope = v.rope_mode == "split"
+    kv_nz = v.kv_layout == "NZ"
+    anti = v.quant_mode == "anti"
+    max_s2 = v.max_actual_seq or v.s2
+    perf, pwhy = ifa_perf_mode(kv_nz=kv_nz, rope=rope, q_dtype=v.q_dtype, kv_dtype=v.kv_dtype, out_dtype=v.out_dtype,
+                               paged=v.paged, prefix=v.prefix, g=v.g, d=v.qk_dim, batch=v.batch, n2=v.n2,
+                               max_s2=max_s2, inner_precise=v.inner_precise, layout=v.input_layout, antiquant=anti,
+                               antiquant_per_channel=v.key_antiquant_mode == 0)
+    d.decide("perf_mode", perf, pwhy + " (IFATiling::SetupPerfMode)")
+    cores = plat.aic if perf in (IFA_PERF_CUBE_VIEW, IFA_PERF_MLA, IFA_PERF_DD) else plat.aiv
+    d.decide("split_units", cores, ("cube" if cores == plat.aic else "vector") + " cores (IFATiling::SetCoreNum)")
+    fd, fwhy = ifa_is_flash_decode(cores=cores, perf_mode=perf, batch=v.batch, n2=v.n2, g=v.g, s1=v.s1,
+                                   max_s2=max_s2, paged=v.paged, rope=rope, gqa_mtp=kv_nz)
+    d.decide("flash_decode", fd, fwhy + " (IFATiling::IsFlashDecode)")
+    s2 = v.s2 if v.s2 else 1024
+    q = per_batch_lengths(v.batch, v.s1, None)
+    kv = per_batch_lengths(v.batch, s2, v.actual_kv, cumulative=v.accum_kv)
+    d.q_lens, d.kv_lens = q, kv
+    rows = v.g * v.s1
+    d.m_base = rows
+    d.m_order = "S1G" if v.s1_major else "GS1"
+    parts = 1
+    if fd:
+        parts, length, kwhy = ifa_kv_splits(cores=cores, batch=v.batch, n2=v.n2, max_s2=max_s2, s2=s2,
+                                            paged=v.paged, block_size=v.block_size, int4=v.kv_dtype == "int4")
+        d.decide("kv_splits", parts, kwhy)
+        s_inner, swhy = ifa_s_inner(seq=length, g=v.g, antiquant=anti, perf_mode=perf, rope=rope, paged=v.paged,
+                                    block_size=v.block_size, int4=v.kv_dtype == "int4")
+        d.s2_base = d.decide("s2_base", s_inner, swhy)
+        d.used_cores = d.decide("used_cores", v.batch * v.n2 * parts, f"B*N2*kv_splits = {v.batch}*{v.n2}*{parts}")
+        _ifa_fd_tasks(d, parts, length, s_inner)
+    else:
+        s_inner, swhy = ifa_s_inner(seq=s2, g=v.g, antiquant=anti, perf_mode=perf, rope=rope, paged=v.paged,
+                                    block_size=v.block_size, int4=v.kv_dtype == "int4")
+        d.s2_base = d.decide("s2_base", s_inner, swhy)
+        units = v.batch * v.n2
+        loads = None
+        if v.actual_kv is not None and len(v.actual_kv) > 1:
+            loads = [(1024 if kv[b] < 1024 else kv[b]) if anti else (kv[b] or 1)
+                     for b in range(v.batch) for _ in range(v.n2)]
+        equal = v.same_actual_seq or (v.actual_kv is not None and len(v.actual_kv) == 1)
+        used, starts = ifa_split_bn(units=units, cores=cores, loads=loads, equal=equal, mla=perf == IFA_PERF_MLA,
+                                    aic=plat.aic)
+        d.used_cores = d.decide("used_cores", used, f"{units} (b, n2) units over {cores} cores "
+                                                    + ("evenly" if loads is None or equal else "by KV length")
+                                                    + " (IFATiling::SplitBN)")
+        _ifa_bn_tasks(d, starts, units, s_inner)
+        if perf == IFA_PERF_NORMAL and not v.prefix and units * 2 <= plat.aiv:
+            perf = d.decide("perf_mode", IFA_PERF_C1V1, f"no FD, B*N2*2={units * 2} <= {plat.aiv} vector cores: "
+                                                        "C1V1 mode 2 (IFATiling::UpdatePerfMode)")
+    ws = Workspace().add("libapi", LIBAPI_WORKSPACE)
+    if fd:
+        params = v.batch * v.n1 * parts
+        dalign = (v.qk_dim + 31) // 32 * 32
+        ws.add("fd_partial_out", params * dalign * 4)
+        ws.add("fd_row_sum", params * 8 * 4).add("fd_row_max", params * 8 * 4)
+    if v.paged:
+        ws.add("paged_callback", d.used_cores * 64 * 2)
+    d.workspace = ws
+    d.decide("workspace_bytes", ws.total, "libapi + FD partials B*N*kv_splits*align32(D) and sums/maxes "
+                                          "(IFATiling::CalcWorkSpace; the matmul staging areas sized from UB "
+                                          "tiling are not mirrored)")
+    per_token = anti and v.antiquant_mode == 1
+    flags = (2 if (v.paged and v.s2) else 0) + (1 if fd else 0) + (4 if per_token else 0)
+    fields = {"mode": 2 if v.prefix else 1, "perf": perf, "q_layout": _IFA_LAYOUT.get(v.q_layout, 0),
+              "q_dtype": DTYPE_CODE.get(v.q_dtype, 0), "kv_dtype": DTYPE_CODE.get(v.kv_dtype, 0),
+              "out_dtype": DTYPE_CODE.get(v.out_dtype, 0), "origin_dtype": DTYPE_CODE.get(v.q_dtype, 0),
+              "flags": flags, "antiquant_mode": v.antiquant_mode if (anti and v.antiquant_mode not in (0, 1)) else 0,
+              "kv_layout": ({"NZ": 2, "BSH": 1, "BSND": 1, "BnBsH": 1}.get(v.kv_layout, 0)
+                            if perf in (IFA_PERF_MLA, IFA_PERF_DD) else 0),
+              "tree": 1 if v.sparse_mode == 9 else 0}
+    key = encode_ifa(fields)
+    d.tiling_key = d.decide("tiling_key", key, "IFATiling::GenTilingKey: mode*10^16 + perf*10^15 + digits")
+    d.key_fields = decode_ifa(key)
+
+
+def _ifa_fd_tasks(d: Draft, parts: int, length: int, s_inner: int) -> None:
+    v = d.view
+    if length % s_inner:
+        d.extras["row_tasks"] = (f"KV part of {length} positions is not a whole number of {s_inner}-position blocks: "
+                                 "not expressible as RowTasks")
+        return
+    per = length // s_inner
+    cores, tasks = [], []
+    slot = 0
+    for b in range(v.batch):
+        nblocks = (d.kv_lens[b] + s_inner - 1) // s_inner
+        for n2 in range(v.n2):
+            pieces = [(p * per, min((p + 1) * per, nblocks)) for p in range(parts)]
+            live = [(lo, hi) for lo, hi in pieces if hi > lo]
+            t = len(tasks) if len(live) > 1 else -1
+            if t >= 0:
+                tasks.append(FdTask(b, n2, 0, d.m_base, len(live), slot))
+                slot += len(live)
+            k = 0
+            for lo, hi in pieces:
+                row = (RowTask(b, n2, 0, d.m_base, lo, hi, t, k if t >= 0 else 0),) if hi > lo else ()
+                if hi > lo:
+                    k += 1
+                cores.append(CoreWork(len(cores), row, hi - lo))
+    d.cores = tuple(cores)
+    d.fd_tasks = tuple(tasks)
+    d.fd_vector_work = tuple(FdVectorWork(i, ((i, 0, t.m_rows),)) for i, t in enumerate(tasks))
+
+
+def _ifa_bn_tasks(d: Draft, starts: tuple, units: int, s_inner: int) -> None:
+    v = d.view
+    cores = []
+    for c, s in enumerate(starts):
+        e = starts[c + 1] if c + 1 < len(starts) else units
+        tasks = []
+        for u in range(s, min(e, units)):
+            b, n2 = divmod(u, v.n2)
+            nb = (d.kv_lens[b] + s_inner - 1) // s_inner
+            if nb and d.m_base:
+                tasks.append(RowTask(b, n2, 0, d.m_base, 0, nb))
+        cores.append(CoreWork(c, tuple(tasks), 0))
+    d.cores = tuple(cores)
+
+
+def _pfa_blocks(v) -> tuple[int, int, str]:
+    if v.s1 <= 16:
+        so = 16
+        si = 2048 if (not v.mask and v.s2 > 2048) else (512 if v.s2 <= 1024 and v.q_dtype != "int8" else 1024)
+        why = "S1<=16: sOuter 16"
+    else:
+        so = 64 if v.paged else 128
+        si = 512 if (v.s2 <= 1024 and v.q_dtype != "int8") else 1024
+        why = "PA: sOuter 64" if v.paged else "CV-diff default sOuter 128"
+    return so, si, why + f", sInner {si} (PromptFlashAttentionTiling, UB-fit loop not mirrored)"
+
+
+def plan_pfa(d: Draft, plat: Platform) -> None:
+    v = d.view
+    so, si, why = _pfa_blocks(v)
+    m = so * 2
+    d.m_base = d.decide("m_base", m, f"cube view: sOuter {so} x 2; " + why)
+    d.s2_base = d.decide("s2_base", si, why)
+    d.m_order = "GS1"
+    q = per_batch_lengths(v.batch, v.s1, v.actual_q, cumulative=v.accum_q)
+    kv = per_batch_lengths(v.batch, v.s2, v.actual_kv, cumulative=v.accum_kv)
+    d.q_lens, d.kv_lens = q, kv
+    prefix = v.prefix_len if v.prefix else 0
+    grid = BlockGrid(GridSpec(v.batch, v.n1, 1, q, tuple(k + prefix for k in kv), m, si, False, v.mask,
+                              v.sparse_mode, v.pre_tokens, v.next_tokens))
+    rows = []
+    total = 0
+    pre_loops = (prefix + si - 1) // si
+    for h in range(v.n1):
+        for b in range(v.batch):
+            nxt = kv[b] + prefix - q[b] if v.sparse_mode == 3 else v.next_tokens
+            loops = (kv[b] + si - 1) // si + pre_loops
+            for k in range(grid.m_blocks[b]):
+                w = k + 1 if nxt == 0 else loops
+                rows.append((h, b, k, w))
+                total += w
+    target = total / plat.aic if plat.aic else 0.0
+    core_rows = [[]]
+    acc = 0
+    for h, b, k, w in rows:
+        dif = int(target * (len(core_rows))) - acc
+        if w - dif > dif and core_rows[-1]:
+            core_rows.append([])
+        core_rows[-1].append((h, b, k))
+        acc += w
+    cores = []
+    for c, lst in enumerate(core_rows):
+        tasks = []
+        for h, b, k in lst:
+            r = grid.row(b, k)
+            if r.blocks:
+                tasks.append(RowTask(b, h // v.g, (h % v.g) * v.s1 + k * m, grid.row_rows(b, k), r.s2_start,
+                                     r.s2_end))
+        cores.append(CoreWork(c, tuple(tasks), 0))
+    d.cores = tuple(cores)
+    d.used_cores = d.decide("used_cores", len(core_rows), f"head-major weighted split, total weight {total} over "
+                                                          f"{plat.aic} cube cores (PromptFlashAttentionSplitNSNew)")
+    d.decide("flash_decode", False, "PFA prefill: no FD")
+    d.decide("tiling_key", 0, "the legacy PFA tiling key is not mirrored by cvtile")
+    d.extras["key_mirrored"] = False
+
+
+def plan_fai(d: Draft, plat: Platform) -> None:
+    d.decide("flash_decode", False, "TND split-fuse (FAI): its tiling is not mirrored by cvtile")
+    d.decide("tiling_key", 0, "the split-fuse tiling key is not mirrored by cvtile")
+    d.extras["key_mirrored"] = False
