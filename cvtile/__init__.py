@@ -4,8 +4,14 @@
 * ``cvtile.sim``: the numba simulator the kernels run on.
 * ``cvtile.tiling``: the mirror of CANN op_host tiling (checks, routes, core split).
 * ``cvtile.kernels``: the attention kernels, goldens and operator APIs.
+
+The operator APIs are re-exported here under their torch_npu names.
 """
 
 __version__ = "0.1.0"
 
 from . import sim as _sim  # noqa: E402,F401  (registers the simulator backend)
+from .kernels import UnsupportedParameterError, npu_fused_infer_attention_score  # noqa: E402
+from .tiling import ParamError  # noqa: E402
+
+__all__ = ["npu_fused_infer_attention_score", "UnsupportedParameterError", "ParamError", "__version__"]

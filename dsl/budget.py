@@ -171,6 +171,8 @@ class _Liveness:
                 end = self.n
                 for a in body.args:
                     self.end[a.id] = max(self.end.get(a.id, 0), end)
+                for r in op.results:  # the loop's results exist once it ends (they share the carried buffers)
+                    self.def_pos[r.id] = end
                 # close the loop: uses inside that were defined outside extend to the end
                 for vid, lo in list(self._pending.items()):
                     if lo == start:
@@ -181,7 +183,7 @@ class _Liveness:
                 for b in op.blocks:
                     self._number(b, loops)
             for r in op.results:
-                self.end.setdefault(r.id, p + 1)
+                self.end.setdefault(r.id, self.def_pos[r.id] + 1)
 
     def _use(self, v: Value, p: int, loops):
         d = self.def_pos.get(v.id, -1)

@@ -438,8 +438,10 @@ class FunctionCompiler(ast.NodeVisitor):
                 if is_const(v):
                     v = self.b.value(self.b.scast(v, init.type.dtype) if init.is_scalar else v)
                 if v.type != init.type:
-                    self.err(f"loop-carried {name!r} changes type in the loop: {init.type!r} before, "
-                             f"{v.type!r} at the end of the body", st)
+                    where = v.owner.loc if v.owner is not None and v.owner.loc is not None else self.src.loc(st)
+                    raise CompilationError(f"loop-carried {name!r} changes type in the loop: {init.type!r} before, "
+                                           f"{v.type!r} at the end of the body (loop at line "
+                                           f"{self.src.loc(st).line})", where)
                 outs.append(v)
             self.at(st)
             self.b.emit("yield", outs, [], scope=None)
@@ -705,6 +707,8 @@ class FunctionCompiler(ast.NodeVisitor):
             return None
         if fn is len and len(args) == 1 and isinstance(args[0], GMView):
             return args[0].ndim
+        if fn is len and len(args) == 1 and isinstance(args[0], (tuple, list)):
+            return len(args[0])  # a tuple's length is static even when it holds runtime values
         if callable(fn) and all(_compile_time(a) for a in args) and all(_compile_time(v) for v in kwargs.values()):
             try:
                 return fn(*args, **kwargs)

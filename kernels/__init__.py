@@ -1,1 +1,19 @@
-"""cvtile.kernels"""
+"""cvtile.kernels: the attention kernels written in the tile language, their goldens and operator APIs.
+
+* ``fia``: FusedInferAttentionScore (the non-quant GQA kernel with flash-decode
+  and its combine kernel, the host launcher, and ``npu_fused_infer_attention_score``).
+* ``golden``: float64 references written from the documented semantics.
+* ``precision``: the comparison helper with the upstream tolerance classes.
+* ``st_cases`` / ``st_runner``: the system-test corpus reader and runner.
+"""
+
+from .errors import UnsupportedParameterError
+from .fia.api import npu_fused_infer_attention_score
+from .golden import fia_golden, fia_golden_lowp, mask_template
+from .precision import Report, compare, tolerance
+from .st_cases import StCase, load_st_cases
+from .st_runner import golden_api, run_st_corpus
+
+__all__ = ["UnsupportedParameterError", "npu_fused_infer_attention_score", "fia_golden", "fia_golden_lowp",
+           "mask_template", "Report", "compare", "tolerance", "StCase", "load_st_cases", "golden_api",
+           "run_st_corpus"]

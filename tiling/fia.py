@@ -51,6 +51,9 @@ def tile_fia(params, platform: Platform | str = DEFAULT_TARGET) -> FiaTiling:
     route = getattr(info, "route", None)
     if route is not None:
         t.decisions.insert(0, _route_decision(route))
+    # the legacy IFA decode class (S1 == 1, D == Dv, no rope, BSH/BSND/BNSD) initialises the lse of rows
+    # without KV to FLOAT_MIN on A2/A3 instead of +inf; kernels that mirror the chip need to know
+    t.extras["legacy_ifa"] = bool(getattr(info, "is_legacy_ifa", False)) and info.arch == "arch22"
     return t
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ...tiling.errors import AclnnStatus, ParamError
 from ...tiling.fia import tile_fia
 from ...tiling.params import FiaParams, TensorMeta, canonical_dtype
 from ...tiling.platform import DEFAULT_TARGET
@@ -103,7 +104,7 @@ def npu_fused_infer_attention_score(
     torch_out = any(_is_torch(x) for x in (query, key, value))
     arrays, tiling = prepare_fia(query, key, value, optional, attrs, target)
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
-    legacy = tiling.route == "ifa" and getattr(tiling, "extras", {}).get("legacy_ifa", False)
+    legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
         out, lse = _empty_outputs(q, v, attrs, legacy)
     else:
@@ -134,14 +135,39 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str):
         arrays[name] = x if isinstance(x, (list, tuple)) else to_numpy(x)
     q = arrays["query"]
     metas = {name: arrays.get(name) for name in ("query", "key", "value", *optional)}
-    metas["attention_out"] = TensorMeta(_out_shape(q.shape, attrs, arrays["value"]), canonical_dtype(q.dtype))
-    if attrs["softmax_lse_flag"]:
-        metas["softmax_lse"] = TensorMeta(_lse_shape(q.shape, attrs), "float32")
+    paged = arrays.get("block_table") is not None
+    try:
+        out_shape = _out_shape(q.shape, attrs, arrays["value"], paged)
+        lse_shape = _lse_shape(q.shape, attrs) if attrs["softmax_lse_flag"] else None
+        shape_error = None
+    except (ValueError, IndexError, ZeroDivisionError) as exc:
+        # the shapes do not fit input_layout (or the layout is unknown): the operator's checkers judge the
+        # call with a placeholder output and name the parameter; the query's own shape stands in for it
+        out_shape, lse_shape, shape_error = tuple(q.shape), None, exc
+    metas["attention_out"] = TensorMeta(out_shape, canonical_dtype(q.dtype))
+    if attrs["softmax_lse_flag"] and lse_shape is not None:
+        metas["softmax_lse"] = TensorMeta(lse_shape, "float32")
     params = FiaParams.from_api(metas, attrs)
     tiling = tile_fia(params, target)
-    for name in optional:
-        if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS:
-            raise UnsupportedParameterError(name, _describe(arrays[name]), _UNSUPPORTED_REASON.get(name, ""))
+    if shape_error is not None:
+        raise ParamError("input_layout", attrs["input_layout"],
+                         f"query {tuple(q.shape)} / value {tuple(arrays['value'].shape)} do not fit the layout "
+                         f"({shape_error})", status=AclnnStatus.PARAM_INVALID, checker="api")
+    unsupported = [name for name in optional if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS]
+    if unsupported:
+        name = unsupported[0]
+        reason = _UNSUPPORTED_REASON.get(name, "")
+        if len(unsupported) > 1:
+            reason += f" (also given and not simulated: {', '.join(unsupported[1:])})"
+        raise UnsupportedParameterError(name, _describe(arrays[name]), reason)
+    if tiling.route == "fai":
+        raise UnsupportedParameterError("input_layout", attrs["input_layout"],
+                                        "the arch22 TND split-fuse route (FAI: TND, sparse 0/3/4, inner_precise 0 "
+                                        "for GQA) is not simulated; its tiling is not mirrored")
+    if not tiling.cores and _has_work(tiling):
+        raise UnsupportedParameterError("actual_seq_lengths_kv", list(tiling.kv_seqlens),
+                                        f"the {tiling.route}/{tiling.template} tiling gave no core work for this "
+                                        f"call: {tiling.extras.get('row_tasks', 'its core split is not mirrored')}")
     qd, kd = canonical_dtype(q.dtype), canonical_dtype(arrays["key"].dtype)
     if qd not in ("float16", "bfloat16") or kd != qd or canonical_dtype(arrays["value"].dtype) != qd:
         raise UnsupportedParameterError("key" if qd in ("float16", "bfloat16") else "query",
@@ -162,18 +188,27 @@ def _empty_outputs(q: np.ndarray, v: np.ndarray, attrs: dict, legacy: bool):
     return out, lse
 
 
-def _out_shape(qshape, attrs: dict, value) -> tuple:
+def _out_shape(qshape, attrs: dict, value, paged: bool = False) -> tuple:
     from .launch import _out_shape as shape_for
 
     lay = parse_layout(attrs["input_layout"])
     n1 = attrs["num_heads"]
     n2 = attrs["num_key_value_heads"] or n1
     vshape = value.shape
-    if lay.qkv == "BSH":
+    if paged:
+        # a paged cache has its own layout: (blocks, block_size, H) BnBsH, (blocks, N, block_size, D) BnNBsD,
+        # or NZ (blocks, N, D/16, block_size, 16)
+        dv = vshape[-1] // n2 if len(vshape) == 3 else (vshape[2] * vshape[4] if len(vshape) == 5 else vshape[-1])
+    elif lay.qkv == "BSH":
         dv = vshape[-1] // n2 if vshape else 0
     else:
         dv = vshape[-1]
     return shape_for(tuple(qshape), lay.qkv, lay.out, n1, dv)
+
+
+def _has_work(tiling) -> bool:
+    """Some batch has both query rows and KV positions (so an empty core split would drop results)."""
+    return any(q > 0 and kv > 0 for q, kv in zip(tiling.q_seqlens, tiling.kv_seqlens))
 
 
 def _lse_shape(qshape, attrs: dict) -> tuple:

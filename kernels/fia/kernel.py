@@ -201,40 +201,41 @@ def fia_attention(q, k, v, out, lse, mask, ws_o, ws_ml, tasks, task_ptr, qlen, k
 def fia_fd_combine(out, lse, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, qoff, LAYOUT: ct.constexpr,
                    ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, R: ct.constexpr, DV: ct.constexpr,
                    LSE: ct.constexpr, EMPTY_LSE: ct.constexpr):
-    """Merge the partials of split rows: one vector core per launch block, rows (task, r0, nr) from ``work``."""
+    """Merge the partials of split rows: one vector core per launch block; its rows are the (task, first row,
+    row count) items of ``work``, merged R rows (the tiling's FD piece height) at a time."""
     vec = ct.block_idx()
     for w in range(work_ptr[vec], work_ptr[vec + 1]):
         task = work[w, 0]
-        r0 = work[w, 1]
-        nr = work[w, 2]
         b = fd_tasks[task, 0]
         n2 = fd_tasks[task, 1]
         m0 = fd_tasks[task, 2]
         splits = fd_tasks[task, 4]
         slot = fd_tasks[task, 5]
         s1 = qlen[b]
-        with ct.vector():
-            gmax = ct.full((R,), -ct.inf, ct.float32, valid=nr)
-            for i in range(splits):
-                mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
-                gmax = ct.maximum(gmax, mi)
-            gs = ct.where(gmax == -ct.inf, 0.0, gmax)
-            total = ct.zeros((R,), ct.float32, valid=nr)
-            for i in range(splits):
-                mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
-                li = ct.load(ws_ml[slot + i, 1, ct.ds(r0, R, valid=nr)])
-                total = total + ct.exp(mi - gs) * li
-            ok = total > 0.0
-            tsafe = ct.where(ok, total, 1.0)
-            acc = ct.zeros((R, DV), ct.float32, valid=(nr, DV))
-            for i in range(splits):
-                mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
-                li = ct.load(ws_ml[slot + i, 1, ct.ds(r0, R, valid=nr)])
-                oi = ct.load(ws_o[slot + i, ct.ds(r0, R, valid=nr), 0:DV])
-                wi = ct.exp(mi - gs) * li / tsafe
-                acc = acc + oi * wi[:, None]
-            ov = fold_rows(out, b, n2, s1, qoff, LAYOUT, ORDER, G)
-            ct.store(ov[ct.ds(m0 + r0, R, valid=nr), 0:DV], ct.cast(acc, out.dtype))
-            if LSE:
-                lv = lse_rows(lse, b, n2, s1, qoff, TOKEN, ORDER, G)
-                ct.store(lv[ct.ds(m0 + r0, R, valid=nr)], ct.where(ok, gs + ct.log(tsafe), EMPTY_LSE))
+        for r0 in range(work[w, 1], work[w, 1] + work[w, 2], R):
+            nr = min(R, work[w, 1] + work[w, 2] - r0)
+            with ct.vector():
+                gmax = ct.full((R,), -ct.inf, ct.float32, valid=nr)
+                for i in range(splits):
+                    mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
+                    gmax = ct.maximum(gmax, mi)
+                gs = ct.where(gmax == -ct.inf, 0.0, gmax)
+                total = ct.zeros((R,), ct.float32, valid=nr)
+                for i in range(splits):
+                    mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
+                    li = ct.load(ws_ml[slot + i, 1, ct.ds(r0, R, valid=nr)])
+                    total = total + ct.exp(mi - gs) * li
+                ok = total > 0.0
+                tsafe = ct.where(ok, total, 1.0)
+                acc = ct.zeros((R, DV), ct.float32, valid=(nr, DV))
+                for i in range(splits):
+                    mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
+                    li = ct.load(ws_ml[slot + i, 1, ct.ds(r0, R, valid=nr)])
+                    oi = ct.load(ws_o[slot + i, ct.ds(r0, R, valid=nr), 0:DV])
+                    wi = ct.exp(mi - gs) * li / tsafe
+                    acc = acc + oi * wi[:, None]
+                ov = fold_rows(out, b, n2, s1, qoff, LAYOUT, ORDER, G)
+                ct.store(ov[ct.ds(m0 + r0, R, valid=nr), 0:DV], ct.cast(acc, out.dtype))
+                if LSE:
+                    lv = lse_rows(lse, b, n2, s1, qoff, TOKEN, ORDER, G)
+                    ct.store(lv[ct.ds(m0 + r0, R, valid=nr)], ct.where(ok, gs + ct.log(tsafe), EMPTY_LSE))

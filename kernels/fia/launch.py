@@ -137,7 +137,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         work = np.array([p for w in vw for p in w.pieces], dtype=np.int64).reshape(-1, 3)
         wptr = np.zeros(len(vw) + 1, dtype=np.int64)
         wptr[1:] = np.cumsum([len(w.pieces) for w in vw])
-        r_cap = m_cap
+        r_cap = tiling.m_fd_base
         nvec = len(vw)
         fia_fd_combine[nvec](out_k, lse_arg, ws_o, ws_ml, fd_tab, work, wptr, qlen, qoff,
                              LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, R=r_cap,

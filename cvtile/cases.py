@@ -1,0 +1,164 @@
+"""Attention cases: a shape and feature set, its random inputs, and one checked run on the simulator.
+
+Model
+-----
+A ``CaseSpec`` names a FusedInferAttentionScore call the way a kernel engineer
+thinks of it (batch, heads, lengths, head dim, dtype, layout, sparse mode,
+pre/next tokens, lse, target). ``make_inputs`` draws query/key/value uniformly
+in [-1, 1) (seeded) in the case's layout and builds the keyword arguments of
+``npu_fused_infer_attention_score`` (the 2048x2048 compressed mask for sparse
+2/3/4; cumulative lengths for TND/NTD). ``run_case`` tiles the call, runs it on
+the simulator, runs the float64 golden, and compares every output with the
+upstream tolerance of the dtype; the result records the tiling summary, the
+worst errors, PASS/FAIL and both wall times.
+
+``DEFAULT_CASES`` are what ``cvtile run`` shows with no options: a GQA decode
+whose tiling uses flash-decode (the KV of each (batch, kv head) row is split
+across cores and merged by the combine kernel) and a causal prefill.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+
+from .kernels.golden import fia_golden, mask_template
+from .kernels.golden.dtypes import numpy_dtype
+from .kernels.precision import compare
+from .sim.launch import COMPILE_STATS
+from .tiling.platform import DEFAULT_TARGET
+
+__all__ = ["CaseSpec", "CaseResult", "DEFAULT_CASES", "make_inputs", "run_case", "shape_of"]
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    name: str = "custom"
+    batch: int = 4
+    num_heads: int = 32
+    num_kv_heads: int = 8
+    q_seqlen: int = 1
+    kv_seqlen: int = 16384
+    head_dim: int = 128
+    dtype: str = "float16"
+    layout: str = "BNSD"
+    sparse_mode: int = 0
+    pre_tokens: int = 2147483647
+    next_tokens: int = 2147483647
+    lse: bool = True
+    target: str = DEFAULT_TARGET
+    actual_q: tuple | None = None
+    actual_kv: tuple | None = None
+
+    def describe(self) -> str:
+        s = (f"B={self.batch} Nq={self.num_heads} Nkv={self.num_kv_heads} Sq={self.q_seqlen} "
+             f"Skv={self.kv_seqlen} D={self.head_dim} {self.dtype} {self.layout}")
+        if self.sparse_mode:
+            s += f" sparse_mode={self.sparse_mode}"
+            if self.sparse_mode == 4:
+                s += f" pre={self.pre_tokens} next={self.next_tokens}"
+        if self.lse:
+            s += " lse"
+        return s + f" on {self.target}"
+
+
+DEFAULT_CASES = (
+    CaseSpec(name="gqa-decode-flash-decode", batch=4, num_heads=32, num_kv_heads=8, q_seqlen=1, kv_seqlen=16384,
+             head_dim=128, dtype="float16", layout="BNSD", lse=True),
+    CaseSpec(name="causal-prefill", batch=1, num_heads=8, num_kv_heads=8, q_seqlen=1024, kv_seqlen=1024,
+             head_dim=128, dtype="float16", layout="BNSD", sparse_mode=3, lse=True),
+)
+
+
+def shape_of(layout: str, b: int, n: int, s: int, d: int) -> tuple:
+    """The tensor shape of (B, N, S, D) data in a layout (TND/NTD hold B*S tokens)."""
+    return {"BSH": (b, s, n * d), "BSND": (b, s, n, d), "BNSD": (b, n, s, d), "TND": (b * s, n, d),
+            "NTD": (n, b * s, d), "NBSD": (n, b, s, d)}[layout]
+
+
+def make_inputs(spec: CaseSpec, seed: int = 0):
+    """(query, key, value, keyword arguments) of the case."""
+    rng = np.random.default_rng(seed)
+    dt = numpy_dtype(spec.dtype)
+    qlay = spec.layout.split("_")[0]
+    kvlay = qlay
+    q = rng.uniform(-1, 1, shape_of(qlay, spec.batch, spec.num_heads, spec.q_seqlen, spec.head_dim)).astype(dt)
+    kshape = shape_of(kvlay, spec.batch, spec.num_kv_heads, spec.kv_seqlen, spec.head_dim)
+    k = rng.uniform(-1, 1, kshape).astype(dt)
+    v = rng.uniform(-1, 1, kshape).astype(dt)
+    kw = dict(num_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads, input_layout=spec.layout,
+              scale=float(spec.head_dim) ** -0.5, sparse_mode=spec.sparse_mode, pre_tokens=spec.pre_tokens,
+              next_tokens=spec.next_tokens, softmax_lse_flag=spec.lse)
+    if spec.sparse_mode in (2, 3, 4):
+        kw["atten_mask"] = mask_template()
+    actual_q, actual_kv = spec.actual_q, spec.actual_kv
+    if qlay in ("TND", "NTD"):
+        lens_q = list(actual_q) if actual_q else [spec.q_seqlen] * spec.batch
+        lens_kv = list(actual_kv) if actual_kv else [spec.kv_seqlen] * spec.batch
+        kw["actual_seq_lengths"] = list(np.cumsum(lens_q).tolist())
+        kw["actual_seq_lengths_kv"] = list(np.cumsum(lens_kv).tolist())
+    else:
+        if actual_q:
+            kw["actual_seq_lengths"] = list(actual_q)
+        if actual_kv:
+            kw["actual_seq_lengths_kv"] = list(actual_kv)
+    return q, k, v, kw
+
+
+@dataclass
+class CaseResult:
+    spec: CaseSpec
+    passed: bool
+    tiling: dict
+    reports: dict = field(default_factory=dict)     # output name -> precision report dict
+    sim_seconds: float = 0.0          # the simulated run, without compiling
+    golden_seconds: float = 0.0
+    compile_seconds: float = 0.0      # kernel compilation (or loading it from the on-disk cache)
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["spec"] = asdict(self.spec)
+        d["spec"]["description"] = self.spec.describe()
+        return d
+
+
+def run_case(spec: CaseSpec, seed: int = 0) -> CaseResult:
+    """Tile, simulate, compare with the float64 golden."""
+    from .kernels.fia.api import npu_fused_infer_attention_score, prepare_fia
+
+    q, k, v, kw = make_inputs(spec, seed)
+    attrs = {key: kw[key] for key in ("num_heads", "scale", "pre_tokens", "next_tokens", "input_layout",
+                                      "num_key_value_heads", "sparse_mode")}
+    attrs.update(inner_precise=0, block_size=0, antiquant_mode=0, softmax_lse_flag=spec.lse, key_antiquant_mode=0,
+                 value_antiquant_mode=0)
+    optional = {name: kw[name] for name in ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv")
+                if name in kw}
+    _, tiling = prepare_fia(q, k, v, optional, attrs, spec.target)
+    summary = tiling.summary()
+    summary["fd_reason"] = _reason(tiling, "flash_decode")
+    compiled_before = COMPILE_STATS["seconds"]
+    t0 = time.perf_counter()
+    out, lse = npu_fused_infer_attention_score(q, k, v, target=spec.target, **kw)
+    t1 = time.perf_counter()
+    compile_seconds = COMPILE_STATS["seconds"] - compiled_before
+    g_out, g_lse = fia_golden(q, k, v, **kw)
+    t2 = time.perf_counter()
+    reports = {"attention_out": compare(out, g_out, spec.dtype, name="attention_out")}
+    if spec.lse:
+        reports["softmax_lse"] = compare(lse, g_lse, spec.dtype, name="softmax_lse")
+    passed = all(r.passed for r in reports.values())
+    return CaseResult(spec, passed, summary, {n: r.to_dict() for n, r in reports.items()},
+                      t1 - t0 - compile_seconds, t2 - t1, compile_seconds)
+
+
+def _reason(tiling, what: str) -> str:
+    d = tiling.decision(what)
+    return d.rule if d is not None else ""
+
+
+def with_options(base: CaseSpec, **changes) -> CaseSpec:
+    """``base`` with the given fields replaced (None values are ignored)."""
+    return replace(base, **{k: v for k, v in changes.items() if v is not None})

@@ -1,0 +1,166 @@
+"""The ``cvtile`` command line (also ``python -m cvtile``).
+
+Commands
+--------
+``cvtile run [case options] [--json]``
+    Runs attention cases on the simulator and checks them against the float64
+    golden: with no case option, the built-in default cases (a GQA decode that
+    uses flash-decode and a causal prefill); with options, one case built from
+    them. Prints each case, its tiling summary (template, M/S2 base, cores,
+    flash-decode splits), the worst errors with PASS/FAIL under the dtype's
+    tolerance, and simulated vs golden wall time. Exits 1 when a case fails.
+``cvtile tiling [case options] [--json]``
+    What op_host decides for a call (template, key, blocks, core split,
+    flash-decode) and why; exits 1 when op_host would reject the call.
+``cvtile cases PATH [--arch A] [--limit N] [--json]``
+    Runs a corpus: an op_host tiling UT CSV (verdict and tiling-key agreement)
+    or an st JSON corpus (random inputs in each case's ranges, run through the
+    operator API, compared with the golden). Ends with one summary line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .cli_tiling import add_tiling_parser, run_tiling, run_ut_cases
+
+__all__ = ["main", "build_parser"]
+
+_CASE_OPTIONS = ("batch", "num_heads", "num_kv_heads", "q_seqlen", "kv_seqlen", "head_dim", "dtype", "layout",
+                 "sparse_mode", "pre_tokens", "next_tokens", "lse", "target", "actual_q", "actual_kv")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cvtile", description="Ascend attention kernels on a CPU: simulate, "
+                                     "check against float64 goldens, and show the op_host tiling.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="simulate attention cases and check them against the golden",
+                         description="With no case option: the built-in default cases. Any option makes one "
+                                     "case from the decode default with the given fields changed.")
+    run.add_argument("--batch", "-b", type=int)
+    run.add_argument("--num-heads", "-n", type=int)
+    run.add_argument("--num-kv-heads", type=int)
+    run.add_argument("--q-seqlen", type=int, help="query sequence length S1 (1 = decode)")
+    run.add_argument("--kv-seqlen", type=int, help="key/value sequence length S2")
+    run.add_argument("--head-dim", "-d", type=int)
+    run.add_argument("--dtype", choices=("float16", "bfloat16"))
+    run.add_argument("--layout", choices=("BSH", "BSND", "BNSD", "TND", "NTD", "BNSD_BSND", "BSH_BNSD",
+                                          "BSND_BNSD", "TND_NTD", "NTD_TND"))
+    run.add_argument("--sparse-mode", type=int, choices=(0, 2, 3, 4))
+    run.add_argument("--pre-tokens", type=int)
+    run.add_argument("--next-tokens", type=int)
+    run.add_argument("--lse", dest="lse", action="store_const", const=True, help="also check softmax_lse")
+    run.add_argument("--no-lse", dest="lse", action="store_const", const=False)
+    run.add_argument("--actual-q", type=int, nargs="+", help="actual_seq_lengths per batch")
+    run.add_argument("--actual-kv", type=int, nargs="+", help="actual_seq_lengths_kv per batch")
+    run.add_argument("--target", "-t", help="platform (default Ascend910B1)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--json", action="store_true")
+    run.set_defaults(func=_run)
+
+    add_tiling_parser(sub).set_defaults(func=run_tiling)
+
+    cases = sub.add_parser("cases", help="run a corpus: an op_host UT CSV or an st JSON file")
+    cases.add_argument("path", type=Path)
+    cases.add_argument("--arch", choices=("arch22", "arch35"), help="UT CSV: the arch (default: from the file)")
+    cases.add_argument("--limit", type=int, help="st JSON: run only the first N cases")
+    cases.add_argument("--case", action="append", help="st JSON: run only these case ids/names (repeatable)")
+    cases.add_argument("--seed", type=int, default=0)
+    cases.add_argument("--json", action="store_true")
+    cases.set_defaults(func=_cases)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        return 0
+
+
+def _run(args) -> int:
+    from .cases import DEFAULT_CASES, run_case, with_options
+    from .kernels.errors import UnsupportedParameterError
+    from .tiling.errors import ParamError
+
+    given = {name: getattr(args, name) for name in _CASE_OPTIONS if getattr(args, name, None) is not None}
+    for key in ("actual_q", "actual_kv"):
+        if key in given:
+            given[key] = tuple(given[key])
+    specs = [with_options(DEFAULT_CASES[0], name="custom", **given)] if given else list(DEFAULT_CASES)
+    results, failed = [], False
+    for spec in specs:
+        try:
+            r = run_case(spec, seed=args.seed)
+        except (ParamError, UnsupportedParameterError) as e:
+            failed = True
+            if args.json:
+                results.append({"spec": spec.describe(), "error": str(e)})
+            else:
+                print(f"{spec.name}: {spec.describe()}\n  rejected: {e}")
+            continue
+        failed |= not r.passed
+        if args.json:
+            results.append(r.to_dict())
+        else:
+            _print_result(r)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return 1 if failed else 0
+
+
+def _print_result(r) -> None:
+    t = r.tiling
+    print(f"{r.spec.name}: {r.spec.describe()}")
+    fd = f"flash-decode on: {t['fd_tasks']} split row blocks, up to {t['kv_splits']} KV splits" if t["fd"] \
+        else "flash-decode off"
+    print(f"  tiling: {t['template']} (key {t['tiling_key']}), M base {t['m_base']}, S2 base {t['s2_base']}, "
+          f"{t['used_cores']} cores, {fd}")
+    if t.get("fd_reason"):
+        print(f"          ({t['fd_reason']})")
+    for name, rep in r.reports.items():
+        verdict = "PASS" if rep["passed"] else "FAIL"
+        print(f"  {name:<14} {verdict}  max abs err {rep['max_abs_err']:.3e}  max rel err {rep['max_rel_err']:.3e}"
+              f"  ({rep['violations']} of {rep['total']} outside rtol {rep['rtol']:.3g} atol {rep['atol']:.3g})")
+    print(f"  wall time: simulated {r.sim_seconds:.3f} s, golden {r.golden_seconds:.3f} s"
+          f" (kernel compile {r.compile_seconds:.1f} s, cached on disk for the next run)")
+    print(f"  {'PASS' if r.passed else 'FAIL'}")
+
+
+def _cases(args) -> int:
+    path = args.path
+    if not path.exists():
+        print(f"cvtile cases: {path}: no such file", file=sys.stderr)
+        return 2
+    if path.suffix.lower() == ".csv":
+        return run_ut_cases(path, args.arch, args.json)
+    if path.suffix.lower() == ".json":
+        return _st_cases(args)
+    print(f"cvtile cases: {path}: expected an op_host UT .csv or an st .json corpus", file=sys.stderr)
+    return 2
+
+
+def _st_cases(args) -> int:
+    from .kernels.fia.api import npu_fused_infer_attention_score
+    from .kernels.st_runner import run_st_corpus
+
+    result = run_st_corpus(args.path, npu_fused_infer_attention_score, limit=args.limit, seed=args.seed,
+                           select=args.case)
+    bad = result.count("failed") + result.count("error")
+    if args.json:
+        print(result.to_json(indent=2))
+        return 1 if bad else 0
+    for rec in result.records:
+        if rec.status != "passed":
+            print(f"{rec.name}: {rec.status}: {rec.reason}")
+    print(result.summary_line())
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
