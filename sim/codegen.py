@@ -30,6 +30,13 @@ the same block becomes one loop nest (and a row reduction absorbs the chain
 feeding it), so ``p = exp(s * scale - m[:, None])`` is one pass over ``s``.
 A value that a consumer broadcasts is computed once, not per element.
 
+Float semantics. Generated code is strict IEEE (no fast-math): every op
+rounds as the chip's one-instruction-per-op vector unit does, so float32
+chains are bit-exact. Row reductions and the streamed skinny matmuls run in
+runtime functions (``rt.row_sum``/``row_max``/``row_min``, ``rt.mm_bt_*``)
+compiled once per machine; sums there are vectorised, so their accumulation
+order (like the chip's ReduceSum and the cube's) is not modelled bit for bit.
+
 Checks. Bound checks of GM accesses, shape agreement of tile operands and the
 kernel's own ``check`` ops write an error record (site, values) into
 ``err[blk]`` and return; the launcher turns it into ``SimulationError`` with
@@ -69,6 +76,7 @@ _CAST_INT = {"rint": "cast_rint", "trunc": "cast_trunc", "floor": "cast_floor", 
 _INLINE_OPS = ("ewise", "cast", "expand")
 #: an mma whose a operand has at most this many valid rows streams a GM b operand row by row (no BLAS)
 _SKINNY_ROWS = 16
+
 _FUSE_CONSUMERS = ("ewise", "cast", "reduce")
 
 
@@ -137,10 +145,11 @@ class _Gen:
             "import math",
             "import numpy as np",
             "from numba import njit",
-            "from cvtile.sim.rt import (FASTMATH, NEG_INF, POS_INF, bf16_bits_to_f32, cast_ceil, cast_floor,",
-            "                           cast_rint, cast_trunc, f16_bits_to_f32, f32, f32_to_bf16_bits, fail,",
-            "                           f32_to_f16_bits, fexp, flog, fmax, fmin, frelu, frsqrt, fsqrt, round_to_bf16,",
-            "                           round_to_f16)",
+            "from cvtile.sim.rt import (NEG_INF, POS_INF, bf16_bits_to_f32, cast_ceil, cast_floor, cast_rint,",
+            "                           cast_trunc, f16_bits_to_f32, f32, f32_to_bf16_bits, f32_to_f16_bits, fail,",
+            "                           fexp, flog, fmax, fmin, frsqrt, fsqrt, mm_b_bf16, mm_b_f16, mm_b_f32,",
+            "                           mm_bt_bf16, mm_bt_f16, mm_bt_f32, round_to_bf16, round_to_f16, row_max,",
+            "                           row_max_int, row_min, row_min_int, row_sum)",
             "",
             "",
             "@njit(cache=True, nogil=True)",
@@ -149,7 +158,7 @@ class _Gen:
             "    return (" + "".join(f"{b}, " for _, b in self.buffers) + ")",
             "",
             "",
-            "@njit(cache=True, fastmath=FASTMATH, nogil=True, error_model='numpy')",
+            "@njit(cache=True, nogil=True, error_model='numpy')",
             f"def core({sig}):",
         ]
         if self.buffers:
@@ -628,6 +637,18 @@ class _Gen:
         out = self._result_view(op, [m, n])
         row = Value(TileType(w.tensor.type.dtype, L1, (w.dims[1].extent,)), "brow")
         rbuf = self.buffer(row)
+        if len(w.dims[0].radices) == 1 and self._contiguous(w, 1):
+            kind = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}.get(dt)
+            if kind is not None:
+                stride = self.ref(w.dims[0].strides[0])
+                base = self.tmp("base")
+                self.emit(f"{base} = {self.ref(w.offset)} + ({self.ref(w.dims[0].start)}) * {stride} + "
+                          f"{self.ref(w.dims[1].start)}")
+                if trans:
+                    self.emit(f"mm_bt_{kind}({a}, {flat}, {base}, {stride}, {counts[0]}, {counts[1]}, {out}, {rbuf})")
+                else:
+                    self.emit(f"mm_b_{kind}({a}, {flat}, {base}, {stride}, {counts[0]}, {counts[1]}, {out}, {rbuf})")
+                return
         r, c, i, acc, arow, orow = (self.tmp("r"), self.tmp("c"), self.tmp("i"), self.tmp("acc"), self.tmp("a"),
                                     self.tmp("o"))
         if not trans:
@@ -725,38 +746,49 @@ class _Gen:
         leaves = self._leaves(x)
         rows, cols = self._shape_from(leaves, x, op)
         out = self.view(op.result, [rows])
-        dt = op.result.type.dtype
-        i, j, acc = self.tmp("i"), self.tmp("j"), self.tmp("acc")
-        init, step = self._reduce_step(op, acc)
+        i = self.tmp("i")
         self.emit(f"for {i} in range({rows}):")
         self.depth += 1
-        self.emit(f"{acc} = {init}")
-        self.emit(f"for {j} in range({cols}):")
-        self.emit("    " + f"{acc} = " + step.format(e=self.expr(x, (i, j))))
-        res = f"{_ROUND[dt.name]}({acc})" if dt.name in _ROUND else acc
-        self.emit(f"{out}[{i}] = {res}")
+        if x.id in self.tile_var:
+            row = f"{self.tile_var[x.id]}[{i}]"
+        else:  # the reduced expression is computed into a row buffer first
+            row = self.buffer(Value(TileType(dtype_of("float32") if x.type.dtype.is_float else dtype_of("int64"),
+                                             L1, (x.type.shape[1],)), "row"))
+            j = self.tmp("j")
+            self.emit(f"for {j} in range({cols}):")
+            self.emit(f"    {row}[{j}] = {self.expr(x, (i, j))}")
+        self.emit(f"{out}[{i}] = {self._reduce_call(op, row, cols)}")
         self.depth -= 1
+
+    @staticmethod
+    def _reduce_call(u: Op, row: str, n: str) -> str:
+        """The runtime reduction of ``row[:n]`` (rounded to the result dtype)."""
+        dt = u.result.type.dtype
+        kind = u.attrs["op"]
+        fn = {"sum": "row_sum", "max": "row_max", "min": "row_min"}[kind]
+        if not dt.is_float and kind != "sum":
+            fn += "_int"
+        call = f"{fn}({row}, {n})"
+        return f"{_ROUND[dt.name]}({call})" if dt.name in _ROUND else call
 
     def _materialise(self, op):
         v = op.result
         leaves = self._leaves(v)
         shape = self._shape_from(leaves, v, op)
         sibs = self.siblings.get(v.id, [])
-        keep = len(sibs) < len(self.uses.get(v.id, []))  # someone still reads v's buffer
+        reds = [u for u in sibs if u.kind == "reduce"]
+        # v's buffer is needed when a consumer reads it later, and by the fused reductions (they reduce v's
+        # rows right after computing them, while they are in cache)
+        keep = bool(reds) or len(sibs) < len(self.uses.get(v.id, []))
         out = self.view(v, list(shape)) if keep else None
         elem = self.tmp("e")
-        outs = []   # (target expression template, sibling op)
-        reds = []   # (accumulator, init, step template, result view, dtype)
-        for u in sibs:
-            if u.kind == "reduce":
-                reds.append(u)
-            else:
-                outs.append((self.view(u.result, list(shape)), u))
+        outs = [(self.view(u.result, list(shape)), u) for u in sibs if u.kind != "reduce"]
         red_views = [self.view(u.result, [shape[0]]) for u in reds]
+        i = self.tmp("i")
+        j = self.tmp("j")
+        self.emit(f"for {i} in range({shape[0]}):")
+        self.depth += 1
         if v.type.rank == 1:
-            i = self.tmp("i")
-            self.emit(f"for {i} in range({shape[0]}):")
-            self.depth += 1
             self.emit(f"{elem} = {self.expr(v, (i,), root=True)}")
             if out:
                 self.emit(f"{out}[{i}] = {elem}")
@@ -764,15 +796,6 @@ class _Gen:
                 self.emit(f"{view}[{i}] = {self.expr(u.result, (i,), root=True, subst={v.id: elem})}")
             self.depth -= 1
             return
-        i, j = self.tmp("i"), self.tmp("j")
-        self.emit(f"for {i} in range({shape[0]}):")
-        self.depth += 1
-        accs = []
-        for u in reds:
-            acc = self.tmp("acc")
-            init, step = self._reduce_step(u, acc)
-            accs.append((acc, step, u))
-            self.emit(f"{acc} = {init}")
         self.emit(f"for {j} in range({shape[1]}):")
         self.depth += 1
         self.emit(f"{elem} = {self.expr(v, (i, j), root=True)}")
@@ -780,27 +803,10 @@ class _Gen:
             self.emit(f"{out}[{i}, {j}] = {elem}")
         for view, u in outs:
             self.emit(f"{view}[{i}, {j}] = {self.expr(u.result, (i, j), root=True, subst={v.id: elem})}")
-        for acc, step, u in accs:
-            self.emit(f"{acc} = " + step.format(e=elem))
         self.depth -= 1
-        for (acc, _, u), view in zip(accs, red_views):
-            dt = u.result.type.dtype
-            res = f"{_ROUND[dt.name]}({acc})" if dt.name in _ROUND else acc
-            self.emit(f"{view}[{i}] = {res}")
+        for u, view in zip(reds, red_views):
+            self.emit(f"{view}[{i}] = {self._reduce_call(u, f'{out}[{i}]', shape[1])}")
         self.depth -= 1
-
-    @staticmethod
-    def _reduce_step(u: Op, acc: str):
-        dt = u.result.type.dtype
-        kind = u.attrs["op"]
-        if dt.is_float:
-            init = {"max": "NEG_INF", "min": "POS_INF", "sum": "f32(0.0)"}[kind]
-        else:
-            init = {"max": "-9223372036854775807", "min": "9223372036854775807", "sum": "0"}[kind]
-        step = {"max": f"fmax({acc}, {{e}})" if dt.is_float else f"max({acc}, {{e}})",
-                "min": f"fmin({acc}, {{e}})" if dt.is_float else f"min({acc}, {{e}})",
-                "sum": f"{acc} + {{e}}"}[kind]
-        return init, step
 
     def _leaves(self, v: Value):
         """(leaf value, map from the leaf's dims to the root's dims) for every tile leaf of v's fusion tree."""

@@ -29,7 +29,9 @@ from .rounding import (_u32_as_f32, bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf
 
 __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits_to_f32", "bf16_bits_to_f32",
            "f32_to_f16_bits", "f32_to_bf16_bits", "round_to_f16", "round_to_bf16", "FASTMATH", "f32",
-           "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil", "fail"]
+           "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil", "fail", "row_sum",
+           "row_max", "row_min", "row_max_int", "row_min_int", "mm_bt_f16", "mm_b_f16", "mm_bt_bf16", "mm_b_bf16",
+           "mm_bt_f32", "mm_b_f32"]
 
 #: LLVM fast-math flags for generated code: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay IEEE.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -128,3 +130,120 @@ def fail(err, blk, site, a, b, c):
     err[blk, 2] = np.int64(b)
     err[blk, 3] = np.int64(c)
     return site
+
+
+# --------------------------------------------------------------- reductions
+# Row reductions run here, in functions compiled once per machine (cache=True), not in each kernel. A sum
+# is vectorised with reassociation: its accumulation order is LLVM's lane order, not a sequential one (the
+# chip's ReduceSum order is not modelled bit for bit either); max/min are exact in any order.
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "nsz"})
+def row_sum(x, n):
+    """Sum of x[:n] (float32 accumulation for float rows, int64 for integer rows)."""
+    acc = x.dtype.type(0) if x.dtype.kind != "f" else np.float32(0.0)
+    for j in range(n):
+        acc += x[j]
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def row_max(x, n):
+    """Max of x[:n] (-inf for n == 0), in 16 lanes so that it vectorises."""
+    lanes = np.full(16, -np.inf, np.float32)
+    nb = n - n % 16
+    for j0 in range(0, nb, 16):
+        for t in range(16):
+            v = x[j0 + t]
+            lanes[t] = v if v > lanes[t] else lanes[t]
+    acc = NEG_INF
+    for j in range(nb, n):
+        acc = x[j] if x[j] > acc else acc
+    for t in range(16):
+        acc = lanes[t] if lanes[t] > acc else acc
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def row_min(x, n):
+    """Min of x[:n] (+inf for n == 0), in 16 lanes so that it vectorises."""
+    lanes = np.full(16, np.inf, np.float32)
+    nb = n - n % 16
+    for j0 in range(0, nb, 16):
+        for t in range(16):
+            v = x[j0 + t]
+            lanes[t] = v if v < lanes[t] else lanes[t]
+    acc = POS_INF
+    for j in range(nb, n):
+        acc = x[j] if x[j] < acc else acc
+    for t in range(16):
+        acc = lanes[t] if lanes[t] < acc else acc
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def row_max_int(x, n):
+    acc = np.int64(-9223372036854775807)
+    for j in range(n):
+        acc = max(acc, np.int64(x[j]))
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def row_min_int(x, n):
+    acc = np.int64(9223372036854775807)
+    for j in range(n):
+        acc = min(acc, np.int64(x[j]))
+    return acc
+
+
+# ------------------------------------------------- skinny streamed matmuls
+# An mma whose a operand has few rows (decode: the G heads of one kv head) against a GM operand whose rows
+# are plain strided rows: each 16-bit row of b is decoded once into ``rbuf`` and used for every row of a.
+# Products of 16-bit values are exact in float32, so contracting to fma changes nothing; the fp32 sums are
+# reassociated (vectorised), like the cube's own accumulation order, which is not modelled bit for bit.
+
+def _skinny(decode):
+    @njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"})
+    def bt(a, flat, base, rstride, n, k, out, rbuf):
+        """out[i, j] = a[i, :k] . B[j, :k] with B row j at flat[base + j*rstride :]."""
+        m = a.shape[0]
+        for j in range(n):
+            seg = flat[base + j * rstride:base + j * rstride + k]
+            for c in range(k):
+                rbuf[c] = decode(seg[c])
+            for i in range(m):
+                ar = a[i]
+                acc = np.float32(0.0)
+                for c in range(k):
+                    acc += ar[c] * rbuf[c]
+                out[i, j] = acc
+
+    @njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"})
+    def b(a, flat, base, rstride, kdim, n, out, rbuf):
+        """out[i, :n] = a[i, :kdim] @ B with B row r at flat[base + r*rstride :] (n columns)."""
+        m = a.shape[0]
+        for i in range(m):
+            orow = out[i]
+            for c in range(n):
+                orow[c] = 0.0
+        for r in range(kdim):
+            seg = flat[base + r * rstride:base + r * rstride + n]
+            for c in range(n):
+                rbuf[c] = decode(seg[c])
+            for i in range(m):
+                air = a[i, r]
+                orow = out[i]
+                for c in range(n):
+                    orow[c] += air * rbuf[c]
+
+    return bt, b
+
+
+@njit(inline="always")
+def _as_f32(x):
+    return np.float32(x)
+
+
+mm_bt_f16, mm_b_f16 = _skinny(f16_bits_to_f32)
+mm_bt_bf16, mm_b_bf16 = _skinny(bf16_bits_to_f32)
+mm_bt_f32, mm_b_f32 = _skinny(_as_f32)
