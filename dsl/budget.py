@@ -23,7 +23,8 @@ the hardware would run it:
   through L0C in ping-pong base tiles (half of each buffer); operands in GM or
   handed over from the vector side are streamed through two L1 staging pieces.
   An mma result that only leaves the cube (hand-off or store) streams out of
-  L0C piece by piece; one used again on the cube (``acc=``) stays resident.
+  L0C piece by piece; one used again on the cube (``acc=``) stays resident and
+  is its own L0C buffer, and an ``acc=`` mma accumulates into it in place.
 * **Hand-offs.** On A2/A3 a cube<->vector hand-off goes through the GM workspace
   (counted in ``workspace_bytes``, not on chip); the receiving side sees it as
   a streamed input, and the sending side streams it out chunk by chunk.
@@ -224,7 +225,7 @@ def plan_budget(kernel: Kernel, platform) -> BudgetReport:
                 workspace += t.nbytes * platform.preload_depth
             if t.space is L1 and users and all(u.kind == "mma" or _staged_copy(u) for u in users):
                 continue  # streamed into the matmul through L1 staging
-        if t.space is L0C and users and all(u.kind in ("handoff", "store") for u in users):
+        if t.space is L0C and _streams_out(op, users):
             continue  # streams out of L0C piece by piece (counted in the mma plan)
         if users and all(u.kind == "yield" for u in users) and op is not None and op.kind in _ROW_LOCAL:
             continue  # computed in place into the loop-carried (or branch result) buffer it is yielded to
@@ -261,8 +262,10 @@ def plan_budget(kernel: Kernel, platform) -> BudgetReport:
         inb = max(1, a_t.dtype.bits // 8)
         bm, bn, bk = plan_mma(m, n, k, inb, platform)
         line = op.loc.line if op.loc else 0
-        pieces = [("L0A", (bm, bk), a_t.dtype.name, bm * bk * inb), ("L0B", (bk, bn), b_t.dtype.name, bk * bn * inb),
-                  ("L0C", (bm, bn), rt.dtype.name, bm * bn * 4)]
+        pieces = [("L0A", (bm, bk), a_t.dtype.name, bm * bk * inb), ("L0B", (bk, bn), b_t.dtype.name, bk * bn * inb)]
+        if _streams_out(op, lv.users.get(op.result.id, [])):
+            # the result leaves L0C piece by piece; a resident result (an accumulator) is its own L0C buffer
+            pieces.append(("L0C", (bm, bn), rt.dtype.name, bm * bn * 4))
         for space, shape, dt, nb in pieces:
             intervals[space].append((p, p + 1, BufferUse(f"mma@{line}", space, shape, dt, 2, 2 * nb,
                                                          "ping-pong base tile", line)))
@@ -326,6 +329,13 @@ def _peak(space, intervals, chunked, cap, n) -> SpaceUse:
                                   f"streamed: {r}-row chunks of {rows} rows per AIV", tmpl.line))
     live.sort(key=lambda b: -b.bytes)
     return SpaceUse(space, cap, peak, live)
+
+
+def _streams_out(op: Op | None, users) -> bool:
+    """An mma result that only leaves the cube (hand-off or store) and is not accumulated in place."""
+    if op is None or op.kind != "mma" or op.attrs.get("acc"):
+        return False
+    return bool(users) and all(u.kind in ("handoff", "store") for u in users)
 
 
 def _item(t: TileType) -> int:

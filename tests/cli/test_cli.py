@@ -1,0 +1,101 @@
+"""The cvtile command line: run, tiling and cases; exit codes, text and JSON output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cvtile.cli import main
+
+SMALL = ["--batch", "1", "--num-heads", "4", "--num-kv-heads", "2", "--kv-seqlen", "300", "--head-dim", "64"]
+
+
+def run_cli(capsys, *argv) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_run_custom_case_passes_and_prints_the_report(capsys):
+    code, out = run_cli(capsys, "run", *SMALL)
+    assert code == 0, out
+    assert "custom: B=1 Nq=4 Nkv=2 Sq=1 Skv=300 D=64 float16 BNSD lse on Ascend910B1" in out
+    assert "tiling: FiaTilingNonQuant" in out and "M base" in out and "S2 base" in out and "cores" in out
+    assert "attention_out  PASS" in out and "softmax_lse    PASS" in out
+    assert "wall time: simulated" in out and "golden" in out
+    assert out.rstrip().endswith("PASS")
+
+
+def test_run_json_is_machine_readable(capsys):
+    code, out = run_cli(capsys, "run", *SMALL, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert isinstance(data, list) and len(data) == 1
+    case = data[0]
+    assert case["passed"] is True
+    assert case["tiling"]["template"] == "FiaTilingNonQuant"
+    assert case["reports"]["attention_out"]["passed"] is True
+    assert case["spec"]["num_heads"] == 4
+    assert case["sim_seconds"] >= 0 and case["golden_seconds"] >= 0
+
+
+def test_run_rejected_case_exits_1_with_the_aclnn_status(capsys):
+    code, out = run_cli(capsys, "run", "--batch", "1", "--num-heads", "6", "--num-kv-heads", "4",
+                        "--kv-seqlen", "128", "--head-dim", "64")
+    assert code == 1
+    assert "rejected" in out and "aclnn" in out and "num_key_value_heads" in out
+
+
+def test_tiling_default_decode_case_explains_its_decisions(capsys):
+    code, out = run_cli(capsys, "tiling")
+    assert code == 0
+    for fragment in ("template", "FiaTilingNonQuant", "M base", "S2 base", "cores used", "flash decode"):
+        assert fragment in out
+    assert "no row block split across cores" in out  # the reason FD is off for B=4 Skv=4096
+
+
+def test_tiling_json_and_rejection(capsys):
+    code, out = run_cli(capsys, "tiling", "--kv-seqlen", "16384", "--json")
+    assert code == 0
+    t = json.loads(out)
+    assert t["fd"] is True and t["fd_tasks"], "B=4 Skv=16384 decode splits rows across cores"
+    code, out = run_cli(capsys, "tiling", "--num-heads", "6", "--num-kv-heads", "4")
+    assert code == 1 and "rejected" in out
+
+
+def test_cases_ut_csv_summary_line(capsys, corpus_file):
+    path = corpus_file("ut_tiling/fia_arch22.csv")
+    code, out = run_cli(capsys, "cases", str(path))
+    assert code == 0
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("cases: 145 run, 145 verdict agree, 36 key agree (of 36 success rows), 0 errors")
+
+
+def test_cases_ut_csv_json(capsys, corpus_file):
+    code, out = run_cli(capsys, "cases", str(corpus_file("ut_tiling/fia_arch35.csv")), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["run"] == 530 and data["verdict_agree"] == 530
+
+
+def test_cases_st_json_limit(capsys, corpus_file):
+    code, out = run_cli(capsys, "cases", str(corpus_file("st/fia_v4.json")), "--limit", "2")
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("cases: 2 run, ")
+    assert code == (0 if " 0 failed, " in last and " 0 errors" in last else 1)
+
+
+def test_cases_rejects_missing_and_unknown_files(tmp_path, capsys):
+    assert main(["cases", str(tmp_path / "nope.csv")]) == 2
+    other = tmp_path / "x.txt"
+    other.write_text("hello")
+    assert main(["cases", str(other)]) == 2
+
+
+@pytest.mark.parametrize("argv", [["-m", "cvtile", "--help"], ["-m", "cvtile", "tiling", "--help"]])
+def test_module_entry_point(argv):
+    res = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0
+    assert "usage: cvtile" in res.stdout
