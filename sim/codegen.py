@@ -59,6 +59,7 @@ _TILE_NP = {"float16": "np.float32", "bfloat16": "np.float32", "float32": "np.fl
 STORAGE = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.float32, "int8": np.int8, "int16": np.int16,
            "int32": np.int32, "int64": np.int64, "uint8": np.uint8, "bool": np.bool_}
 _DECODE = {"float16": "f16_bits_to_f32", "bfloat16": "bf16_bits_to_f32"}
+_KIND = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}  # suffix of the runtime GM copies
 _ENCODE = {"float16": "f32_to_f16_bits", "bfloat16": "f32_to_bf16_bits"}
 _ROUND = {"float16": "round_to_f16", "bfloat16": "round_to_bf16"}
 _BIN_FMT = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
@@ -149,7 +150,9 @@ class _Gen:
             "                           cast_trunc, f16_bits_to_f32, f32, f32_to_bf16_bits, f32_to_f16_bits, fail,",
             "                           fexp, flog, fmax, fmin, frsqrt, fsqrt, mm_b_bf16, mm_b_f16, mm_b_f32,",
             "                           mm_bt_bf16, mm_bt_f16, mm_bt_f32, round_to_bf16, round_to_f16, row_max,",
-            "                           row_max_int, row_min, row_min_int, row_sum)",
+            "                           row_max_int, row_min, row_min_int, row_sum, read_rows_f16, read_rows_bf16,",
+            "                           read_rows_f32, read_rows_raw, write_rows_f16, write_rows_bf16,",
+            "                           write_rows_f32, write_rows_raw)",
             "",
             "",
             "@njit(cache=True, nogil=True)",
@@ -420,6 +423,17 @@ class _Gen:
         d = w.dims[dim]
         return len(d.radices) == 1 and self.ref(d.strides[0]) == "1"
 
+    def _plain_rows(self, w: Window) -> bool:
+        """A rank-2 window with one stride for its rows and contiguous columns (the runtime copies' shape)."""
+        return len(w.dims) == 2 and len(w.dims[0].radices) == 1 and self._contiguous(w, 1)
+
+    def _plain_base(self, w: Window) -> tuple[str, str]:
+        stride = self.ref(w.dims[0].strides[0])
+        base = self.tmp("base")
+        self.emit(f"{base} = {self.ref(w.offset)} + ({self.ref(w.dims[0].start)}) * {stride} + "
+                  f"{self.ref(w.dims[1].start)}")
+        return base, stride
+
     def _gm_segment(self, w: Window, dim: int, base: str, count: str):
         """A 1-D slice of the flat tensor covering ``count`` elements of a contiguous window dim from ``base``
         (slices index with the plain loop variable, which lets LLVM vectorise the loop)."""
@@ -453,6 +467,11 @@ class _Gen:
                 self.depth += 1
                 self.emit(f"{dst}[{c}] = {conv(self._gm_elem(w, 0, off, c))}")
                 self.depth -= 1
+            return
+        if self._plain_rows(w):
+            base, stride = self._plain_base(w)
+            self.emit(f"read_rows_{_KIND.get(dt, 'raw')}({self.tensors[w.tensor.id][0]}, {base}, {stride}, "
+                      f"{counts[0]}, {counts[1]}, {dst})")
             return
         r, c = self.tmp("r"), self.tmp("c")
         self.emit(f"for {r} in range({counts[0]}):")
@@ -511,6 +530,11 @@ class _Gen:
                 self.depth += 1
                 self.emit(f"{self._gm_elem(w, 0, off, c)} = {val(f'{src}[{c}]')}")
                 self.depth -= 1
+            return
+        if self._plain_rows(w) and (enc or dt == "float32" or tile.type.dtype.name == dt):
+            base, stride = self._plain_base(w)
+            kind = _KIND.get(dt, "raw")
+            self.emit(f"write_rows_{kind}({src}, {flat}, {base}, {stride}, {counts[0]}, {counts[1]})")
             return
         r, c = self.tmp("r"), self.tmp("c")
         self.emit(f"for {r} in range({counts[0]}):")
@@ -637,13 +661,10 @@ class _Gen:
         out = self._result_view(op, [m, n])
         row = Value(TileType(w.tensor.type.dtype, L1, (w.dims[1].extent,)), "brow")
         rbuf = self.buffer(row)
-        if len(w.dims[0].radices) == 1 and self._contiguous(w, 1):
-            kind = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}.get(dt)
+        if self._plain_rows(w):
+            kind = _KIND.get(dt)
             if kind is not None:
-                stride = self.ref(w.dims[0].strides[0])
-                base = self.tmp("base")
-                self.emit(f"{base} = {self.ref(w.offset)} + ({self.ref(w.dims[0].start)}) * {stride} + "
-                          f"{self.ref(w.dims[1].start)}")
+                base, stride = self._plain_base(w)
                 if trans:
                     self.emit(f"mm_bt_{kind}({a}, {flat}, {base}, {stride}, {counts[0]}, {counts[1]}, {out}, {rbuf})")
                 else:

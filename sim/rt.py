@@ -31,7 +31,8 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "f32_to_f16_bits", "f32_to_bf16_bits", "round_to_f16", "round_to_bf16", "FASTMATH", "f32",
            "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil", "fail", "row_sum",
            "row_max", "row_min", "row_max_int", "row_min_int", "mm_bt_f16", "mm_b_f16", "mm_bt_bf16", "mm_b_bf16",
-           "mm_bt_f32", "mm_b_f32"]
+           "mm_bt_f32", "mm_b_f32", "read_rows_f16", "write_rows_f16", "read_rows_bf16", "write_rows_bf16",
+           "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw"]
 
 #: LLVM fast-math flags for generated code: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay IEEE.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -247,3 +248,40 @@ def _as_f32(x):
 mm_bt_f16, mm_b_f16 = _skinny(f16_bits_to_f32)
 mm_bt_bf16, mm_b_bf16 = _skinny(bf16_bits_to_f32)
 mm_bt_f32, mm_b_f32 = _skinny(_as_f32)
+
+
+# ------------------------------------------------------------ GM row copies
+# The common GM window: rows at a fixed stride, columns contiguous. Generated kernels call these (compiled
+# once per machine) instead of emitting the loops, which keeps each kernel's own compile small.
+
+def _gm_copies(decode, encode):
+    @njit(cache=True, nogil=True)
+    def read(flat, base, rstride, n0, n1, dst):
+        """dst[r, :n1] = decode(flat[base + r*rstride : ... + n1]) for r < n0."""
+        for r in range(n0):
+            seg = flat[base + r * rstride:base + r * rstride + n1]
+            row = dst[r]
+            for c in range(n1):
+                row[c] = decode(seg[c])
+
+    @njit(cache=True, nogil=True)
+    def write(src, flat, base, rstride, n0, n1):
+        """flat[base + r*rstride : ... + n1] = encode(src[r, :n1]) for r < n0."""
+        for r in range(n0):
+            seg = flat[base + r * rstride:base + r * rstride + n1]
+            row = src[r]
+            for c in range(n1):
+                seg[c] = encode(row[c])
+
+    return read, write
+
+
+@njit(inline="always")
+def _same(x):
+    return x
+
+
+read_rows_f16, write_rows_f16 = _gm_copies(f16_bits_to_f32, f32_to_f16_bits)
+read_rows_bf16, write_rows_bf16 = _gm_copies(bf16_bits_to_f32, f32_to_bf16_bits)
+read_rows_f32, write_rows_f32 = _gm_copies(_as_f32, _as_f32)
+read_rows_raw, write_rows_raw = _gm_copies(_same, _same)
