@@ -69,6 +69,10 @@ _BIN_FMT = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "d
             "min": "fmin({a}, {b})"}
 _UN_FMT = {"neg": "(-{a})", "abs": "abs({a})", "exp": "fexp({a})", "log": "flog({a})", "sqrt": "fsqrt({a})",
            "rsqrt": "frsqrt({a})", "relu": "frelu({a})"}
+#: in rank-1 loops (a few elements per row) the math functions are called, not inlined: numba compiles an
+#: inlined call site far more slowly, and only the rank-2 loops are hot enough to need the vectorised inline
+_CALLED = {"fexp(": "fexp_call(", "flog(": "flog_call(", "fsqrt(": "fsqrt_call(", "frsqrt(": "frsqrt_call(",
+           "round_to_f16(": "round_f16_call(", "round_to_bf16(": "round_bf16_call("}
 _SCALAR_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "floordiv": "({a} // {b})",
                "mod": "({a} % {b})", "min": "min({a}, {b})", "max": "max({a}, {b})", "lt": "({a} < {b})",
                "le": "({a} <= {b})", "gt": "({a} > {b})", "ge": "({a} >= {b})", "eq": "({a} == {b})",
@@ -152,7 +156,8 @@ class _Gen:
             "                           mm_bt_bf16, mm_bt_f16, mm_bt_f32, round_to_bf16, round_to_f16, row_max,",
             "                           row_max_int, row_min, row_min_int, row_sum, read_rows_f16, read_rows_bf16,",
             "                           read_rows_f32, read_rows_raw, write_rows_f16, write_rows_bf16,",
-            "                           write_rows_f32, write_rows_raw)",
+            "                           write_rows_f32, write_rows_raw, fexp_call, flog_call, fsqrt_call,",
+            "                           frsqrt_call, round_f16_call, round_bf16_call)",
             "",
             "",
             "@njit(cache=True, nogil=True)",
@@ -470,8 +475,8 @@ class _Gen:
             return
         if self._plain_rows(w):
             base, stride = self._plain_base(w)
-            self.emit(f"read_rows_{_KIND.get(dt, 'raw')}({self.tensors[w.tensor.id][0]}, {base}, {stride}, "
-                      f"{counts[0]}, {counts[1]}, {dst})")
+            self.emit(f"read_rows_{_KIND.get(dt, 'raw')}({self.tensors[w.tensor.id][0]}, {_i64(base)}, "
+                      f"{_i64(stride)}, {_i64(counts[0])}, {_i64(counts[1])}, {dst})")
             return
         r, c = self.tmp("r"), self.tmp("c")
         self.emit(f"for {r} in range({counts[0]}):")
@@ -534,7 +539,8 @@ class _Gen:
         if self._plain_rows(w) and (enc or dt == "float32" or tile.type.dtype.name == dt):
             base, stride = self._plain_base(w)
             kind = _KIND.get(dt, "raw")
-            self.emit(f"write_rows_{kind}({src}, {flat}, {base}, {stride}, {counts[0]}, {counts[1]})")
+            self.emit(f"write_rows_{kind}({src}, {flat}, {_i64(base)}, {_i64(stride)}, {_i64(counts[0])}, "
+                      f"{_i64(counts[1])})")
             return
         r, c = self.tmp("r"), self.tmp("c")
         self.emit(f"for {r} in range({counts[0]}):")
@@ -666,9 +672,11 @@ class _Gen:
             if kind is not None:
                 base, stride = self._plain_base(w)
                 if trans:
-                    self.emit(f"mm_bt_{kind}({a}, {flat}, {base}, {stride}, {counts[0]}, {counts[1]}, {out}, {rbuf})")
+                    self.emit(f"mm_bt_{kind}({a}, {flat}, {_i64(base)}, {_i64(stride)}, {_i64(counts[0])}, "
+                              f"{_i64(counts[1])}, {out}, {rbuf})")
                 else:
-                    self.emit(f"mm_b_{kind}({a}, {flat}, {base}, {stride}, {counts[0]}, {counts[1]}, {out}, {rbuf})")
+                    self.emit(f"mm_b_{kind}({a}, {flat}, {_i64(base)}, {_i64(stride)}, {_i64(counts[0])}, "
+                              f"{_i64(counts[1])}, {out}, {rbuf})")
                 return
         r, c, i, acc, arow, orow = (self.tmp("r"), self.tmp("c"), self.tmp("i"), self.tmp("acc"), self.tmp("a"),
                                     self.tmp("o"))
@@ -789,7 +797,7 @@ class _Gen:
         fn = {"sum": "row_sum", "max": "row_max", "min": "row_min"}[kind]
         if not dt.is_float and kind != "sum":
             fn += "_int"
-        call = f"{fn}({row}, {n})"
+        call = f"{fn}({row}, {_i64(n)})"
         return f"{_ROUND[dt.name]}({call})" if dt.name in _ROUND else call
 
     def _materialise(self, op):
@@ -810,11 +818,11 @@ class _Gen:
         self.emit(f"for {i} in range({shape[0]}):")
         self.depth += 1
         if v.type.rank == 1:
-            self.emit(f"{elem} = {self.expr(v, (i,), root=True)}")
+            self.emit(f"{elem} = {_called(self.expr(v, (i,), root=True))}")
             if out:
                 self.emit(f"{out}[{i}] = {elem}")
             for view, u in outs:
-                self.emit(f"{view}[{i}] = {self.expr(u.result, (i,), root=True, subst={v.id: elem})}")
+                self.emit(f"{view}[{i}] = {_called(self.expr(u.result, (i,), root=True, subst={v.id: elem}))}")
             self.depth -= 1
             return
         self.emit(f"for {j} in range({shape[1]}):")
@@ -1073,6 +1081,20 @@ def _broadcasts_into(v: Value, user: Op) -> bool:
     """True when ``user`` reads ``v`` broadcast (v has a 1 where the user's result does not)."""
     out = user.results[0].type.shape
     return any(d == 1 and o != 1 for d, o in zip(v.type.shape, out))
+
+
+def _called(expr: str) -> str:
+    """``expr`` with its inlined math functions replaced by their called versions (see ``_CALLED``)."""
+    for inl, called in _CALLED.items():
+        expr = expr.replace(inl, called)
+    return expr
+
+
+def _i64(expr: str) -> str:
+    """An integer argument of a runtime-function call. A bare literal is wrapped in np.int64: numba would
+    otherwise type it as a literal and compile the callee once per literal value."""
+    e = str(expr).strip()
+    return f"np.int64({e})" if e.lstrip("-").isdigit() else e
 
 
 def _ident(name: str) -> str:

@@ -32,7 +32,8 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil", "fail", "row_sum",
            "row_max", "row_min", "row_max_int", "row_min_int", "mm_bt_f16", "mm_b_f16", "mm_bt_bf16", "mm_b_bf16",
            "mm_bt_f32", "mm_b_f32", "read_rows_f16", "write_rows_f16", "read_rows_bf16", "write_rows_bf16",
-           "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw"]
+           "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw", "fexp_call", "flog_call",
+           "fsqrt_call", "frsqrt_call", "round_f16_call", "round_bf16_call"]
 
 #: LLVM fast-math flags for generated code: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay IEEE.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -285,3 +286,37 @@ read_rows_f16, write_rows_f16 = _gm_copies(f16_bits_to_f32, f32_to_f16_bits)
 read_rows_bf16, write_rows_bf16 = _gm_copies(bf16_bits_to_f32, f32_to_bf16_bits)
 read_rows_f32, write_rows_f32 = _gm_copies(_as_f32, _as_f32)
 read_rows_raw, write_rows_raw = _gm_copies(_same, _same)
+
+
+# ---------------------------------------------------------- called versions
+# The same functions, compiled once and called: generated kernels use these where a loop is short (rank-1
+# tiles), because each inlined call site costs numba a lot of compile time.
+
+@njit(cache=True, nogil=True)
+def fexp_call(x):
+    return fexp(x)
+
+
+@njit(cache=True, nogil=True)
+def flog_call(x):
+    return flog(x)
+
+
+@njit(cache=True, nogil=True)
+def fsqrt_call(x):
+    return fsqrt(x)
+
+
+@njit(cache=True, nogil=True)
+def frsqrt_call(x):
+    return frsqrt(x)
+
+
+@njit(cache=True, nogil=True)
+def round_f16_call(x):
+    return round_to_f16(x)
+
+
+@njit(cache=True, nogil=True)
+def round_bf16_call(x):
+    return round_to_bf16(x)
