@@ -325,7 +325,10 @@ def plan_impl(d: Draft, plat: Platform) -> None:
                                         "layout) (FusedInferAttentionScoreTilingImpl)")
     anti = v.quant_mode == "anti"
     q, kv = _antiquant_lengths(v, flags) if anti else _impl_lengths(v, flags)
-    d.q_lens, d.kv_lens = q, kv
+    # the split counts rows of the merged (G*S1) space when G is folded into S1; the result keeps the per-batch
+    # query length S1, which is what RowTask rows and the kernel's fold are counted in
+    d.q_lens = tuple(x // v.g for x in q) if (flags.gs_merge and not anti and v.g > 1) else q
+    d.kv_lens = kv
     dn = False
     s1os = False
     if anti:
@@ -368,14 +371,15 @@ def plan_impl(d: Draft, plat: Platform) -> None:
         used = min(total, plat.aic)
         d.used_cores = d.decide("used_cores", used, f"S1 outer split: {total} (b, head, S1 block) units over "
                                                     f"{plat.aic} cube cores, scheduled by the kernel")
-        d.cores = _round_robin(windows, used, v, flags, heads)
+        d.cores = _round_robin(windows, used, v, flags, heads, d.q_lens)
     else:
         plan = split_nbseq(windows, plat.aic, total=target, integer_share=anti)
         d.used_cores = d.decide("used_cores", plan.used_cores,
                                 f"weighted (B, N, S1-block) split: total weight {plan.total_weight} blocks, target "
                                 f"{plan.total_weight / plat.aic:.2f} per cube core "
                                 + ("(antiquant DequantCubeSplitBNSeq)" if anti else "(SplitNBSeq)"))
-        d.cores = tuple(CoreWork(c, tuple(_impl_task(w, v, flags, heads) for w in rows if w.s2_hi > w.s2_lo),
+        d.cores = tuple(CoreWork(c, tuple(_impl_task(w, v, flags, heads, q_lens=d.q_lens) for w in rows
+                                          if w.s2_hi > w.s2_lo),
                                  sum(w.weight for w in rows))
                         for c, rows in enumerate(plan.core_rows))
         pfa = flags.pfa
@@ -409,20 +413,23 @@ def plan_impl(d: Draft, plat: Platform) -> None:
 
 
 def _impl_task(w, v: TilingView, flags, heads: int, lo: int | None = None, hi: int | None = None, fd_task: int = -1,
-               piece: int = 0) -> RowTask:
+               piece: int = 0, q_lens: tuple | None = None) -> RowTask:
+    """A split window as a RowTask: per query head windows map into the folded rows of their kv head,
+    head g's rows starting at g * S1_b (the batch's own query length, the GS1 fold)."""
     lo = w.s2_lo if lo is None else lo
     hi = w.s2_hi if hi is None else hi
     if flags.gs_merge:
         return RowTask(w.b, w.head, w.row_start, w.rows, lo, hi, fd_task, piece)
     n2, g = divmod(w.head, v.g)
-    return RowTask(w.b, n2, g * v.s1 + w.row_start, w.rows, lo, hi, fd_task, piece)
+    s1_b = q_lens[w.b] if q_lens is not None else v.s1
+    return RowTask(w.b, n2, g * s1_b + w.row_start, w.rows, lo, hi, fd_task, piece)
 
 
-def _round_robin(windows, used: int, v: TilingView, flags, heads: int) -> tuple:
+def _round_robin(windows, used: int, v: TilingView, flags, heads: int, q_lens: tuple) -> tuple:
     lists = [[] for _ in range(used)]
     for i, w in enumerate(windows):
         if w.s2_hi > w.s2_lo:
-            lists[i % used].append(_impl_task(w, v, flags, heads))
+            lists[i % used].append(_impl_task(w, v, flags, heads, q_lens=q_lens))
     return tuple(CoreWork(c, tuple(t), 0) for c, t in enumerate(lists))
 
 
@@ -438,7 +445,7 @@ def _impl_fd_tasks(d: Draft, v: TilingView, windows, parts: int) -> None:
             continue
         k = max(1, min(parts, blocks))
         t_index = len(tasks) if k > 1 else -1
-        base = _impl_task(w, v, flags, heads)
+        base = _impl_task(w, v, flags, heads, q_lens=d.q_lens)
         if k > 1:
             tasks.append(FdTask(base.b, base.n2, base.m_start, base.m_rows, k, slot))
             slot += k
@@ -446,8 +453,8 @@ def _impl_fd_tasks(d: Draft, v: TilingView, windows, parts: int) -> None:
         lo = w.s2_lo
         for p in range(k):
             hi = lo + per + (1 if p < extra else 0)
-            cores.append(CoreWork(len(cores), (_impl_task(w, v, flags, heads, lo, hi, t_index, p if k > 1 else 0),),
-                                  hi - lo))
+            cores.append(CoreWork(len(cores), (_impl_task(w, v, flags, heads, lo, hi, t_index, p if k > 1 else 0,
+                                                          q_lens=d.q_lens),), hi - lo))
             lo = hi
     d.cores = tuple(cores)
     d.fd_tasks = tuple(tasks)
