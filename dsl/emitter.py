@@ -249,6 +249,8 @@ class Builder:
         dst = self.scope
         if src is None or dst is None or src == dst:
             return v
+        if (dst == "vector" and v.type.space is UB) or (dst == "cube" and v.type.space in (L1, L0A, L0B, L0C)):
+            return v  # already on the reading side (a 950 on-chip copy L0C->UB or UB->L1 did the crossing)
         for cache in reversed(self._handoffs):
             if (v.id, dst) in cache:
                 return cache[(v.id, dst)]
@@ -378,6 +380,9 @@ class Builder:
         valid = self._valid(valid, shape)
         if not (is_const(value) or (isinstance(value, Value) and value.is_scalar)):
             self.error(f"fill value must be a scalar, got {_describe(value)}")
+        if not dt.is_float and (isinstance(value, float) or (isinstance(value, Value) and value.type == F32)):
+            what = value if isinstance(value, float) else "a float32 scalar"
+            self.error(f"a float fill value ({what}) for a {dt} tile: use an int, or a float dtype")
         return self.emit("create", [value, *valid], [t], {"nvalid": len(valid)}).result
 
     def iota(self, n, dtype=int32, start=0, valid=None) -> Value:
