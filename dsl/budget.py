@@ -103,12 +103,13 @@ class BudgetReport:
             lines.append(f"{name}: {su.peak} of {su.capacity} bytes at peak"
                          f" ({100.0 * su.peak / su.capacity:.1f}%){'' if su.fits else '  OVER BUDGET'}")
             if su.buffers:
-                lines.append(f"  {'buffer':<22}{'space':<6}{'shape':<14}{'dtype':<10}{'copies':>7}{'bytes':>10}  note")
+                lines.append(f"  {'buffer':<22}{'line':>5} {'space':<6}{'shape':<14}{'dtype':<10}{'copies':>7}"
+                             f"{'bytes':>10}  note")
                 for b in su.buffers:
                     shape = "x".join(map(str, b.shape))
-                    lines.append(f"  {b.name:<22}{b.space:<6}{shape:<14}{b.dtype:<10}{b.copies:>7}{b.bytes:>10}"
-                                 f"  {b.note}")
-                lines.append(f"  {'total':<59}{su.peak:>10}  capacity {su.capacity}")
+                    lines.append(f"  {b.name:<22}{b.line:>5} {b.space:<6}{shape:<14}{b.dtype:<10}{b.copies:>7}"
+                                 f"{b.bytes:>10}  {b.note}")
+                lines.append(f"  {'total':<65}{su.peak:>10}  capacity {su.capacity}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -145,6 +146,7 @@ class _Liveness:
         self.users: dict[int, list] = {}
         self.block_of: dict[int, Block] = {}
         self._pending: dict[int, int] = {}    # value id -> start of the outermost loop it is used inside
+        self.carried_from: dict[int, Value] = {}  # loop-carried block argument id -> its initial value
         self.n = 0
         self._number(kernel.body, [])
 
@@ -166,6 +168,8 @@ class _Liveness:
             if op.kind == "for":
                 body = op.blocks[0]
                 start = p
+                for a, init in zip(body.args[1:], op.operands[3:]):
+                    self.carried_from[a.id] = init
                 for a in body.args:
                     self.def_pos[a.id] = start
                 self._number(body, loops + [(start, None)])
@@ -215,7 +219,8 @@ def plan_budget(kernel: Kernel, platform) -> BudgetReport:
         t: TileType = v.type
         op = lv.def_op.get(vid)
         start, end = lv.def_pos.get(vid, 0), lv.end.get(vid, lv.def_pos.get(vid, 0) + 1)
-        line = op.loc.line if op is not None and op.loc else 0
+        src_op = op if op is not None else getattr(lv.carried_from.get(vid), "owner", None)
+        line = src_op.loc.line if src_op is not None and src_op.loc else 0
         name = v.name or (op.kind if op else "arg")
         users = lv.users.get(vid, [])
         if op is not None and op.kind == "copy" and op.attrs.get("staged"):

@@ -223,13 +223,17 @@ class Builder:
                 self.error(f"conditional expression arms have different types {ta} and {tb}")
         return self.emit("sselect", [c, a, b], [ta], scope=None).result
 
-    def check(self, cond, message: str, *values):
-        """A runtime assertion (a bound or shape rule) the simulator enforces."""
+    def check(self, cond, message: str, *values, labels: tuple = ()):
+        """A runtime assertion (a bound or shape rule) the simulator enforces; ``labels`` name the reported
+        values in the error (default: their IR names)."""
         if is_const(cond):
             if not cond:
                 self.error(message)
             return
-        self.emit("check", [cond, *values], [], {"message": message}, scope=None)
+        attrs = {"message": message}
+        if labels:
+            attrs["labels"] = tuple(labels)
+        self.emit("check", [cond, *values], [], attrs, scope=None)
 
     def dim(self, tensor: Value, axis: int) -> Value:
         return self.emit("dim", [tensor], [INDEX], {"axis": axis}, scope=None).result
@@ -312,6 +316,10 @@ class Builder:
             self.error(f"store from {src} is not a legal copy edge (legal: UB->GM, L0C->GM)")
         if tile.type.rank != len(window.dims):
             self.error(f"store of a rank-{tile.type.rank} tile into a rank-{len(window.dims)} window")
+        for i, d in enumerate(window.dims):
+            if any(is_const(st) and st == 0 for st in d.strides):
+                self.error(f"store into a broadcast view (dim {i} has stride 0) would write the same GM elements "
+                           f"several times")
         for i, (te, we) in enumerate(zip(tile.type.shape, window.shape)):
             if te > we:
                 self.error(f"store: tile dim {i} capacity {te} exceeds the window extent {we}")
@@ -447,7 +455,13 @@ class Builder:
             cond, x, y = tiles
             if not (isinstance(cond, Value) and cond.is_tile and cond.type.dtype == bool_):
                 self.error("where's condition must be a bool tile (a comparison result)")
-            dt = self._common_dtype([x, y], op)
+            if not any(isinstance(a, Value) and a.is_tile for a in (x, y)):
+                # two scalar arms: float32 (or int32 for two integers), the natural dtypes of vector values
+                ints = all((is_const(a) and isinstance(a, int)) or (isinstance(a, Value) and a.type == INDEX)
+                           for a in (x, y))
+                dt = int32 if ints else float32
+            else:
+                dt = self._common_dtype([x, y], op)
             rt = dt
         else:
             dt = self._common_dtype(tiles, op)

@@ -158,7 +158,7 @@ class FunctionCompiler(ast.NodeVisitor):
 
     def generic_visit(self, node):
         what = _UNSUPPORTED.get(type(node), type(node).__name__)
-        self.err(f"{what} is not supported in cvtile kernels", node)
+        self.err(f"cvtile kernels do not support {what}", node)
 
     def lookup(self, name: str, node):
         if name in self.names:
@@ -744,7 +744,10 @@ class FunctionCompiler(ast.NodeVisitor):
         return self.b.emit("block_num", [], [INDEX], scope=None).result
 
     def bi_subblock_idx(self):
-        return self.b.emit("subblock_idx", [], [INDEX], scope=None).result
+        self.err("subblock_idx() is not available yet: in program order a `with vector():` section computes the "
+                 "rows of both vector cores of a core group at once (the CV-split pass that gives each vector core "
+                 "its half is not built), so a kernel that splits rows by subblock_idx() would silently compute "
+                 "only half of them")
 
     def _window(self, v, what):
         if isinstance(v, GMView):

@@ -83,7 +83,7 @@ class Value:
         return isinstance(self.type, TensorType)
 
     def __repr__(self) -> str:
-        return f"%{self.name or 'v'}{self.id}"
+        return f"%{self.name}.{self.id}" if self.name else f"%{self.id}"
 
 
 # kind -> category; categories: scalar, tile, control

@@ -152,7 +152,7 @@ class GMView:
             b.error("narrow applies to a plain (unmerged) dimension")
         end = b.sbin("add", start, length)
         b.check(b.sbin("and", b.sbin("ge", start, 0), b.sbin("le", end, d.bound)),
-                "narrow: the range leaves the dimension", start, end, d.bound)
+                "narrow: the range leaves the dimension", start, end, d.bound, labels=("start", "end", "bound"))
         offset = b.sbin("add", self.offset, b.sbin("mul", start, d.strides[0]))
         dims = list(self.dims)
         dims[dim] = VDim((length,), d.strides, 0, length)
@@ -198,7 +198,7 @@ class GMView:
                     b.error(f"a GM index must be an integer, got {k!r}")
                 idx = b.sbin("add", d.start, k)
                 b.check(b.sbin("and", b.sbin("ge", idx, 0), b.sbin("lt", idx, d.bound)),
-                        "GM index out of bounds", idx, d.bound)
+                        "GM index out of bounds", idx, d.bound, labels=("index", "bound"))
                 offset = b.sbin("add", offset, _address(b, d, idx))
             else:
                 b.error(f"a GM view index must be an int, a slice or ds(...), got {k!r}")

@@ -381,13 +381,11 @@ class _Gen:
     def op_block_num(self, op):
         self.names[op.result.id] = "nblk"
 
-    def op_subblock_idx(self, op):
-        self.names[op.result.id] = "0"
-
     def op_check(self, op):
         cond, *vals = op.operands
+        labels = op.attrs.get("labels") or tuple(repr(v) for v in vals)
         self.fail_if(f"not {self.ref(cond)}", op.attrs["message"], op,
-                     [(repr(v), self.ref(v)) for v in vals])
+                     [(lab, self.ref(v)) for lab, v in zip(labels, vals)])
 
     # ----------------------------------------------------------- GM access
     def _row_addr(self, w: Window, dim: int, idx: str) -> str:

@@ -90,8 +90,8 @@ def test_range_loops_stay_loops_and_static_range_unrolls():
     assert kinds.count("for") == 6
     assert kinds.count("if") == 3   # n > 5, n > 100, i % 3 == 0
     text = str(ck.ir)
-    assert re.search(r"for %i\d+ in range\(0, %n\d+, 1\) iter\(%f\d+ = 0\.0, %s\d+ = 0\)", text)
-    assert re.search(r"in range\(%n\d+, 0, -3\) iter\(%down\d+ = 0\)", text)
+    assert re.search(r"for %i\.\d+ in range\(0, %n\.\d+, 1\) iter\(%f\.\d+ = 0\.0, %s\.\d+ = 0\)", text)
+    assert re.search(r"in range\(%n\.\d+, 0, -3\) iter\(%down\.\d+ = 0\)", text)
     # static_range(4): no loop; st folds to 123 (compile-time arithmetic on the unrolled index)
     assert "123" in text
 

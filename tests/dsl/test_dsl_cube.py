@@ -108,9 +108,9 @@ def test_mma_ir_operands_staging_and_pipes():
     staged = [op for op in ir.ops() if op.kind == "copy" and op.attrs.get("staged")]
     assert {str(op.result.type.space) for op in staged} == {"L0A", "L0B"} and {op.pipe for op in staged} == {"MTE1"}
     text = str(ir)
-    assert re.search(r"%c1\d+ = mma\{trans_b=True\}\(%a\d+\[0 \+: 16, 0 \+: 32\], %bt\d+\[0 \+: 16, 0 \+: 32\]\) "
+    assert re.search(r"%c1\.\d+ = mma\{trans_b=True\}\(%a\.\d+\[0 \+: 16, 0 \+: 32\], %bt\.\d+\[0 \+: 16, 0 \+: 32\]\) "
                      r": tile<16x16 float32 @L0C>", text)
-    assert re.search(r", acc=%c0\d+\)", text)
+    assert re.search(r", acc=%c0\.\d+\)", text)
     stores = [op for op in ir.ops() if op.kind == "store"]
     assert [op.pipe for op in stores] == ["FIX", "FIX", "FIX", "FIX", "MTE3", "FIX"]
 

@@ -287,28 +287,28 @@ def bad_rounding_mode(a, o):
 
 # ------------------------------------------------------------------ unsupported Python
 
-@case("while loops", "is not supported in cvtile kernels")
+@case("while loops", "cvtile kernels do not support")
 @ct.jit
 def uses_while(a, o):
     while True:  # <- error
         pass
 
 
-@case("break is not supported in cvtile kernels")
+@case("cvtile kernels do not support break")
 @ct.jit
 def uses_break(a, o):
     for i in range(3):
         break  # <- error
 
 
-@case("continue is not supported in cvtile kernels")
+@case("cvtile kernels do not support continue")
 @ct.jit
 def uses_continue(a, o):
     for i in range(3):
         continue  # <- error
 
 
-@case("try/except is not supported in cvtile kernels")
+@case("cvtile kernels do not support try/except")
 @ct.jit
 def uses_try(a, o):
     try:  # <- error
@@ -317,19 +317,19 @@ def uses_try(a, o):
         pass
 
 
-@case("lambda is not supported in cvtile kernels")
+@case("cvtile kernels do not support lambda")
 @ct.jit
 def uses_lambda(a, o):
     f = lambda z: z  # <- error  # noqa: E731
 
 
-@case("list comprehensions", "not supported in cvtile kernels")
+@case("cvtile kernels do not support list comprehensions")
 @ct.jit
 def uses_comprehension(a, o):
     f = [i for i in range(3)]  # <- error
 
 
-@case("f-strings", "not supported in cvtile kernels")
+@case("cvtile kernels do not support f-strings")
 @ct.jit
 def uses_fstring(a, o):
     f = f"{a}"  # <- error
@@ -349,7 +349,7 @@ def returns_a_value(a, o):
     return 1  # <- error
 
 
-@case("nested functions (use @cvtile.dsl.inline helpers) is not supported")
+@case("cvtile kernels do not support nested functions (use @cvtile.dsl.inline helpers)")
 @ct.jit
 def nested_def(a, o):
     def helper():  # <- error
@@ -683,3 +683,28 @@ def test_the_same_kernel_runs_cleanly_in_bounds():
     faulty[1](x, o, 0, 0, 3)    # one core: rows 0..7
     assert np.array_equal(o[:8], x[:8])
     faulty[1](x, o, 3, 0, 4)    # the assert holds
+
+
+
+@ct.jit
+def uses_subblock_idx(x, o):
+    with ct.vector():
+        r0 = ct.subblock_idx() * 8  # <- error
+        ct.store(o[ct.ds(r0, 8)], ct.load(x[ct.ds(r0, 8)]))
+
+
+@ct.jit
+def stores_into_broadcast(x, o):
+    with ct.vector():
+        t = ct.load(x[0:4, 0:8])
+        ct.store(o.broadcast(0, 4)[0:4, 0:8], t)  # <- error
+
+
+def test_subblock_idx_is_rejected_until_the_cv_split_exists(dsl):
+    err = dsl.compile_error(uses_subblock_idx, np.zeros(16, np.float32), np.zeros(16, np.float32))
+    dsl.assert_at(err, uses_subblock_idx, MARK, "subblock_idx() is not available yet")
+
+
+def test_store_into_a_broadcast_view_is_rejected(dsl):
+    err = dsl.compile_error(stores_into_broadcast, np.zeros((4, 8), np.float32), np.zeros(8, np.float32))
+    dsl.assert_at(err, stores_into_broadcast, MARK, "store into a broadcast view")

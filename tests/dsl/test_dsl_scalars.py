@@ -39,7 +39,7 @@ def scalar_exprs(iout, fout, a, b, x, D: ct.constexpr):
         a if a > b else b, a if a < b else b,                                              # 26-27
         D * 2 + 1, int(math.sqrt(D)), D // 3, D % 5, int(x), abs(-a), ~a,                # 28-34
         a << 2, a >> 1, a ^ b, a & b, a | b, -a, b - a * 2,                                # 35-41
-        ct.block_idx(), ct.block_num(), ct.subblock_idx(),                                # 42-44
+        ct.block_idx(), ct.block_num(),                                                    # 42-43
     )
     floats = (
         a / b, x * a, x + 1, a + 0.5, x / 3, min(x, a), max(x, 1), math.sqrt(D) * x,      # 0-7
@@ -67,7 +67,7 @@ def _expected_ints(a, b, x, d):
 
 
 def _with_ids(ints, core, grid):
-    return ints + [core, grid, 0]   # block_idx(), block_num(), subblock_idx() (0 in program order)
+    return ints + [core, grid]   # block_idx(), block_num()
 
 
 def _expected_floats(a, b, x, d):
@@ -90,7 +90,7 @@ def test_integer_expressions_match_python(scalar_results):
     iout, _ = scalar_results
     want = [int(v) for v in _expected_ints(A, B, float(X), D)]
     for core in range(GRID):
-        assert iout[core, :len(want) + 3].tolist() == _with_ids(want, core, GRID)
+        assert iout[core, :len(want) + 2].tolist() == _with_ids(want, core, GRID)
 
 
 def test_float_expressions_are_float32_and_promote_ints(scalar_results):
@@ -113,7 +113,7 @@ def test_second_launch_with_other_scalars_reuses_the_compilation(scalar_results)
     scalar_exprs[1](iout, fout, a, b, x, D=D)
     assert scalar_exprs.compile(iout, fout, a, b, x, D=D) is before
     want = [int(v) for v in _expected_ints(a, b, float(x), D)]
-    assert iout[0, :len(want) + 3].tolist() == _with_ids(want, 0, 1)
+    assert iout[0, :len(want) + 2].tolist() == _with_ids(want, 0, 1)
     wantf = np.array(_expected_floats(a, b, x, D), np.float32)
     assert fout[0, :len(wantf)].tobytes() == wantf.tobytes()
 

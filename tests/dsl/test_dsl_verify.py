@@ -46,11 +46,12 @@ def test_ub_over_budget_fails_at_compile_time_with_the_table(dsl):
     assert "UB: 230400 of 196608 bytes at peak (117.2%)  OVER BUDGET" in text
     lines = text.splitlines()
     header = next(line for line in lines if line.strip().startswith("buffer"))
-    assert header.split() == ["buffer", "space", "shape", "dtype", "copies", "bytes", "note"]
+    assert header.split() == ["buffer", "line", "space", "shape", "dtype", "copies", "bytes", "note"]
     acc = next(line for line in lines if line.strip().startswith("acc "))
-    assert acc.split()[:6] == ["acc", "UB", "224x256", "float32", "1", "229376"]
+    acc_line = str(dsl.line_of(acc_rows, "acc = ct.zeros"))
+    assert acc.split()[:7] == ["acc", acc_line, "UB", "224x256", "float32", "1", "229376"]
     streamed = next(line for line in lines if "streamed:" in line)
-    assert streamed.split()[:6] == ["load", "UB", "224x256", "float32", "1", "1024"]
+    assert streamed.split()[0] == "load" and streamed.split()[2:7] == ["UB", "224x256", "float32", "1", "1024"]
     total = next(line for line in lines if line.strip().startswith("total"))
     assert total.split() == ["total", "230400", "capacity", "196608"]
     # the error points at the kernel definition
@@ -96,8 +97,8 @@ def test_l1_over_budget(dsl):
     text = str(err)
     assert "does not fit L1 of Ascend910B1" in text and "524288 available" in text
     rows = {line.split()[0]: line.split() for line in text.splitlines() if line.strip()[:2] in ("a1", "b1", "b2")}
-    assert rows["a1"][1:6] == ["L1", "128x1024", "float16", "1", "262144"]
-    assert rows["b1"][1:6] == ["L1", "1024x128", "float16", "1", "262144"]
+    assert rows["a1"][2:7] == ["L1", "128x1024", "float16", "1", "262144"]
+    assert rows["b1"][2:7] == ["L1", "1024x128", "float16", "1", "262144"]
     assert err.report.spaces["L1"].peak > 524288
     assert "UB" not in err.table   # only the space that does not fit is tabulated
 
