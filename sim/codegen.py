@@ -83,6 +83,8 @@ _INLINE_OPS = ("ewise", "cast", "expand")
 _SKINNY_ROWS = 16
 
 _FUSE_CONSUMERS = ("ewise", "cast", "reduce")
+#: ops whose result gets a buffer of its own (copy, handoff and loop/branch results alias another value's)
+_OWN_BUFFER = ("create", "iota", "load", "mma", "ewise", "cast", "reduce")
 
 
 class GeneratedSource:
@@ -116,6 +118,8 @@ class _Gen:
         self.siblings: dict[int, list] = {}   # materialised value id -> consumers computed in its loop
         self.fused_into: dict[int, int] = {}  # id(consumer op) -> the value whose loop computes it
         self.owner_block: dict[int, Block] = {}
+        self.checked: list[set] = [set()]    # conditions checked on the current path, per nesting level
+        self.share: dict[int, Value] = {}    # value id -> the value whose buffer it lives in
         self._tmp = 0
 
     # -------------------------------------------------------------- driver
@@ -207,6 +211,37 @@ class _Gen:
                 continue
             self.inline.add(v.id)
         self._plan_siblings(block)
+        for op in block.ops:
+            if op.kind == "for":
+                self._plan_loop_buffers(op)
+
+    def _plan_loop_buffers(self, op: Op):
+        """Let a loop-carried tile live in one buffer: its initial value when the loop is that value's only
+        reader, and its next value when the op computing it (elementwise) is the last reader of the old one
+        in the iteration (computed in place, as the chip updates an accumulator)."""
+        body = op.blocks[0]
+        args = body.args[1:]
+        inits = op.operands[3:]
+        yields = body.ops[-1].operands if body.ops and body.ops[-1].kind == "yield" else []
+        pos = {}
+        for i, top in enumerate(body.ops):
+            pos[id(top)] = i
+            for nested in _all_ops_in(top):
+                pos[id(nested)] = i
+        for a, init, v in zip(args, inits, yields):
+            if not a.is_tile:
+                continue
+            if (init.owner is not None and init.owner.kind in _OWN_BUFFER and init.id not in self.inline
+                    and self.uses.get(init.id) == [op] and init.id not in self.share):
+                self.share[a.id] = init
+            src = v.owner
+            if (src is None or src.kind not in ("ewise", "cast") or v.id in self.inline or id(src) in self.fused_into
+                    or self.block_of.get(id(src)) is not body or sum(1 for y in yields if y is v) != 1
+                    or any(y is a for y in yields if y is not v)):
+                continue
+            last = pos[id(src)]
+            if all(pos.get(id(u), -1) <= last for u in self.uses.get(a.id, []) if u.kind != "yield"):
+                self.share[v.id] = a
 
     def _plan_siblings(self, block: Block):
         """Fuse into a materialised value's loop the consumers that read only it: its row reductions and
@@ -269,14 +304,29 @@ class _Gen:
         return len(self.sites)
 
     def fail_if(self, cond: str, message: str, op, values=()):
+        """Emit a runtime check. A condition already checked on the current path (same text, same SSA
+        variables) is not checked again, and a condition that is false by its constant parts is dropped."""
+        cond = _simplify_condition(cond)
+        if cond is None or any(cond in done for done in self.checked):
+            return
+        self.checked[-1].add(cond)
         sid = self.site(message, op, [v for v, _ in values][:3] if values else ())
         vals = ([e for _, e in values] + ["0", "0", "0"])[:3]
         self.emit(f"if {cond}:")
         args = ", ".join(f"np.int64({v})" for v in vals)
         self.emit(f"    return fail(err, blk, np.int64({sid}), {args})")
 
+    def bufname(self, v: Value) -> str:
+        seen = set()
+        while v.id in self.share and v.id not in seen:
+            seen.add(v.id)
+            v = self.share[v.id]
+        return f"buf_{v.id}"
+
     def buffer(self, v: Value) -> str:
         t: TileType = v.type
+        if v.id in self.share:
+            return self.bufname(v)
         name = f"buf_{v.id}"
         npd = _TILE_NP[t.dtype.name]
         if self.nan_fill and t.dtype.is_float:
@@ -408,7 +458,7 @@ class _Gen:
     def _window_bounds(self, w: Window, op, counts: list[str], what: str):
         for i, (d, n) in enumerate(zip(w.dims, counts)):
             start, bound = self.ref(d.start), self.ref(d.bound)
-            self.fail_if(f"{start} < 0 or {start} + {n} > {bound}",
+            self.fail_if(f"{start} < 0 or {start} + {n} > {bound}" if start != "0" else f"{n} > {bound}",
                          f"{what}: GM dim {i} access [start, start+count) leaves [0, bound)", op,
                          [("start", start), ("count", n), ("bound", bound)])
 
@@ -588,14 +638,20 @@ class _Gen:
         is_int = op.result.type.dtype.is_int
         if attrs["b_stream"] and not attrs["a_stream"] and not is_int:
             a = self.tile(ops.pop(0))
+            w = attrs["b_window"]
+            self._window_bounds(w, op, self._window_counts(w, op, "mma operand"), "mma operand")  # both paths
             self.emit(f"if {a}.shape[0] <= {_SKINNY_ROWS}:")
             self.depth += 1
-            self._mma_skinny(op, a, attrs["b_window"], trans)
+            self.checked.append(set())
+            self._mma_skinny(op, a, w, trans)
+            self.checked.pop()
             self.depth -= 1
             self.emit("else:")
             self.depth += 1
-            b = self._mma_operand(op, attrs["b_window"])
+            self.checked.append(set())
+            b = self._mma_operand(op, w)
             self._mma_dense(op, a, b, trans, is_int, bind=False)
+            self.checked.pop()
             self.depth -= 1
         else:
             if attrs["a_stream"]:
@@ -644,7 +700,7 @@ class _Gen:
         v = op.result
         if v.id in self.tile_var:
             name = self.tile_var[v.id]
-            self.emit(f"{name} = buf_{v.id}[:{dims[0]} * {dims[1]}].reshape({dims[0]}, {dims[1]})")
+            self.emit(f"{name} = {self.bufname(v)}[:{dims[0]} * {dims[1]}].reshape({dims[0]}, {dims[1]})")
             return name
         return self.view(v, dims)
 
@@ -952,7 +1008,9 @@ class _Gen:
         self.emit(f"for {ivn} in range({self.ref(lo)}, {self.ref(hi)}, {self.ref(step)}):")
         self.depth += 1
         self.emit("pass")
+        self.checked.append(set())
         self._block(body)
+        self.checked.pop()
         self.depth -= 1
         for r, a in zip(op.results, args):
             if a.is_tile:
@@ -963,10 +1021,12 @@ class _Gen:
     def _bind_carried(self, a: Value, init: Value):
         if a.is_tile:
             name = self.var_name(a)
-            buf = self.buffer(a)
             src = self.tile(init)
             self.tile_var[a.id] = name
-            self._copy_into(name, buf, src, a.type.rank)
+            if self.share.get(a.id) is init:
+                self.emit(f"{name} = {src}")   # the loop starts in the initial value's own buffer
+            else:
+                self._copy_into(name, self.buffer(a), src, a.type.rank)
         else:
             name = self.var_name(a)
             self.emit(f"{name} = {self.ref(init)}")
@@ -992,9 +1052,13 @@ class _Gen:
             scalars_l, scalars_r = [], []
             pending = []
             arg_ids = {a.id for a in args}
+            rebinds = []
             for a, v in zip(args, op.operands):
                 if a.is_tile:
                     if self.tile(v) == self.tile(a):
+                        continue
+                    if self.bufname(v) == self.bufname(a):   # computed in place: just rebind the view
+                        rebinds.append((a, v))
                         continue
                     pending.append((a, v))
                 else:
@@ -1011,7 +1075,9 @@ class _Gen:
             else:
                 srcs = [self.tile(v) for _, v in pending]
             for (a, _), src in zip(pending, srcs):
-                self._copy_into(self.tile(a), f"buf_{a.id}", src, a.type.rank)
+                self._copy_into(self.tile(a), self.bufname(a), src, a.type.rank)
+            for a, v in rebinds:
+                self.emit(f"{self.tile(a)} = {self.tile(v)}")
             if scalars_l:
                 self.emit(f"{', '.join(scalars_l)} = {', '.join(scalars_r)}" if len(scalars_l) > 1 else
                           f"{scalars_l[0]} = {scalars_r[0]}")
@@ -1037,12 +1103,16 @@ class _Gen:
         self.emit(f"if {self.ref(op.operands[0])}:")
         self.depth += 1
         self.emit("pass")
+        self.checked.append(set())
         self._block(op.blocks[0])
+        self.checked.pop()
         self.depth -= 1
         self.emit("else:")
         self.depth += 1
         self.emit("pass")
+        self.checked.append(set())
         self._block(op.blocks[1])
+        self.checked.pop()
         self.depth -= 1
 
 
@@ -1064,6 +1134,11 @@ def runtime_stamp() -> str:
 _STAMP = None
 
 
+def _all_ops_in(op: Op):
+    for b in op.blocks:
+        yield from _all_ops(b)
+
+
 def _all_ops(block):
     for op in block.ops:
         yield op
@@ -1079,6 +1154,21 @@ def _broadcasts_into(v: Value, user: Op) -> bool:
     """True when ``user`` reads ``v`` broadcast (v has a 1 where the user's result does not)."""
     out = user.results[0].type.shape
     return any(d == 1 and o != 1 for d, o in zip(v.type.shape, out))
+
+
+def _simplify_condition(cond: str):
+    """Drop the alternatives of an ``a or b or ...`` check that are false by constants (``0 < 0``); None when
+    nothing is left."""
+    parts = [p.strip() for p in cond.split(" or ")]
+    kept = []
+    for p in parts:
+        bits = p.split()
+        if len(bits) == 3 and bits[1] in ("<", ">", "<=", ">=", "!=", "==") and all(
+                b.lstrip("-").isdigit() for b in (bits[0], bits[2])):
+            if not eval(p):  # a comparison of two integer literals
+                continue
+        kept.append(p)
+    return " or ".join(kept) if kept else None
 
 
 def _called(expr: str) -> str:
