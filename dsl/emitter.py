@@ -35,7 +35,7 @@ from .ir import Block, Loc, Op, Value
 from .types import (BOOL, F32, GM, INDEX, L0A, L0B, L0C, L1, UB, DType, ScalarType, Space, TileType, bfloat16,
                     bool_, float16, float32, int8, int32, dtype_of, space_of)
 
-__all__ = ["Builder", "WDim", "Window", "is_const"]
+__all__ = ["Builder", "WDim", "Window", "Lookup", "is_const"]
 
 _SCALAR_BIN = {"add", "sub", "mul", "truediv", "floordiv", "mod", "min", "max", "lt", "le", "gt", "ge", "eq", "ne",
                "and", "or", "xor", "lshift", "rshift"}
@@ -66,9 +66,29 @@ class WDim:
     valid: Any
     radices: list
     strides: list
+    lookups: list = None   # per radix: None, or a Lookup (an index read from a GM table: paged KV)
 
     def values(self):
-        return [self.start, self.bound, self.valid, *self.radices, *self.strides]
+        out = [self.start, self.bound, self.valid, *self.radices, *self.strides]
+        for lk in self.lookups or ():
+            if lk is not None:
+                out += lk.values()
+        return out
+
+
+@dataclass
+class Lookup:
+    """An indirect digit: digit d of a merged dim addresses entry ``table[offset + d * stride]`` of a GM
+    integer table, whose value (checked to lie in [0, bound)) is the index actually used (a paged KV cache:
+    position p is row p % block_size of block ``block_table[b, p // block_size]``)."""
+
+    table: Any
+    offset: Any
+    stride: Any
+    bound: Any
+
+    def values(self):
+        return [self.table, self.offset, self.stride, self.bound]
 
 
 @dataclass

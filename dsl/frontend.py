@@ -507,10 +507,11 @@ class FunctionCompiler(ast.NodeVisitor):
                 self.err(f"tiles have .shape, .dtype and .space, not .{attr}", node)
             self.err(f"a scalar has no attribute .{attr}", node)
         if isinstance(obj, GMView):
-            if attr in ("shape", "dtype", "ndim", "reshape", "split", "permute", "merge", "narrow", "broadcast"):
+            if attr in ("shape", "dtype", "ndim", "reshape", "split", "permute", "merge", "narrow", "broadcast",
+                        "paged"):
                 return getattr(obj, attr)
             self.err(f"GM views have .shape, .dtype, .ndim, .reshape, .split, .permute, .merge, .narrow, "
-                     f".broadcast; not .{attr}", node)
+                     f".broadcast, .paged; not .{attr}", node)
         try:
             return getattr(obj, attr)
         except AttributeError:

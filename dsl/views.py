@@ -19,7 +19,8 @@ Operations (all compile to scalar address arithmetic, checked at run time):
   valid length n <= E (a tail block); ``:`` keeps a dimension whole.
 * ``reshape`` (of a whole tensor argument), ``split(d, inner)``,
   ``permute(...)``, ``merge(d)`` (dims d and d+1), ``narrow(d, start, length)``,
-  ``broadcast(d, size)`` (a new stride-0 dimension: the same data for every index).
+  ``broadcast(d, size)`` (a new stride-0 dimension: the same data for every index),
+  ``paged(table, length)`` (a paged cache's (blocks, block rows) read through a block table).
 * ``v.shape[i]``: the runtime length of dimension i.
 A view with every dimension given a static extent and rank <= 2 is a *window*,
 the operand of ``load``, ``store`` and ``mma``; a rank-0 index is a scalar read.
@@ -37,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .emitter import Builder, WDim, Window, is_const
+from .emitter import Builder, Lookup, WDim, Window, is_const
 from .ir import Value
 
 __all__ = ["VDim", "GMView", "DynSlice", "tensor_view"]
@@ -60,10 +61,11 @@ class VDim:
     bound: Any = None
     extent: int | None = None
     valid: Any = None
+    lookups: tuple = ()   # per radix: None or a Lookup (see ``paged``)
 
     @property
     def fresh(self) -> bool:
-        return is_const(self.start) and self.start == 0 and self.extent is None
+        return is_const(self.start) and self.start == 0 and self.extent is None and not self.lookups
 
 
 class GMView:
@@ -167,6 +169,28 @@ class GMView:
         new = VDim((size,), (0,), 0, size)
         return self._with_dims(self.dims[:dim] + [new] + self.dims[dim:])
 
+    def paged(self, table: "GMView", length) -> "GMView":
+        """Merge dims 0 (blocks) and 1 (rows of a block) of a paged cache into one dim of ``length`` positions
+        read through ``table`` (a rank-1 view of one batch's block table): position p is row p % block_size
+        of block table[p // block_size]. Every block index read is checked against the number of blocks."""
+        b = self.b
+        if not isinstance(table, GMView) or table.ndim != 1 or not table.dims[0].fresh:
+            b.error("paged(table, length): table must be a whole rank-1 view of a block table row")
+        if not table.dtype.is_int:
+            b.error(f"paged: the block table must hold integers, got {table.dtype}")
+        if self.ndim < 2:
+            b.error("paged applies to a view with at least (blocks, block_size) dims")
+        blocks, rows = self._fresh(0, "paged"), self._fresh(1, "paged")
+        if len(blocks.radices) != 1 or len(rows.radices) != 1:
+            b.error("paged applies to plain (unmerged) dims")
+        tdim = table.dims[0]
+        b.check(b.sbin("le", length, b.sbin("mul", tdim.bound, rows.bound)),
+                "paged: the sequence is longer than the block table covers", length, tdim.bound,
+                labels=("length", "table_entries"))
+        lk = Lookup(table.tensor, table.offset, tdim.strides[0], blocks.bound)
+        new = VDim((tdim.bound, rows.bound), (blocks.strides[0], rows.strides[0]), 0, length, None, None, (lk, None))
+        return self._with_dims([new] + self.dims[2:])
+
     def _fresh(self, dim: int, what: str) -> VDim:
         if not 0 <= dim < self.ndim:
             self.b.error(f"{what}: dim {dim} out of range for a rank-{self.ndim} view")
@@ -196,6 +220,8 @@ class GMView:
             elif is_const(k) or (isinstance(k, Value) and k.is_scalar):
                 if isinstance(k, bool) or (isinstance(k, Value) and k.type.dtype.is_float):
                     b.error(f"a GM index must be an integer, got {k!r}")
+                if d.lookups:
+                    b.error("index a paged dim through a window (load/mma), not with a scalar index")
                 idx = b.sbin("add", d.start, k)
                 b.check(b.sbin("and", b.sbin("ge", idx, 0), b.sbin("lt", idx, d.bound)),
                         "GM index out of bounds", idx, d.bound, labels=("index", "bound"))
@@ -243,7 +269,7 @@ class GMView:
             if d.extent is None:
                 b.error(f"{what}: dim {i} has no static extent; slice it as a:a+E with a constexpr E or ds(a, E)")
         dims = [WDim(d.start, d.bound, d.extent, d.valid if d.valid is not None else d.extent,
-                     list(d.radices), list(d.strides)) for d in self.dims]
+                     list(d.radices), list(d.strides), list(d.lookups) if d.lookups else None) for d in self.dims]
         return Window(self.tensor, self.offset, dims)
 
 

@@ -161,7 +161,7 @@ class _Gen:
             "                           row_max_int, row_min, row_min_int, row_sum, read_rows_f16, read_rows_bf16,",
             "                           read_rows_f32, read_rows_raw, write_rows_f16, write_rows_bf16,",
             "                           write_rows_f32, write_rows_raw, fexp_call, flog_call, fsqrt_call,",
-            "                           frsqrt_call, round_f16_call, round_bf16_call)",
+            "                           frsqrt_call, round_f16_call, round_bf16_call, dot_rows_t, axpy_rows)",
             "",
             "",
             "@njit(cache=True, nogil=True)",
@@ -300,6 +300,7 @@ class _Gen:
         return _literal(x, None)
 
     def site(self, message: str, op, labels=()) -> int:
+        op = op if op is not None else getattr(self, "cur_op", None)
         self.sites.append((message, op.loc if op is not None else None, tuple(labels)))
         return len(self.sites)
 
@@ -348,6 +349,7 @@ class _Gen:
 
     def _block(self, block: Block):
         for op in block.ops:
+            self.cur_op = op
             getattr(self, "op_" + op.kind)(op)
 
     # -------------------------------------------------------------- scalars
@@ -438,21 +440,38 @@ class _Gen:
                      [(lab, self.ref(v)) for lab, v in zip(labels, vals)])
 
     # ----------------------------------------------------------- GM access
-    def _row_addr(self, w: Window, dim: int, idx: str) -> str:
+    def _row_addr(self, w: Window, dim: int, idx: str, op=None) -> str:
+        """The element offset of index ``idx`` of window dim ``dim`` (emits the mixed-radix decomposition and,
+        for paged dims, the checked block-table reads)."""
         d = w.dims[dim]
-        if len(d.radices) == 1:
+        lookups = d.lookups or [None] * len(d.radices)
+        if len(d.radices) == 1 and lookups[0] is None:
             s = self.ref(d.strides[0])
             return idx if s == "1" else f"({idx}) * {s}"
-        parts = []
+        digits = []
         rest = self.tmp("i")
         self.emit(f"{rest} = {idx}")
-        for radix, stride in zip(reversed(d.radices[1:]), reversed(d.strides[1:])):
-            r, s = self.ref(radix), self.ref(stride)
-            parts.append(f"({rest} % {r}) * {s}")
+        for radix in reversed(d.radices[1:]):
+            r = self.ref(radix)
+            digit = self.tmp("i")
+            self.emit(f"{digit} = {rest} % {r}")
+            digits.append(digit)
             nxt = self.tmp("i")
             self.emit(f"{nxt} = {rest} // {r}")
             rest = nxt
-        parts.append(f"{rest} * {self.ref(d.strides[0])}")
+        digits.append(rest)
+        digits.reverse()   # outer to inner
+        parts = []
+        for digit, stride, lk in zip(digits, d.strides, lookups):
+            if lk is not None:
+                flat = self.tensors[lk.table.id][0]
+                idx_var = self.tmp("blk")
+                self.emit(f"{idx_var} = np.int64({flat}[{self.ref(lk.offset)} + {digit} * {self.ref(lk.stride)}])")
+                bound = self.ref(lk.bound)
+                self.fail_if(f"{idx_var} < 0 or {idx_var} >= {bound}", "paged KV: a block-table entry is not a valid "
+                             "block index", op, [("entry", idx_var), ("blocks", bound)])
+                digit = idx_var
+            parts.append(f"{digit} * {self.ref(stride)}")
         return " + ".join(parts)
 
     def _window_bounds(self, w: Window, op, counts: list[str], what: str):
@@ -474,11 +493,12 @@ class _Gen:
 
     def _contiguous(self, w: Window, dim: int) -> bool:
         d = w.dims[dim]
-        return len(d.radices) == 1 and self.ref(d.strides[0]) == "1"
+        return len(d.radices) == 1 and self.ref(d.strides[0]) == "1" and not any(d.lookups or ())
 
     def _plain_rows(self, w: Window) -> bool:
         """A rank-2 window with one stride for its rows and contiguous columns (the runtime copies' shape)."""
-        return len(w.dims) == 2 and len(w.dims[0].radices) == 1 and self._contiguous(w, 1)
+        return (len(w.dims) == 2 and len(w.dims[0].radices) == 1 and not any(w.dims[0].lookups or ())
+                and self._contiguous(w, 1))
 
     def _plain_base(self, w: Window) -> tuple[str, str]:
         stride = self.ref(w.dims[0].strides[0])
@@ -732,8 +752,7 @@ class _Gen:
                     self.emit(f"mm_b_{kind}({a}, {flat}, {_i64(base)}, {_i64(stride)}, {_i64(counts[0])}, "
                               f"{_i64(counts[1])}, {out}, {rbuf})")
                 return
-        r, c, i, acc, arow, orow = (self.tmp("r"), self.tmp("c"), self.tmp("i"), self.tmp("acc"), self.tmp("a"),
-                                    self.tmp("o"))
+        r, c = self.tmp("r"), self.tmp("c")
         if not trans:
             self.emit(f"{out}.fill(0)")
         self.emit(f"for {r} in range({counts[0]}):")
@@ -750,20 +769,11 @@ class _Gen:
             raw = self._gm_elem(w, 1, ro, c)
             self.emit(f"{rbuf}[{c}] = {dec}({raw})" if dec else f"{rbuf}[{c}] = {raw}")
             self.depth -= 1
-        self.emit(f"for {i} in range({m}):")
-        self.depth += 1
-        self.emit(f"{arow} = {a}[{i}]")
-        if trans:  # out[i, r] = a[i, :] . b[r, :]
-            self.emit(f"{acc} = f32(0.0)")
-            self.emit(f"for {c} in range({counts[1]}):")
-            self.emit(f"    {acc} += {arow}[{c}] * {rbuf}[{c}]")
-            self.emit(f"{out}[{i}, {r}] = {acc}")
-        else:  # out[i, :] += a[i, r] * b[r, :]
-            self.emit(f"{acc} = {arow}[{r}]")
-            self.emit(f"{orow} = {out}[{i}]")
-            self.emit(f"for {c} in range({counts[1]}):")
-            self.emit(f"    {orow}[{c}] += {acc} * {rbuf}[{c}]")
-        self.depth -= 2
+        if trans:  # out[:, r] = a . b[r, :]
+            self.emit(f"dot_rows_t({a}, {rbuf}, {_i64(counts[1])}, {out}, {r})")
+        else:  # out[:, :] += a[:, r] * b[r, :]
+            self.emit(f"axpy_rows({a}, {r}, {rbuf}, {_i64(counts[1])}, {out})")
+        self.depth -= 1
 
     def op_create(self, op):
         t: TileType = op.result.type

@@ -33,7 +33,7 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "row_max", "row_min", "row_max_int", "row_min_int", "mm_bt_f16", "mm_b_f16", "mm_bt_bf16", "mm_b_bf16",
            "mm_bt_f32", "mm_b_f32", "read_rows_f16", "write_rows_f16", "read_rows_bf16", "write_rows_bf16",
            "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw", "fexp_call", "flog_call",
-           "fsqrt_call", "frsqrt_call", "round_f16_call", "round_bf16_call"]
+           "fsqrt_call", "frsqrt_call", "round_f16_call", "round_bf16_call", "dot_rows_t", "axpy_rows"]
 
 #: LLVM fast-math flags for generated code: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay IEEE.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -320,3 +320,24 @@ def round_f16_call(x):
 @njit(cache=True, nogil=True)
 def round_bf16_call(x):
     return round_to_bf16(x)
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"})
+def dot_rows_t(a, rbuf, k, out, r):
+    """out[i, r] = a[i, :k] . rbuf[:k] for every row i of a (one decoded row of a streamed b operand)."""
+    for i in range(a.shape[0]):
+        ar = a[i]
+        acc = np.float32(0.0)
+        for c in range(k):
+            acc += ar[c] * rbuf[c]
+        out[i, r] = acc
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"})
+def axpy_rows(a, r, rbuf, n, out):
+    """out[i, :n] += a[i, r] * rbuf[:n] for every row i of a (one decoded row of a streamed b operand)."""
+    for i in range(a.shape[0]):
+        air = a[i, r]
+        orow = out[i]
+        for c in range(n):
+            orow[c] += air * rbuf[c]

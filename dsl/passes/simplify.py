@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..emitter import Window, WDim
+from ..emitter import Lookup, Window, WDim
 from ..ir import Block, Kernel, Op, Value
 
 __all__ = ["simplify"]
@@ -96,8 +96,14 @@ def _rewrite(op: Op, subst: dict):
 
 
 def _wdim(d: WDim, subst) -> WDim:
+    lookups = None
+    if d.lookups:
+        lookups = [None if lk is None else Lookup(_sub(lk.table, subst), _sub(lk.offset, subst),
+                                                  _sub(lk.stride, subst), _sub(lk.bound, subst))
+                   for lk in d.lookups]
     return replace(d, start=_sub(d.start, subst), bound=_sub(d.bound, subst), valid=_sub(d.valid, subst),
-                   radices=[_sub(r, subst) for r in d.radices], strides=[_sub(s, subst) for s in d.strides])
+                   radices=[_sub(r, subst) for r in d.radices], strides=[_sub(s, subst) for s in d.strides],
+                   lookups=lookups)
 
 
 def _sub(v, subst):

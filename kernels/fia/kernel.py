@@ -8,7 +8,7 @@ row = up to M query rows of one (batch, kv head) with the G query heads folded
 into the rows, and a run of S2 blocks of S2 KV positions). Per S2 block:
 
     C1  s  = q · kᵀ                       (cube, fp32 in L0C)
-    V1  s  = s · scale (+ pse) (masked)   (vector)
+    V1  s  = s · scale + pse, masked      (vector; pse_shift is added after the scale, "mul then add")
         hm = max(gm, rowmax(s)); dm = exp(gm - hm); p = exp(s - hm)
         gl = dm · gl + rowsum(p); gm = hm; p = cast(p, q dtype)   (P in fp16/bf16, as on the chip)
     C2  o  = p · v                        (cube, fp32)
@@ -28,6 +28,10 @@ Layouts: the query rows of (b, n2) are a *view* of the query tensor (no data
 moves); ORDER, the tiling's fold, says how the G heads fold into rows ("GS1":
 row = g·S1 + s, the BNSD order; "S1G": row = s·G + g, BSND/TND). The output
 and lse views fold the same way whatever their own layout (BNSD_BSND etc.).
+
+Paged KV (block_table): K/V rows are read through the batch's block-table
+row (``GMView.paged``); the tiling's S2 base is a multiple of the block size,
+as op_host rounds it, so a tile covers whole blocks.
 
 Masking is by band: a row at query position i sees KV position j iff
 -pre[b] <= j - i <= nxt[b] (the host normalises sparse modes 2/3/4 and the
@@ -92,6 +96,17 @@ def kv_rows(t, b, n2, s2, kvoff, LAYOUT):
 
 
 @ct.inline
+def paged_kv_rows(t, bt, b, n2, s2, D, CACHE):
+    """The (s2, D) view of one (batch, kv head) of a paged KV cache read through the batch's block table row:
+    CACHE "BnBsH" is (blocks, block_size, N2*D); "BnNBsD" is (blocks, N2, block_size, D)."""
+    if CACHE == "BnBsH":
+        blocks = t.split(2, D)[:, :, n2]
+    else:
+        blocks = t[:, n2]
+    return blocks.paged(bt[b], s2)
+
+
+@ct.inline
 def lse_rows(lse, b, n2, s1, qoff, TOKEN, ORDER, G):
     """The (s1*G,) lse view of (b, n2) in ORDER; lse is (B, N1, S1, 1), or (T, N1, 1) when TOKEN."""
     if TOKEN:
@@ -114,6 +129,22 @@ def mask_rows(mask, b, s1, ORDER, G):
 
 
 @ct.inline
+def pse_rows(pse, b, n2, s1, ORDER, G, ONE_ROW):
+    """The (s1*G, S2) view of the pse_shift bias (B|1, N1, S1|1, S2) for the rows of (b, n2); a bias with one
+    query row (ONE_ROW) is shared by every query position."""
+    pb = b if pse.shape[0] > 1 else 0
+    if ONE_ROW:
+        heads = pse.split(1, G)[pb, n2][:, 0]            # (G, S2)
+        if ORDER == "GS1":
+            v = heads.broadcast(1, s1).merge(0)
+        else:
+            v = heads.broadcast(0, s1).merge(0)
+    else:
+        v = fold_rows(pse, pb, n2, s1, pb, "BNSD", ORDER, G)
+    return v
+
+
+@ct.inline
 def query_positions(m0, mrows, s1, M, ORDER, G):
     """The query position (0..s1-1) of each of the block's rows, as an int32 row vector."""
     rows = ct.iota(M, valid=mrows) + m0
@@ -125,9 +156,9 @@ def query_positions(m0, mrows, s1, M, ORDER, G):
 
 
 @ct.jit
-def fia_attention(q, k, v, out, lse, mask, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-                  scale, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr, ORDER: ct.constexpr, TOKEN: ct.constexpr,
-                  G: ct.constexpr, M: ct.constexpr,
+def fia_attention(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
+                  pre, nxt, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr, ORDER: ct.constexpr, TOKEN: ct.constexpr,
+                  G: ct.constexpr, M: ct.constexpr, PSE: ct.constexpr, PSE_ONE_ROW: ct.constexpr,
                   S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr, BAND: ct.constexpr, MASK: ct.constexpr,
                   LSE: ct.constexpr, FD: ct.constexpr, P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr):
     core = ct.block_idx()
@@ -142,8 +173,12 @@ def fia_attention(q, k, v, out, lse, mask, ws_o, ws_ml, tasks, task_ptr, qlen, k
         s1 = qlen[b]
         s2 = kvlen[b]
         qv = fold_rows(q, b, n2, s1, qoff, LAYOUT, ORDER, G)
-        kv = kv_rows(k, b, n2, s2, kvoff, LAYOUT)
-        vv = kv_rows(v, b, n2, s2, kvoff, LAYOUT)
+        if CACHE == "dense":
+            kv = kv_rows(k, b, n2, s2, kvoff, LAYOUT)
+            vv = kv_rows(v, b, n2, s2, kvoff, LAYOUT)
+        else:
+            kv = paged_kv_rows(k, block_table, b, n2, s2, D, CACHE)
+            vv = paged_kv_rows(v, block_table, b, n2, s2, DV, CACHE)
         with ct.cube():
             q1 = ct.load(qv[ct.ds(m0, M, valid=mrows), 0:D])
         with ct.vector():
@@ -161,6 +196,10 @@ def fia_attention(q, k, v, out, lse, mask, ws_o, ws_ml, tasks, task_ptr, qlen, k
                 s = ct.mma(q1, kv[ct.ds(kv0, S2, valid=n), 0:D], trans_b=True)
             with ct.vector():
                 s = s * scale
+                if PSE:
+                    pv = pse_rows(pse, b, n2, s1, ORDER, G, PSE_ONE_ROW)
+                    bias = ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(kv0, S2, valid=n)])
+                    s = s + ct.cast(bias, ct.float32)
                 if BAND:
                     col = ct.iota(S2, valid=n) + kv0
                     inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])
@@ -181,7 +220,7 @@ def fia_attention(q, k, v, out, lse, mask, ws_o, ws_ml, tasks, task_ptr, qlen, k
             with ct.vector():
                 go = go * dm[:, None] + o
         with ct.vector():
-            ok = gl > 0.0
+            ok = gl != 0.0  # 0: no visible key; NaN (overflowed scores) propagates as on the chip
             glsafe = ct.where(ok, gl, 1.0)
             res = ct.where(ok[:, None], go / glsafe[:, None], 0.0)
             if FD and slot >= 0:
@@ -225,7 +264,7 @@ def fia_fd_combine(out, lse, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, qoff, 
                     mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
                     li = ct.load(ws_ml[slot + i, 1, ct.ds(r0, R, valid=nr)])
                     total = total + ct.exp(mi - gs) * li
-                ok = total > 0.0
+                ok = total != 0.0
                 tsafe = ct.where(ok, total, 1.0)
                 acc = ct.zeros((R, DV), ct.float32, valid=(nr, DV))
                 for i in range(splits):

@@ -65,16 +65,24 @@ def _as_heads(x: np.ndarray, layout: str, heads: int) -> np.ndarray:
 def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout: str, num_heads: int,
             num_key_value_heads: int, atten_mask=None, sparse_mode: int = 0, pre_tokens: int = INT_MAX,
             next_tokens: int = INT_MAX, softmax_lse_flag: bool = False, out_dtype=None, legacy_route: bool = False,
-            serial: bool = False):
+            pse_shift=None, block_table=None, serial: bool = False):
     """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun)."""
     lay = parse_layout(input_layout)
     n1, n2 = num_heads, (num_key_value_heads or num_heads)
     g = n1 // n2
     q = _as_heads(query, lay.qkv, n1)
-    k = _as_heads(key, lay.qkv, n2)
-    v = _as_heads(value, lay.qkv, n2)
     d = q.shape[-1]
-    dv = v.shape[-1]
+    if block_table is not None:   # a paged cache: (blocks, block_size, N2*D) or (blocks, N2, block_size, D)
+        cache = "BnBsH" if key.ndim == 3 else "BnNBsD"
+        k, v = key, value
+        dv = value.shape[-1] // n2 if cache == "BnBsH" else value.shape[-1]
+        bt = np.ascontiguousarray(block_table)
+    else:
+        cache = "dense"
+        k = _as_heads(key, lay.qkv, n2)
+        v = _as_heads(value, lay.qkv, n2)
+        dv = v.shape[-1]
+        bt = np.zeros((1, 1), np.int32)
     b = tiling.batch
     qlen = np.asarray(tiling.q_seqlens, dtype=np.int64)
     kvlen = np.asarray(tiling.kv_seqlens, dtype=np.int64)
@@ -120,13 +128,15 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     ws_ml = np.zeros((max(1, nslots), 2, m_cap), np.float32)
     p_dtype = _p_dtype(query.dtype)
     lse_arg = lse
+    pse = pse_shift if pse_shift is not None else np.zeros((1, 1, 1, 1), query.dtype)
 
     ncores = len(cores)
     if rows:
         fia_attention[ncores](
-            q, k, v, out_k, lse_arg, mask, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-            np.float32(scale), LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
-            ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap,
+            q, k, v, out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+            np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
+            ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap, PSE=pse_shift is not None,
+            PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1,
             S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
             FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), serial=serial)
     nvec = 0
