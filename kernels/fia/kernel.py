@@ -48,30 +48,30 @@ LSE_EMPTY = float("inf")
 
 
 @ct.inline
-def heads_view(t, b, n2, s1, qoff, LAYOUT, G):
-    """The (G, s1, D) view of the G query heads of kv head n2 of batch b in a query-shaped tensor.
+def heads_view(t, b, n2, s1, q0, LAYOUT, G):
+    """The (G, s1, D) view of the G query heads of kv head n2 of batch b in a query-shaped tensor, its rows
+    starting at query position (or token, for TND/NTD) q0.
 
-    LAYOUT: "BNSD" (B, N1, S, D); "BSND" (B, S, N1, D); "NBSD" (N1, B, S, D); "TND" (T, N1, D) with
-    batch b at tokens [qoff[b], qoff[b] + s1); "NTD" (N1, T, D).
+    LAYOUT: "BNSD" (B, N1, S, D); "BSND" (B, S, N1, D); "NBSD" (N1, B, S, D); "TND" (T, N1, D); "NTD" (N1, T, D).
     """
     if LAYOUT == "NBSD":
         t = t.permute(1, 0, 2, 3)
     if LAYOUT == "NTD":
         t = t.permute(1, 0, 2)
     if LAYOUT == "BNSD" or LAYOUT == "NBSD":
-        v = t.split(1, G)[b, n2].narrow(1, 0, s1)
+        v = t.split(1, G)[b, n2].narrow(1, q0, s1)
     elif LAYOUT == "BSND":
-        v = t.split(2, G)[b][:, n2].permute(1, 0, 2).narrow(1, 0, s1)
+        v = t.split(2, G)[b][:, n2].permute(1, 0, 2).narrow(1, q0, s1)
     else:
-        v = t.split(1, G).narrow(0, qoff[b], s1)[:, n2].permute(1, 0, 2)
+        v = t.split(1, G).narrow(0, q0, s1)[:, n2].permute(1, 0, 2)
     return v
 
 
 @ct.inline
-def fold_rows(t, b, n2, s1, qoff, LAYOUT, ORDER, G):
+def fold_rows(t, b, n2, s1, q0, LAYOUT, ORDER, G):
     """The (s1*G, D) row view of (b, n2): the G heads folded into rows in ORDER
     ("GS1": row = g*s1 + s; "S1G": row = s*G + g)."""
-    v = heads_view(t, b, n2, s1, qoff, LAYOUT, G)
+    v = heads_view(t, b, n2, s1, q0, LAYOUT, G)
     if ORDER == "GS1":
         rows = v.merge(0)
     else:
@@ -80,18 +80,18 @@ def fold_rows(t, b, n2, s1, qoff, LAYOUT, ORDER, G):
 
 
 @ct.inline
-def kv_rows(t, b, n2, s2, kvoff, LAYOUT):
-    """The (s2, D) view of one (batch, kv head) of a key/value tensor."""
+def kv_rows(t, b, n2, s2, k0, LAYOUT):
+    """The (s2, D) view of one (batch, kv head) of a key/value tensor, from KV position (or token) k0."""
     if LAYOUT == "NBSD":
         t = t.permute(1, 0, 2, 3)
     if LAYOUT == "NTD":
         t = t.permute(1, 0, 2)
     if LAYOUT == "BNSD" or LAYOUT == "NBSD":
-        v = t[b, n2].narrow(0, 0, s2)
+        v = t[b, n2].narrow(0, k0, s2)
     elif LAYOUT == "BSND":
-        v = t[b].narrow(0, 0, s2)[:, n2]
+        v = t[b].narrow(0, k0, s2)[:, n2]
     else:
-        v = t.narrow(0, kvoff[b], s2)[:, n2]
+        v = t.narrow(0, k0, s2)[:, n2]
     return v
 
 
@@ -107,20 +107,20 @@ def paged_kv_rows(t, bt, b, n2, s2, D, CACHE):
 
 
 @ct.inline
-def lse_rows(lse, b, n2, s1, qoff, TOKEN, ORDER, G):
+def lse_rows(lse, b, n2, s1, q0, TOKEN, ORDER, G):
     """The (s1*G,) lse view of (b, n2) in ORDER; lse is (B, N1, S1, 1), or (T, N1, 1) when TOKEN."""
     if TOKEN:
-        v = fold_rows(lse, b, n2, s1, qoff, "TND", ORDER, G)
+        v = fold_rows(lse, b, n2, s1, q0, "TND", ORDER, G)
     else:
-        v = fold_rows(lse, b, n2, s1, qoff, "BNSD", ORDER, G)
+        v = fold_rows(lse, b, n2, s1, q0, "BNSD", ORDER, G)
     return v[:, 0]
 
 
 @ct.inline
-def mask_rows(mask, b, s1, ORDER, G):
+def mask_rows(mask, b, s1, q0, ORDER, G):
     """The (s1*G, S2) view of the [Bm, S1, S2] mask for the rows of batch b (one row per query
-    position, shared by the G heads folded into the rows)."""
-    mb = mask[b if mask.shape[0] > 1 else 0].narrow(0, 0, s1)
+    position from q0, shared by the G heads folded into the rows)."""
+    mb = mask[b if mask.shape[0] > 1 else 0].narrow(0, q0, s1)
     if ORDER == "GS1":
         v = mb.broadcast(0, G).merge(0)
     else:
@@ -129,7 +129,7 @@ def mask_rows(mask, b, s1, ORDER, G):
 
 
 @ct.inline
-def pse_rows(pse, b, n2, s1, ORDER, G, ONE_ROW):
+def pse_rows(pse, b, n2, s1, q0, ORDER, G, ONE_ROW):
     """The (s1*G, S2) view of the pse_shift bias (B|1, N1, S1|1, S2) for the rows of (b, n2); a bias with one
     query row (ONE_ROW) is shared by every query position."""
     pb = b if pse.shape[0] > 1 else 0
@@ -140,7 +140,7 @@ def pse_rows(pse, b, n2, s1, ORDER, G, ONE_ROW):
         else:
             v = heads.broadcast(0, s1).merge(0)
     else:
-        v = fold_rows(pse, pb, n2, s1, pb, "BNSD", ORDER, G)
+        v = fold_rows(pse, pb, n2, s1, q0, "BNSD", ORDER, G)
     return v
 
 
@@ -157,8 +157,9 @@ def query_positions(m0, mrows, s1, M, ORDER, G):
 
 @ct.jit
 def fia_attention(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
-                  pre, nxt, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr, ORDER: ct.constexpr, TOKEN: ct.constexpr,
-                  G: ct.constexpr, M: ct.constexpr, PSE: ct.constexpr, PSE_ONE_ROW: ct.constexpr,
+                  pre, nxt, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
+                  ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, M: ct.constexpr, PSE: ct.constexpr,
+                  PSE_ONE_ROW: ct.constexpr,
                   S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr, BAND: ct.constexpr, MASK: ct.constexpr,
                   LSE: ct.constexpr, FD: ct.constexpr, P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr):
     core = ct.block_idx()
@@ -172,10 +173,12 @@ def fia_attention(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
         slot = tasks[t, 6]
         s1 = qlen[b]
         s2 = kvlen[b]
-        qv = fold_rows(q, b, n2, s1, qoff, LAYOUT, ORDER, G)
+        q0 = qoff[b]
+        k0 = kvoff[b]
+        qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         if CACHE == "dense":
-            kv = kv_rows(k, b, n2, s2, kvoff, LAYOUT)
-            vv = kv_rows(v, b, n2, s2, kvoff, LAYOUT)
+            kv = kv_rows(k, b, n2, s2, k0, LAYOUT)
+            vv = kv_rows(v, b, n2, s2, k0, LAYOUT)
         else:
             kv = paged_kv_rows(k, block_table, b, n2, s2, D, CACHE)
             vv = paged_kv_rows(v, block_table, b, n2, s2, DV, CACHE)
@@ -197,16 +200,16 @@ def fia_attention(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
             with ct.vector():
                 s = s * scale
                 if PSE:
-                    pv = pse_rows(pse, b, n2, s1, ORDER, G, PSE_ONE_ROW)
-                    bias = ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(kv0, S2, valid=n)])
+                    pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
+                    bias = ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + kv0, S2, valid=n)])
                     s = s + ct.cast(bias, ct.float32)
                 if BAND:
                     col = ct.iota(S2, valid=n) + kv0
                     inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])
                     s = ct.where(inband, s, -ct.inf)
                 if MASK:
-                    mv = mask_rows(mask, b, s1, ORDER, G)
-                    mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(kv0, S2, valid=n)])
+                    mv = mask_rows(mask, b, s1, q0, ORDER, G)
+                    mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + kv0, S2, valid=n)])
                     s = ct.where(mk == 0, s, -ct.inf)
                 hm = ct.maximum(gm, ct.rowmax(s))
                 hs = ct.where(hm == -ct.inf, 0.0, hm)
@@ -228,10 +231,10 @@ def fia_attention(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                 ct.store(ws_ml[slot, 0, ct.ds(0, M, valid=mrows)], gm)
                 ct.store(ws_ml[slot, 1, ct.ds(0, M, valid=mrows)], gl)
             else:
-                ov = fold_rows(out, b, n2, s1, qoff, OUT_LAYOUT, ORDER, G)
+                ov = fold_rows(out, b, n2, s1, q0, OUT_LAYOUT, ORDER, G)
                 ct.store(ov[ct.ds(m0, M, valid=mrows), 0:DV], ct.cast(res, out.dtype))
                 if LSE:
-                    lv = lse_rows(lse, b, n2, s1, qoff, TOKEN, ORDER, G)
+                    lv = lse_rows(lse, b, n2, s1, q0, TOKEN, ORDER, G)
                     val = ct.where(ok, gm + ct.log(glsafe), EMPTY_LSE)
                     ct.store(lv[ct.ds(m0, M, valid=mrows)], val)
 
@@ -251,6 +254,7 @@ def fia_fd_combine(out, lse, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, qoff, 
         splits = fd_tasks[task, 4]
         slot = fd_tasks[task, 5]
         s1 = qlen[b]
+        q0 = qoff[b]
         for r0 in range(work[w, 1], work[w, 1] + work[w, 2], R):
             nr = min(R, work[w, 1] + work[w, 2] - r0)
             with ct.vector():
@@ -273,8 +277,8 @@ def fia_fd_combine(out, lse, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, qoff, 
                     oi = ct.load(ws_o[slot + i, ct.ds(r0, R, valid=nr), 0:DV])
                     wi = ct.exp(mi - gs) * li / tsafe
                     acc = acc + oi * wi[:, None]
-                ov = fold_rows(out, b, n2, s1, qoff, LAYOUT, ORDER, G)
+                ov = fold_rows(out, b, n2, s1, q0, LAYOUT, ORDER, G)
                 ct.store(ov[ct.ds(m0 + r0, R, valid=nr), 0:DV], ct.cast(acc, out.dtype))
                 if LSE:
-                    lv = lse_rows(lse, b, n2, s1, qoff, TOKEN, ORDER, G)
+                    lv = lse_rows(lse, b, n2, s1, q0, TOKEN, ORDER, G)
                     ct.store(lv[ct.ds(m0 + r0, R, valid=nr)], ct.where(ok, gs + ct.log(tsafe), EMPTY_LSE))

@@ -65,7 +65,8 @@ def _as_heads(x: np.ndarray, layout: str, heads: int) -> np.ndarray:
 def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout: str, num_heads: int,
             num_key_value_heads: int, atten_mask=None, sparse_mode: int = 0, pre_tokens: int = INT_MAX,
             next_tokens: int = INT_MAX, softmax_lse_flag: bool = False, out_dtype=None, legacy_route: bool = False,
-            pse_shift=None, block_table=None, serial: bool = False):
+            pse_shift=None, block_table=None, query_padding_size=None, kv_padding_size=None,
+            serial: bool = False):
     """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun)."""
     lay = parse_layout(input_layout)
     n1, n2 = num_heads, (num_key_value_heads or num_heads)
@@ -86,8 +87,18 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     b = tiling.batch
     qlen = np.asarray(tiling.q_seqlens, dtype=np.int64)
     kvlen = np.asarray(tiling.kv_seqlens, dtype=np.int64)
-    qoff = np.concatenate([[0], np.cumsum(qlen)[:-1]]).astype(np.int64)
-    kvoff = np.concatenate([[0], np.cumsum(kvlen)[:-1]]).astype(np.int64)
+    skip = np.zeros(b, dtype=bool)   # batches the kernel does not compute (left padding overflow)
+    if lay.token:  # batches sit one after the other along T: the row/KV starts are the cumulative offsets
+        qoff = np.concatenate([[0], np.cumsum(qlen)[:-1]]).astype(np.int64)
+        kvoff = np.concatenate([[0], np.cumsum(kvlen)[:-1]]).astype(np.int64)
+        if block_table is not None:
+            kvoff[:] = 0
+    else:
+        qoff = np.zeros(b, np.int64)
+        kvoff = np.zeros(b, np.int64)
+        if query_padding_size is not None or kv_padding_size is not None:
+            qoff, kvoff, qlen, kvlen, skip = _left_padding(q, k, lay.qkv, qlen, kvlen, query_padding_size,
+                                                           kv_padding_size)
 
     # output in the output layout, zero-filled as the chip's init does
     out_shape = _out_shape(query.shape, lay.qkv, lay.out, n1, dv)
@@ -105,18 +116,23 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         (q.shape[2] if lay.qkv == "BNSD" else q.shape[1]) == 1
     engine = MaskEngine(sparse_mode=sparse_mode, atten_mask=atten_mask, pre_tokens=pre_tokens,
                         next_tokens=next_tokens, batch=b, decode=decode, legacy_decode=legacy_route,
-                        token_layout=lay.token, left_padding=False)
+                        token_layout=lay.token,
+                        left_padding=query_padding_size is not None or kv_padding_size is not None)
     band, pre, nxt = _band(engine, qlen, kvlen, pre_tokens, next_tokens)
     use_mask = engine.mode in ("full", "default")
     mask = np.ascontiguousarray(engine.user) if use_mask else np.zeros((1, 1, 1), np.uint8)
     if mask.dtype == np.bool_:
         mask = mask.view(np.uint8)
 
-    # task tables
-    cores = tiling.cores
-    rows = [t for c in cores for t in c.tasks]
+    # task tables (a batch the chip skips, or whose KV left-padding block overflows, computes nothing: its rows
+    # keep the zero output and the initial lse)
+    def computed(t) -> bool:
+        return not skip[t.b] and (kvlen[t.b] > 0 or t.s2_lo >= t.s2_hi)
+
+    cores = [tuple(t for t in c.tasks if computed(t)) for c in tiling.cores]
+    rows = [t for c in cores for t in c]
     ptr = np.zeros(len(cores) + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum([len(c.tasks) for c in cores])
+    ptr[1:] = np.cumsum([len(c) for c in cores])
     slots = {i: ft.workspace_slot for i, ft in enumerate(tiling.fd_tasks)}
     tasks = np.zeros((max(1, len(rows)), 8), dtype=np.int64)
     for i, t in enumerate(rows):
@@ -155,6 +171,23 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                              EMPTY_LSE=float(empty_lse), serial=serial)
     run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks))
     return out, (lse if softmax_lse_flag else None), run
+
+
+def _left_padding(q, k, layout: str, qlen, kvlen, query_padding_size, kv_padding_size):
+    """Row and KV starts of left-padded batches (the valid block ends ``pad`` before the tensor's end), with
+    the batches whose block would start before 0 marked as not computed (as the golden plans them)."""
+    from ..golden.batches import plan_batch_layout
+
+    s_axis = 2 if layout == "BNSD" else 1
+    plans = plan_batch_layout(batch=len(qlen), s1_full=q.shape[s_axis], kv_capacity=[k.shape[s_axis]] * len(qlen),
+                              actual_seq_lengths=list(qlen), actual_seq_lengths_kv=list(kvlen),
+                              query_padding_size=query_padding_size, kv_padding_size=kv_padding_size)
+    qoff = np.array([p.q0 for p in plans], np.int64)
+    kvoff = np.array([p.k0 for p in plans], np.int64)
+    new_q = np.array([p.s1 for p in plans], np.int64)
+    new_kv = np.array([p.s_kv for p in plans], np.int64)
+    skip = np.array([p.s1 == 0 and qlen[i] > 0 for i, p in enumerate(plans)])
+    return qoff, kvoff, new_q, new_kv, skip
 
 
 def _m_capacity(tiling: FiaTiling, rows) -> int:
@@ -196,8 +229,8 @@ def _band(engine: MaskEngine, qlen, kvlen, pre_tokens: int, next_tokens: int):
     """Per-batch left-up band (keep iff -pre[b] <= j - i <= nxt[b]) for the engine's mode."""
     nb = len(qlen)
     mode = engine.mode
-    if mode == "none" or (mode == "full") or \
-            (mode == "default" and pre_tokens >= INT_MAX and next_tokens >= INT_MAX):
+    if mode == "none" or (mode == "full") or (mode == "default" and (engine.left_padding or (
+            pre_tokens >= INT_MAX and next_tokens >= INT_MAX))):
         return False, np.zeros(nb, np.int64), np.zeros(nb, np.int64)
     off = kvlen - qlen
     if mode == "default":
