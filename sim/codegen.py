@@ -521,48 +521,47 @@ class _Gen:
         flat = self.tensors[w.tensor.id][0]
         return f"{flat}[{base} + {self._row_addr(w, dim, f'{self.ref(w.dims[dim].start)} + {idx}')}]"
 
-    def _gm_read_loop(self, w: Window, dst: str, counts: list[str]):
-        dt = self.tensors[w.tensor.id][2]
-        dec = _DECODE.get(dt)
-        off = self.ref(w.offset)
+    def _gm_elementwise(self, w: Window, off: str, counts: list[str], tile: str, assign):
+        """Emit the element loop between the window at ``off`` and the tile variable ``tile``.
 
-        def conv(x):
-            return f"{dec}({x})" if dec else x
+        ``assign(gm, t)`` returns the statement for one element pair (GM expression, tile expression); a read
+        and a store differ only in it. Contiguous dims walk a slice (vectorisable), the others decompose the
+        index through the window's dims."""
+        def inner(base, dim, row):
+            c = self.tmp("c")
+            if self._contiguous(w, dim):
+                seg = self._gm_segment(w, dim, base, counts[dim])   # the slice is taken once, outside the loop
+                self.emit(f"for {c} in range({counts[dim]}):")
+                self.emit("    " + assign(f"{seg}[{c}]", f"{row}[{c}]"))
+                return
+            self.emit(f"for {c} in range({counts[dim]}):")
+            self.depth += 1
+            self.emit(assign(self._gm_elem(w, dim, base, c), f"{row}[{c}]"))
+            self.depth -= 1
 
         if len(w.dims) == 1:
-            c = self.tmp("c")
-            if self._contiguous(w, 0):
-                seg = self._gm_segment(w, 0, off, counts[0])
-                self.emit(f"for {c} in range({counts[0]}):")
-                self.emit(f"    {dst}[{c}] = {conv(f'{seg}[{c}]')}")
-            else:
-                self.emit(f"for {c} in range({counts[0]}):")
-                self.depth += 1
-                self.emit(f"{dst}[{c}] = {conv(self._gm_elem(w, 0, off, c))}")
-                self.depth -= 1
+            inner(off, 0, tile)
             return
-        if self._plain_rows(w):
-            base, stride = self._plain_base(w)
-            self.emit(f"read_rows_{_KIND.get(dt, 'raw')}({self.tensors[w.tensor.id][0]}, {_i64(base)}, "
-                      f"{_i64(stride)}, {_i64(counts[0])}, {_i64(counts[1])}, {dst})")
-            return
-        r, c = self.tmp("r"), self.tmp("c")
+        r = self.tmp("r")
         self.emit(f"for {r} in range({counts[0]}):")
         self.depth += 1
         ro = self.tmp("ro")
         self.emit(f"{ro} = {off} + {self._row_addr(w, 0, f'{self.ref(w.dims[0].start)} + {r}')}")
         row = self.tmp("row")
-        self.emit(f"{row} = {dst}[{r}]")
-        if self._contiguous(w, 1):
-            seg = self._gm_segment(w, 1, ro, counts[1])
-            self.emit(f"for {c} in range({counts[1]}):")
-            self.emit(f"    {row}[{c}] = {conv(f'{seg}[{c}]')}")
-        else:
-            self.emit(f"for {c} in range({counts[1]}):")
-            self.depth += 1
-            self.emit(f"{row}[{c}] = {conv(self._gm_elem(w, 1, ro, c))}")
-            self.depth -= 1
+        self.emit(f"{row} = {tile}[{r}]")
+        inner(ro, 1, row)
         self.depth -= 1
+
+    def _gm_read_loop(self, w: Window, dst: str, counts: list[str]):
+        dt = self.tensors[w.tensor.id][2]
+        dec = _DECODE.get(dt)
+        if len(w.dims) == 2 and self._plain_rows(w):
+            base, stride = self._plain_base(w)
+            self.emit(f"read_rows_{_KIND.get(dt, 'raw')}({self.tensors[w.tensor.id][0]}, {_i64(base)}, "
+                      f"{_i64(stride)}, {_i64(counts[0])}, {_i64(counts[1])}, {dst})")
+            return
+        self._gm_elementwise(w, self.ref(w.offset), counts, dst,
+                             lambda gm, t: f"{t} = {dec}({gm})" if dec else f"{t} = {gm}")
 
     def op_load(self, op):
         w: Window = op.attrs["window"]
@@ -582,51 +581,14 @@ class _Gen:
             self.fail_if(f"{n} > {wn}", f"store: the tile's valid dim {i} exceeds the window's valid extent", op,
                          [("tile", n), ("window", wn)])
         self._window_bounds(w, op, counts, "store")
-        enc = _ENCODE.get(dt)
-        off = self.ref(w.offset)
-
-        def val(e):
-            if enc:
-                return f"{enc}({e})"
-            if dt == "float32":
-                return f"f32({e})"
-            return e
-
-        if len(w.dims) == 1:
-            c = self.tmp("c")
-            if self._contiguous(w, 0):
-                seg = self._gm_segment(w, 0, off, counts[0])
-                self.emit(f"for {c} in range({counts[0]}):")
-                self.emit(f"    {seg}[{c}] = {val(f'{src}[{c}]')}")
-            else:
-                self.emit(f"for {c} in range({counts[0]}):")
-                self.depth += 1
-                self.emit(f"{self._gm_elem(w, 0, off, c)} = {val(f'{src}[{c}]')}")
-                self.depth -= 1
-            return
-        if self._plain_rows(w) and (enc or dt == "float32" or tile.type.dtype.name == dt):
+        enc = _ENCODE.get(dt) or ("f32" if dt == "float32" else None)
+        if len(w.dims) == 2 and self._plain_rows(w) and (enc or tile.type.dtype.name == dt):
             base, stride = self._plain_base(w)
-            kind = _KIND.get(dt, "raw")
-            self.emit(f"write_rows_{kind}({src}, {flat}, {_i64(base)}, {_i64(stride)}, {_i64(counts[0])}, "
-                      f"{_i64(counts[1])})")
+            self.emit(f"write_rows_{_KIND.get(dt, 'raw')}({src}, {flat}, {_i64(base)}, {_i64(stride)}, "
+                      f"{_i64(counts[0])}, {_i64(counts[1])})")
             return
-        r, c = self.tmp("r"), self.tmp("c")
-        self.emit(f"for {r} in range({counts[0]}):")
-        self.depth += 1
-        ro = self.tmp("ro")
-        self.emit(f"{ro} = {off} + {self._row_addr(w, 0, f'{self.ref(w.dims[0].start)} + {r}')}")
-        row = self.tmp("row")
-        self.emit(f"{row} = {src}[{r}]")
-        if self._contiguous(w, 1):
-            seg = self._gm_segment(w, 1, ro, counts[1])
-            self.emit(f"for {c} in range({counts[1]}):")
-            self.emit(f"    {seg}[{c}] = {val(f'{row}[{c}]')}")
-        else:
-            self.emit(f"for {c} in range({counts[1]}):")
-            self.depth += 1
-            self.emit(f"{self._gm_elem(w, 1, ro, c)} = {val(f'{row}[{c}]')}")
-            self.depth -= 1
-        self.depth -= 1
+        self._gm_elementwise(w, self.ref(w.offset), counts, src,
+                             lambda gm, t: f"{gm} = {enc}({t})" if enc else f"{gm} = {t}")
 
     # ------------------------------------------------------------ cube ops
     def tile(self, v: Value) -> str:
