@@ -14,7 +14,7 @@ fia / FiaTilingNonQuantMla  :func:`.plan_arch22.plan_mla`
 fia / FiaTilingNonQuant     :func:`.plan_arch22.plan_gqa`
 ifa / IFATiling             :func:`.plan_legacy.plan_ifa`
 pfa / PromptFlash...        :func:`.plan_legacy.plan_pfa`
-fai / split-fuse            :func:`.plan_legacy.plan_fai`
+fai / split-fuse            :func:`.plan_fai.plan_fai`
 arch35 templates            :mod:`.plan_arch35`
 =========================  =============================================
 
@@ -66,7 +66,7 @@ def _route_decision(route):
 
 def tile_view(view: TilingView, plat: Platform) -> FiaTiling:
     """The decision half on an already checked problem (a :class:`~.view.TilingView`)."""
-    from . import plan_arch22, plan_arch35, plan_legacy
+    from . import plan_arch22, plan_arch35, plan_fai, plan_legacy
 
     q0 = per_batch_lengths(view.batch, view.s1, view.actual_q, cumulative=view.accum_q) if view.batch else ()
     kv0 = per_batch_lengths(view.batch, view.s2, view.actual_kv, cumulative=view.accum_kv) if view.batch else ()
@@ -77,7 +77,7 @@ def tile_view(view: TilingView, plat: Platform) -> FiaTiling:
               "FiaTilingFullQuantMxArch35": plan_arch35.plan_mx,
               "FiaTilingFullQuantGqaArch35": plan_arch35.plan_fullquant_gqa,
               "FusedInferAttentionScoreTilingImpl": plan_arch35.plan_impl}
-    legacy = {"ifa": plan_legacy.plan_ifa, "pfa": plan_legacy.plan_pfa, "fai": plan_legacy.plan_fai}
+    legacy = {"ifa": plan_legacy.plan_ifa, "pfa": plan_legacy.plan_pfa, "fai": plan_fai.plan_fai}
     if view.arch == "arch22" and view.route in legacy:
         legacy[view.route](d, plat)
     else:

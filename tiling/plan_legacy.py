@@ -20,7 +20,8 @@ documented defaults (sOuter 128, or 16 for S1 <= 16, 64 with PA; sInner 1024, 51
 when S2 <= 1024, 2048 for a maskless decode over S2 > 2048); the UB-fit shrink loop
 is not mirrored. The PFA key is not mirrored (``tiling_key`` 0).
 
-``plan_fai`` (TND split-fuse) records the route only.
+The TND split-fuse route ("fai") has its own planner, :func:`.plan_fai.plan_fai`
+(re-exported here under its old name).
 
 Invariants
 ----------
@@ -37,6 +38,7 @@ from .platform import Platform
 from .result import CoreWork, FdTask, FdVectorWork, RowTask
 from .tiling_key import DTYPE_CODE, decode_ifa, encode_ifa
 from .workspace import LIBAPI_WORKSPACE, Workspace
+from .plan_fai import plan_fai  # noqa: F401  (the split-fuse planner, re-exported)
 
 __all__ = ["plan_ifa", "plan_pfa", "plan_fai"]
 
@@ -224,10 +226,4 @@ def plan_pfa(d: Draft, plat: Platform) -> None:
                                                           f"{plat.aic} cube cores (PromptFlashAttentionSplitNSNew)")
     d.decide("flash_decode", False, "PFA prefill: no FD")
     d.decide("tiling_key", 0, "the legacy PFA tiling key is not mirrored by cvtile")
-    d.extras["key_mirrored"] = False
-
-
-def plan_fai(d: Draft, plat: Platform) -> None:
-    d.decide("flash_decode", False, "TND split-fuse (FAI): its tiling is not mirrored by cvtile")
-    d.decide("tiling_key", 0, "the split-fuse tiling key is not mirrored by cvtile")
     d.extras["key_mirrored"] = False

@@ -13,7 +13,9 @@ Work is counted in blocks. A *row* is one block of query rows of one (batch b, k
 head n2): M = S1*G query rows (the G query heads of a kv head folded into the
 rows) cut into blocks of ``m_base`` rows. A row's KV range is cut into S2
 blocks of ``s2_base`` positions; masks may restrict a row to a sub-range of its
-blocks. A core owns a contiguous run of the rows-and-blocks order; a row whose
+blocks. (The arch22 TND split-fuse route's rows are runs of at most ``m_base`` rows
+that need not start at a multiple of ``m_base``, see :mod:`.plan_fai`; a row is
+identified by its ``(b, n2, m_start)``.) A core owns a contiguous run of the rows-and-blocks order; a row whose
 blocks are split across cores is an FD task: each piece writes a partial result
 (O normalised by its own sum, the row max, the row sum) into the workspace and
 the combine merges them.

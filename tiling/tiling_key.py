@@ -28,6 +28,13 @@ prefill 19 / decode 20, QK per-token-head V per-head 21, other full quant 30, no
 quant 31. Pse mode: outer mul-add 0, outer add-mul 1, inner 2/3, none 9. KV layout:
 contiguous 0, paged (old templates) 1, paged BBH 1, paged BNBD 2, paged NZ 3.
 
+**arch22 split-fuse** (``FAInferTiling``, the TND "FAI" route) is decimal with a
+base of ``5 * 10^18``: ``5 * 10^18 + mode * 10^17 + sum(digit_i * 10^i)`` with nine
+digits, least significant first: mask (causal 3, band 5, pse "full" 6, none 0),
+KV cache NZ, dtype (fp16 1, bf16 2), lse out, inner_precise 1 (low precision), q
+layout (TND 2), an unused digit, paged cache, learnable sink; ``mode`` is 1 for
+flash decode, 2 for the one-token decoding split, else 0.
+
 Invariants
 ----------
 * ``decode(encode(fields)) == fields`` for every encoding (round trip; tests check it).
@@ -38,7 +45,7 @@ from __future__ import annotations
 
 __all__ = ["ARCH22_DIGITS", "IFA_DIGITS", "ARCH35_FIELDS", "DTYPE_CODE", "encode_arch22", "decode_arch22",
            "encode_ifa", "decode_ifa", "encode_arch35", "decode_arch35", "decode_key", "UNCHECKED_KEY",
-           "ARCH22_EMPTY_TENSOR_KEY"]
+           "ARCH22_EMPTY_TENSOR_KEY", "FAI_DIGITS", "FAI_BASE", "encode_fai", "decode_fai"]
 
 UNCHECKED_KEY = 18446744073709551615            # the UT corpus's "key not checked" marker (uint64 max)
 ARCH22_EMPTY_TENSOR_KEY = 10 ** 17 + 20
@@ -50,6 +57,9 @@ ARCH22_DIGITS = ("q_layout", "q_dtype", "kv_dtype", "out_dtype", "origin_dtype",
                  "kv_layout", "tail")
 IFA_DIGITS = ("q_layout", "q_dtype", "kv_dtype", "out_dtype", "origin_dtype", "flags", "antiquant_mode",
               "kv_layout", "amla_mode", "balance_mode", "cv_1_1", "tree")
+
+FAI_DIGITS = ("mask", "kv_nz", "dtype", "lse", "inner_low_prec", "q_layout", "unused", "paged", "sink")
+FAI_BASE = 5 * 10 ** 18
 
 #: (name, bit width), least significant first
 ARCH35_FIELDS = (("inout_layout", 8), ("config", 10), ("pse_mode", 4), ("quant_mode", 5), ("has_mask", 1),
@@ -106,6 +116,21 @@ def decode_ifa(key: int) -> dict:
     return out
 
 
+def encode_fai(fields: dict) -> int:
+    """Split-fuse key from ``mode`` (0 regular, 1 flash decode, 2 decoding) and the digits of :data:`FAI_DIGITS`."""
+    mode = int(fields.get("mode", 0))
+    if not 0 <= mode <= 9:
+        raise ValueError(f"mode={mode} out of range")
+    return FAI_BASE + mode * 10 ** 17 + _digits_encode(FAI_DIGITS, fields)
+
+
+def decode_fai(key: int) -> dict:
+    out = {"base": key // 10 ** 18, "mode": (key // 10 ** 17) % 10}
+    out.update(_digits_decode(FAI_DIGITS, key % 10 ** 9))
+    out.update(fd=out["mode"] == 1, decoding=out["mode"] == 2)
+    return out
+
+
 def encode_arch35(fields: dict) -> int:
     value, shift = 0, 0
     for name, width in ARCH35_FIELDS:
@@ -128,9 +153,12 @@ def decode_arch35(key: int) -> dict:
 
 
 def decode_key(key: int, arch: str, *, family: str | None = None) -> dict:
-    """Decode a key of ``arch`` (``family`` "ifa" picks the legacy IFA encoding on arch22)."""
+    """Decode a key of ``arch`` (``family`` "ifa" / "fai" picks the legacy IFA / split-fuse encoding on arch22;
+    without it a key of 5 * 10^18 and up is read as split-fuse)."""
     if arch == "arch35":
         return decode_arch35(key)
+    if family == "fai" or (family is None and key // 10 ** 18 == 5):
+        return decode_fai(key)
     if family == "ifa" or (family is None and key // 10 ** 17 == 0 and key >= 10 ** 16):
         return decode_ifa(key)
     return decode_arch22(key)

@@ -19,8 +19,12 @@ Field meanings that matter (op_host's, not the user's):
 * ``pre_tokens`` / ``next_tokens`` / ``sparse_mode`` after the parser's
   normalisation (no mask resets them to INT_MAX, causal modes set next to 0, ...);
 * ``actual_q`` / ``actual_kv`` are the raw host lists (possibly cumulative), None
-  when the input is absent; ``max_workspace`` is op_host's "tiling sink" flag: a
-  length list is present but has no values, so the split is skipped.
+  when the input is absent;
+* ``pre_tokens_attr`` / ``next_tokens_attr`` / ``num_kv_heads_attr`` are the
+  attributes as the caller gave them (the split-fuse route reads them without the
+  parser's normalisation) and ``pse_shape`` the pse_shift shape (() when absent);
+* ``max_workspace`` is op_host's "tiling sink" flag: a length list is present but
+  has no values, so the split is skipped.
 
 Invariants
 ----------
@@ -83,6 +87,10 @@ class TilingView:
     pse: bool = False
     alibi: bool = False
     pse_type: int = 0
+    pse_shape: tuple = ()
+    num_kv_heads_attr: int = -1        # num_key_value_heads as given (0 = "same as num_heads"); -1 unknown
+    pre_tokens_attr: int = 2147483647
+    next_tokens_attr: int = 2147483647
     q_padding: bool = False
     kv_padding: bool = False
     out_quant: bool = False
@@ -135,6 +143,7 @@ def view_from_info(info, **overrides) -> TilingView:
     key = getattr(p, "key", None) if p is not None else None
     dsq = getattr(p, "dequant_scale_query", None) if p is not None else None
     bt = getattr(p, "block_table", None) if p is not None else None
+    pse = getattr(p, "pse_shift", None) if p is not None else None
     kw = dict(
         arch=g("arch"), template=getattr(route, "template", "") or "", route=getattr(route, "route", "fia") or "fia",
         input_layout=g("input_layout", "BSH") or "BSH", q_layout=g("q_layout", "BSH") or "BSH",
@@ -155,6 +164,10 @@ def view_from_info(info, **overrides) -> TilingView:
         inner_precise=g("inner_precise", 0), prefix=bool(g("sys_prefix_flag", False)),
         prefix_len=g("system_prefix_len", 0), prefix_max_len=g("system_prefix_max_len", 0),
         pse=bool(g("pse_shift_flag", False)), alibi=bool(g("enable_alibi_pse", False)), pse_type=g("pse_type", 0),
+        pse_shape=tuple(pse.shape) if pse is not None else (),
+        num_kv_heads_attr=getattr(p, "num_key_value_heads", -1) if p is not None else -1,
+        pre_tokens_attr=getattr(p, "pre_tokens", 2147483647) if p is not None else 2147483647,
+        next_tokens_attr=getattr(p, "next_tokens", 2147483647) if p is not None else 2147483647,
         q_padding=bool(g("q_padding_flag", False)), kv_padding=bool(g("kv_padding_flag", False)),
         out_quant=bool(g("is_out_quant_enable", False)), sink=bool(g("learnable_sink_flag", False)),
         lse=bool(g("softmax_lse_flag", False)), quant_mode=_QUANT.get(g("quant_mode", "no"), "none"),
