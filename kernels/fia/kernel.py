@@ -20,6 +20,12 @@ partial (go / gl, gm, gl) to the workspace slot of its piece, and
 ``fia_fd_combine`` merges the pieces of each split row: M = max mᵢ,
 wᵢ = exp(mᵢ - M)·lᵢ, L = Σ wᵢ, O = Σ (wᵢ / L)·Oᵢ, lse = M + log L.
 
+A learnable sink (one logit per query head) joins the softmax denominator
+as the chip's online softmax does: at the row's last KV tile the running max
+takes the sink (hm = max(hm, sink), rows that saw a key only), P of that tile
+is taken against it and gl += exp(sink - hm). A split row leaves the sink out
+of its pieces and the combine adds it once (M = max(M, sink), L += exp(sink - M)).
+
 Rows with no visible key (fully masked, or no KV) give output 0 and lse
 ``LSE_EMPTY`` (+inf; the legacy IFA route writes -3.4e38), as the chip's
 invalid-row handling does.
@@ -145,6 +151,17 @@ def pse_rows(pse, b, n2, s1, q0, ORDER, G, ONE_ROW):
 
 
 @ct.inline
+def sink_rows(sink, n2, s1, ORDER, G):
+    """The (s1*G,) view of the learnable sink (N1,) for the rows of kv head n2: each row reads its head's logit."""
+    heads = sink.split(0, G)[n2]                          # (G,)
+    if ORDER == "GS1":
+        v = heads.broadcast(1, s1).merge(0)
+    else:
+        v = heads.broadcast(0, s1).merge(0)
+    return v
+
+
+@ct.inline
 def query_positions(m0, mrows, s1, M, ORDER, G):
     """The query position (0..s1-1) of each of the block's rows, as an int32 row vector."""
     rows = ct.iota(M, valid=mrows) + m0
@@ -156,10 +173,10 @@ def query_positions(m0, mrows, s1, M, ORDER, G):
 
 
 @ct.jit
-def fia_attention(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
+def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
                   pre, nxt, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
                   ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, M: ct.constexpr, PSE: ct.constexpr,
-                  PSE_ONE_ROW: ct.constexpr,
+                  PSE_ONE_ROW: ct.constexpr, SINK: ct.constexpr,
                   S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr, BAND: ct.constexpr, MASK: ct.constexpr,
                   LSE: ct.constexpr, FD: ct.constexpr, P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr):
     core = ct.block_idx()
@@ -192,6 +209,8 @@ def fia_attention(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                 qpos = query_positions(m0, mrows, s1, M, ORDER, G)
                 lo = qpos - pre[b]
                 hi = qpos + nxt[b]
+            if SINK:
+                sk = ct.cast(ct.load(sink_rows(sink, n2, s1, ORDER, G)[ct.ds(m0, M, valid=mrows)]), ct.float32)
         for j in range(j0, j1):
             kv0 = j * S2
             n = min(S2, s2 - kv0)
@@ -212,10 +231,16 @@ def fia_attention(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                     mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + kv0, S2, valid=n)])
                     s = ct.where(mk == 0, s, -ct.inf)
                 hm = ct.maximum(gm, ct.rowmax(s))
+                if SINK:
+                    if slot < 0 and j == j1 - 1:   # the last tile folds the sink into the max (rows with a key)
+                        hm = ct.where(hm == -ct.inf, hm, ct.maximum(hm, sk))
                 hs = ct.where(hm == -ct.inf, 0.0, hm)
                 p = ct.exp(s - hs[:, None])
                 dm = ct.exp(gm - hs)
                 gl = gl * dm + ct.rowsum(p)
+                if SINK:
+                    if slot < 0 and j == j1 - 1:
+                        gl = gl + ct.where(hm == -ct.inf, 0.0, ct.exp(sk - hs))
                 gm = hm
                 p = ct.cast(p, P_DTYPE)
             with ct.cube():
@@ -240,11 +265,12 @@ def fia_attention(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
 
 
 @ct.jit
-def fia_fd_combine(out, lse, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, qoff, LAYOUT: ct.constexpr,
+def fia_fd_combine(out, lse, sink, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, qoff, LAYOUT: ct.constexpr,
                    ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, R: ct.constexpr, DV: ct.constexpr,
-                   LSE: ct.constexpr, EMPTY_LSE: ct.constexpr):
+                   LSE: ct.constexpr, SINK: ct.constexpr, EMPTY_LSE: ct.constexpr):
     """Merge the partials of split rows: one vector core per launch block; its rows are the (task, first row,
-    row count) items of ``work``, merged R rows (the tiling's FD piece height) at a time."""
+    row count) items of ``work``, merged R rows (the tiling's FD piece height) at a time. A learnable sink
+    joins here, once per row (the pieces leave it out)."""
     vec = ct.block_idx()
     for w in range(work_ptr[vec], work_ptr[vec + 1]):
         task = work[w, 0]
@@ -262,8 +288,14 @@ def fia_fd_combine(out, lse, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, qoff, 
                 for i in range(splits):
                     mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
                     gmax = ct.maximum(gmax, mi)
+                if SINK:
+                    sk = ct.cast(ct.load(sink_rows(sink, n2, s1, ORDER, G)[ct.ds(m0 + r0, R, valid=nr)]),
+                                 ct.float32)
+                    gmax = ct.where(gmax == -ct.inf, gmax, ct.maximum(gmax, sk))
                 gs = ct.where(gmax == -ct.inf, 0.0, gmax)
                 total = ct.zeros((R,), ct.float32, valid=nr)
+                if SINK:
+                    total = ct.where(gmax == -ct.inf, 0.0, ct.exp(sk - gs))
                 for i in range(splits):
                     mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
                     li = ct.load(ws_ml[slot + i, 1, ct.ds(r0, R, valid=nr)])

@@ -65,7 +65,7 @@ def _as_heads(x: np.ndarray, layout: str, heads: int) -> np.ndarray:
 def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout: str, num_heads: int,
             num_key_value_heads: int, atten_mask=None, sparse_mode: int = 0, pre_tokens: int = INT_MAX,
             next_tokens: int = INT_MAX, softmax_lse_flag: bool = False, out_dtype=None, legacy_route: bool = False,
-            pse_shift=None, block_table=None, query_padding_size=None, kv_padding_size=None,
+            pse_shift=None, learnable_sink=None, block_table=None, query_padding_size=None, kv_padding_size=None,
             serial: bool = False):
     """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun)."""
     lay = parse_layout(input_layout)
@@ -145,14 +145,16 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     p_dtype = _p_dtype(query.dtype)
     lse_arg = lse
     pse = pse_shift if pse_shift is not None else np.zeros((1, 1, 1, 1), query.dtype)
+    sink = np.ascontiguousarray(learnable_sink).reshape(-1) if learnable_sink is not None else \
+        np.zeros(n1, np.float32)
 
     ncores = len(cores)
     if rows:
         fia_attention[ncores](
-            q, k, v, out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+            q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
             np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
             ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap, PSE=pse_shift is not None,
-            PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1,
+            PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, SINK=learnable_sink is not None,
             S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
             FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), serial=serial)
     nvec = 0
@@ -165,9 +167,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         wptr[1:] = np.cumsum([len(w.pieces) for w in vw])
         r_cap = tiling.m_fd_base
         nvec = len(vw)
-        fia_fd_combine[nvec](out_k, lse_arg, ws_o, ws_ml, fd_tab, work, wptr, qlen, qoff,
+        fia_fd_combine[nvec](out_k, lse_arg, sink, ws_o, ws_ml, fd_tab, work, wptr, qlen, qoff,
                              LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, R=r_cap,
-                             DV=dv, LSE=bool(softmax_lse_flag),
+                             DV=dv, LSE=bool(softmax_lse_flag), SINK=learnable_sink is not None,
                              EMPTY_LSE=float(empty_lse), serial=serial)
     run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks))
     return out, (lse if softmax_lse_flag else None), run

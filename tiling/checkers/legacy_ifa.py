@@ -622,7 +622,7 @@ class _IfaCall:
             if self.n2 * self.d > _ND2NZ_STRIDE_MAX:
                 _fail("key", self.k.shape, f"N*D of a BSH cache ({self.n2 * self.d}) must be <= 65535")
             if self.sliding and self.n2 * self.dv > _ND2NZ_STRIDE_MAX:
-                _fail("value", self.v.shape, f"N*D of a BSH value cache must be <= 65535")
+                _fail("value", self.v.shape, "N*D of a BSH value cache must be <= 65535")
         bs = _u32(p.block_size)
         if bs == 0:
             _fail("block_size", p.block_size, "a paged call needs block_size > 0")
