@@ -11,7 +11,8 @@ The operator APIs are re-exported here under their torch_npu names.
 __version__ = "0.1.0"
 
 from . import sim as _sim  # noqa: E402,F401  (registers the simulator backend)
-from .kernels import UnsupportedParameterError, npu_fused_infer_attention_score  # noqa: E402
+from .kernels import (  # noqa: E402
+    UnsupportedParameterError, npu_fused_infer_attention_score, npu_fused_infer_attention_score_v2)
 from .tiling import ParamError  # noqa: E402
 
-__all__ = ["npu_fused_infer_attention_score", "UnsupportedParameterError", "ParamError", "__version__"]
+__all__ = ["npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2", "UnsupportedParameterError", "ParamError", "__version__"]

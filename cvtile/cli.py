@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     cases.add_argument("--limit", type=int, help="st JSON: run only the first N cases")
     cases.add_argument("--case", action="append", help="st JSON: run only these case ids/names (repeatable)")
     cases.add_argument("--seed", type=int, default=0)
+    cases.add_argument("--golden", choices=("lowp", "exact"), default="lowp",
+                       help="st JSON: lowp = P rounded to the query dtype before P.V (the upstream tests' "
+                            "golden, default); exact = unrounded float64")
     cases.add_argument("--json", action="store_true")
     cases.set_defaults(func=_cases)
     return parser
@@ -146,11 +149,13 @@ def _cases(args) -> int:
 
 
 def _st_cases(args) -> int:
-    from .kernels.fia.api import npu_fused_infer_attention_score
+    from .kernels.fia.api import fused_infer_attention_score_v4
+    from .kernels.golden import fia_golden, fia_golden_lowp
     from .kernels.st_runner import run_st_corpus
 
-    result = run_st_corpus(args.path, npu_fused_infer_attention_score, limit=args.limit, seed=args.seed,
-                           select=args.case)
+    golden = fia_golden if args.golden == "exact" else fia_golden_lowp
+    result = run_st_corpus(args.path, fused_infer_attention_score_v4, golden=golden, limit=args.limit,
+                           seed=args.seed, select=args.case)
     bad = result.count("failed") + result.count("error")
     if args.json:
         print(result.to_json(indent=2))

@@ -9,11 +9,12 @@
 
 from .errors import UnsupportedParameterError
 from .fia.api import npu_fused_infer_attention_score
+from .fia.api_v2 import npu_fused_infer_attention_score_v2
 from .golden import fia_golden, fia_golden_lowp, mask_template
 from .precision import Report, compare, tolerance
 from .st_cases import StCase, load_st_cases
 from .st_runner import golden_api, run_st_corpus
 
-__all__ = ["UnsupportedParameterError", "npu_fused_infer_attention_score", "fia_golden", "fia_golden_lowp",
+__all__ = ["UnsupportedParameterError", "npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2", "fia_golden", "fia_golden_lowp",
            "mask_template", "Report", "compare", "tolerance", "StCase", "load_st_cases", "golden_api",
            "run_st_corpus"]

@@ -4,11 +4,18 @@ Model
 -----
 For every case of the corpus file: build random inputs
 (:meth:`StCase.make_inputs`, seeded by ``(seed, case id)``), call
-``api(**kwargs)`` (the torch_npu keyword interface; the lead passes
-``cvtile.npu_fused_infer_attention_score``), call ``golden(**kwargs)`` and
+``api(**kwargs)`` (torch_npu's V1 keywords plus the aclnn V4 additions
+``learnable_sink`` and ``query_quant_mode``: the default API is
+``cvtile.kernels.fia.api.fused_infer_attention_score_v4``), call ``golden(**kwargs)`` and
 compare the outputs with :func:`cvtile.kernels.precision.compare` under the
 tolerance class of the query's dtype (the lse, when requested, under the same
-class, as the upstream flash_attn tests do). Each case ends in one status:
+class, as the upstream flash_attn tests do). The default golden is
+``fia_golden_lowp``: float64 throughout except that P is rounded to the query
+dtype before P·V, the convention of the upstream/op-plugin test goldens
+(softmax in high precision, cast to the input dtype, then the second matmul)
+and what the chip's cube multiplies. ``--golden exact`` judges against the
+unrounded float64 golden instead (bf16 cases with peaked softmax rows then
+fail by P's rounding alone). Each case ends in one status:
 
 * ``passed`` — every compared output passed;
 * ``failed`` — a numeric comparison failed (or an expected output was missing);
@@ -44,7 +51,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from .golden.dtypes import canonical_dtype, numpy_dtype, to_numpy
-from .golden.fia import fia_golden
+from .golden.fia import fia_golden, fia_golden_lowp
 from .precision import compare
 from .st_cases import StCase, load_st_cases
 
@@ -131,7 +138,7 @@ def is_unsupported(exc: BaseException) -> bool:
     return any(cls.__name__ == "UnsupportedParameterError" for cls in type(exc).__mro__)
 
 
-def golden_api(golden: Callable = fia_golden, *, out_dtype: Any = None, lse_dtype: Any = np.float32) -> Callable:
+def golden_api(golden: Callable = fia_golden_lowp, *, out_dtype: Any = None, lse_dtype: Any = np.float32) -> Callable:
     """An operator-shaped wrapper of a golden: returns ``(out cast to the query dtype, lse as fp32)``.
 
     Useful to exercise the runner (and any caller of the operator API) without
@@ -163,7 +170,7 @@ def _short_exc(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def run_case(case: StCase, api: Callable, *, golden: Callable = fia_golden, seed: int = 0) -> CaseRecord:
+def run_case(case: StCase, api: Callable, *, golden: Callable = fia_golden_lowp, seed: int = 0) -> CaseRecord:
     """Build inputs, run the API and the golden, compare; never raises."""
     t0 = time.perf_counter()
     rec = CaseRecord(id=case.id, name=case.name, status="error", features=case.features(),
@@ -227,7 +234,7 @@ def _done(rec: CaseRecord, t0: float) -> CaseRecord:
     return rec
 
 
-def run_st_corpus(path, api: Callable, *, golden: Callable = fia_golden, limit: int | None = None, seed: int = 0,
+def run_st_corpus(path, api: Callable, *, golden: Callable = fia_golden_lowp, limit: int | None = None, seed: int = 0,
                   max_elements: int | None = None, select: Iterable | None = None,
                   progress: Callable[[CaseRecord], None] | None = None) -> StResult:
     """Run the corpus at ``path`` through ``api``; see the module doc for the statuses.
@@ -273,8 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m cvtile.kernels.st_runner CORPUS.json [--api module:function|golden] ...``"""
     ap = argparse.ArgumentParser(prog="python -m cvtile.kernels.st_runner", description=main.__doc__)
     ap.add_argument("corpus", help="st corpus JSON (e.g. cases/st/fia_v4.json)")
-    ap.add_argument("--api", default="cvtile:npu_fused_infer_attention_score",
+    ap.add_argument("--api", default="cvtile.kernels.fia.api:fused_infer_attention_score_v4",
                     help="operator API as module:function, or 'golden' for the golden-as-api wrapper")
+    ap.add_argument("--golden", choices=("lowp", "exact"), default="lowp",
+                    help="lowp: P rounded to the query dtype before P.V (the upstream tests' golden); exact: float64")
     ap.add_argument("--limit", type=int, default=None, help="run only the first N cases")
     ap.add_argument("--max-elements", type=int, default=None,
                     help="skip (report as skipped) cases with more input elements")
@@ -291,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
             err_s = f" max_abs={err:.3e}" if err is not None else ""
             print(f"{rec.id!s:>5} {rec.status:<11} {rec.seconds:7.2f}s{err_s} {rec.reason[:160]}", flush=True)
 
-    res = run_st_corpus(args.corpus, api, limit=args.limit, seed=args.seed, max_elements=args.max_elements,
+    golden = fia_golden if args.golden == "exact" else fia_golden_lowp
+    res = run_st_corpus(args.corpus, api, golden=golden, limit=args.limit, seed=args.seed, max_elements=args.max_elements,
                         select=args.case, progress=show)
     if args.json:
         with open(args.json, "w") as f:

@@ -29,6 +29,7 @@ values), and its lse is +inf.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
@@ -43,13 +44,14 @@ from ..golden.layouts import parse_layout
 from .launch import LSE_EMPTY_LEGACY, run_fia
 from .kernel import LSE_EMPTY
 
-__all__ = ["npu_fused_infer_attention_score", "SUPPORTED_OPTIONAL_INPUTS", "prepare_fia"]
+__all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", "SUPPORTED_OPTIONAL_INPUTS",
+           "prepare_fia", "simulate_fia"]
 
 #: Optional tensor inputs the simulated kernels implement; every other one raises UnsupportedParameterError.
-SUPPORTED_OPTIONAL_INPUTS = ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv")
+SUPPORTED_OPTIONAL_INPUTS = ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv", "pse_shift", "block_table",
+                             "query_padding_size", "kv_padding_size", "learnable_sink")
 
 _UNSUPPORTED_REASON = {
-    "pse_shift": "positional bias (pse_shift) is not simulated yet",
     "dequant_scale1": "full int8 quantisation is not simulated",
     "quant_scale1": "full int8 quantisation is not simulated",
     "dequant_scale2": "full int8 quantisation is not simulated",
@@ -61,9 +63,6 @@ _UNSUPPORTED_REASON = {
     "key_antiquant_offset": "KV antiquantisation is not simulated",
     "value_antiquant_scale": "KV antiquantisation is not simulated",
     "value_antiquant_offset": "KV antiquantisation is not simulated",
-    "block_table": "paged attention (block_table) is not simulated yet",
-    "query_padding_size": "left padding is not simulated yet",
-    "kv_padding_size": "left padding is not simulated yet",
     "key_shared_prefix": "the shared system prefix is not simulated yet",
     "value_shared_prefix": "the shared system prefix is not simulated yet",
     "actual_shared_prefix_len": "the shared system prefix is not simulated yet",
@@ -84,23 +83,44 @@ def npu_fused_infer_attention_score(
         sparse_mode=0, inner_precise=0, block_size=0, antiquant_mode=0, key_antiquant_mode=0,
         value_antiquant_mode=0, softmax_lse_flag=False, target: str = DEFAULT_TARGET):
     """FusedInferAttentionScore on the simulator; see the module docstring."""
-    optional = {
-        "pse_shift": pse_shift, "atten_mask": atten_mask, "actual_seq_lengths": actual_seq_lengths,
-        "actual_seq_lengths_kv": actual_seq_lengths_kv, "dequant_scale1": dequant_scale1,
-        "quant_scale1": quant_scale1, "dequant_scale2": dequant_scale2, "quant_scale2": quant_scale2,
-        "quant_offset2": quant_offset2, "antiquant_scale": antiquant_scale, "antiquant_offset": antiquant_offset,
-        "key_antiquant_scale": key_antiquant_scale, "key_antiquant_offset": key_antiquant_offset,
-        "value_antiquant_scale": value_antiquant_scale, "value_antiquant_offset": value_antiquant_offset,
-        "block_table": block_table, "query_padding_size": query_padding_size, "kv_padding_size": kv_padding_size,
-        "key_shared_prefix": key_shared_prefix, "value_shared_prefix": value_shared_prefix,
-        "actual_shared_prefix_len": actual_shared_prefix_len, "query_rope": query_rope, "key_rope": key_rope,
-        "key_rope_antiquant_scale": key_rope_antiquant_scale,
-    }
-    attrs = dict(num_heads=num_heads, scale=scale, pre_tokens=pre_tokens, next_tokens=next_tokens,
-                 input_layout=input_layout, num_key_value_heads=num_key_value_heads, sparse_mode=sparse_mode,
-                 inner_precise=inner_precise, block_size=block_size, antiquant_mode=antiquant_mode,
-                 softmax_lse_flag=bool(softmax_lse_flag), key_antiquant_mode=key_antiquant_mode,
-                 value_antiquant_mode=value_antiquant_mode)
+    return _simulate_v1_names(dict(locals()))
+
+
+def fused_infer_attention_score_v4(query, key, value, *, learnable_sink=None, query_quant_mode=0, **kwargs):
+    """The aclnnFusedInferAttentionScoreV4 parameter set: torch_npu's V1 keywords plus ``learnable_sink`` and
+    ``query_quant_mode`` (what the st corpus describes). Unknown keywords raise TypeError."""
+    if query_quant_mode != 0:
+        raise UnsupportedParameterError("query_quant_mode", query_quant_mode,
+                                        "query quantisation (FA quant) is not simulated (only mode 0)")
+    bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, **kwargs)
+    bound.apply_defaults()
+    return _simulate_v1_names(dict(bound.arguments), learnable_sink)
+
+
+#: V1 optional tensor inputs, in torch_npu's order
+_V1_TENSORS = ("pse_shift", "atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv", "dequant_scale1",
+               "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2", "antiquant_scale",
+               "antiquant_offset", "block_table", "query_padding_size", "kv_padding_size", "key_antiquant_scale",
+               "key_antiquant_offset", "value_antiquant_scale", "value_antiquant_offset", "key_shared_prefix",
+               "value_shared_prefix", "actual_shared_prefix_len", "query_rope", "key_rope",
+               "key_rope_antiquant_scale")
+#: V1 attributes
+_V1_ATTRS = ("num_heads", "scale", "pre_tokens", "next_tokens", "input_layout", "num_key_value_heads",
+             "sparse_mode", "inner_precise", "block_size", "antiquant_mode", "softmax_lse_flag",
+             "key_antiquant_mode", "value_antiquant_mode")
+
+
+def _simulate_v1_names(given: dict, learnable_sink=None):
+    optional = {name: given[name] for name in _V1_TENSORS}
+    optional["learnable_sink"] = learnable_sink
+    attrs = {name: given[name] for name in _V1_ATTRS}
+    attrs["softmax_lse_flag"] = bool(attrs["softmax_lse_flag"])
+    return simulate_fia(given["query"], given["key"], given["value"], optional, attrs, given["target"])
+
+
+def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = DEFAULT_TARGET):
+    """Check, tile and run one call given as the operator's (V1-named) optional inputs and attributes; the
+    shared body of the V1 and V2 APIs. Returns ``(attention_out, softmax_lse)`` in the inputs' kind."""
     torch_out = any(_is_torch(x) for x in (query, key, value))
     arrays, tiling = prepare_fia(query, key, value, optional, attrs, target)
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
@@ -108,10 +128,15 @@ def npu_fused_infer_attention_score(
     if tiling.route == "empty" or not tiling.cores:
         out, lse = _empty_outputs(q, v, attrs, legacy)
     else:
-        out, lse, _ = run_fia(q, k, v, tiling=tiling, scale=float(scale), input_layout=input_layout,
-                              num_heads=num_heads, num_key_value_heads=num_key_value_heads,
-                              atten_mask=arrays.get("atten_mask"), sparse_mode=sparse_mode, pre_tokens=pre_tokens,
-                              next_tokens=next_tokens, softmax_lse_flag=softmax_lse_flag, legacy_route=legacy)
+        out, lse, _ = run_fia(q, k, v, tiling=tiling, scale=float(attrs["scale"]), input_layout=attrs["input_layout"],
+                              num_heads=attrs["num_heads"], num_key_value_heads=attrs["num_key_value_heads"],
+                              atten_mask=arrays.get("atten_mask"), sparse_mode=attrs["sparse_mode"],
+                              pre_tokens=attrs["pre_tokens"], next_tokens=attrs["next_tokens"],
+                              softmax_lse_flag=attrs["softmax_lse_flag"], legacy_route=legacy,
+                              pse_shift=arrays.get("pse_shift"), learnable_sink=arrays.get("learnable_sink"),
+                              block_table=arrays.get("block_table"),
+                              query_padding_size=arrays.get("query_padding_size"),
+                              kv_padding_size=arrays.get("kv_padding_size"))
     if lse is None:
         lse = np.empty((0,), dtype=np.float32)
     if torch_out:
@@ -144,15 +169,22 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str):
         # the shapes do not fit input_layout (or the layout is unknown): the operator's checkers judge the
         # call with a placeholder output and name the parameter; the query's own shape stands in for it
         out_shape, lse_shape, shape_error = tuple(q.shape), None, exc
-    metas["attention_out"] = TensorMeta(out_shape, canonical_dtype(q.dtype))
+    metas["attention_out"] = TensorMeta(out_shape, _out_dtype(canonical_dtype(q.dtype), arrays))
     if attrs["softmax_lse_flag"] and lse_shape is not None:
         metas["softmax_lse"] = TensorMeta(lse_shape, "float32")
     params = FiaParams.from_api(metas, attrs)
-    tiling = tile_fia(params, target)
-    if shape_error is not None:
+    try:
+        tiling = tile_fia(params, target)
+        layout_error = shape_error
+    except ParamError as err:
+        # a complaint about the placeholder output is a complaint about the layout
+        if shape_error is None or err.param not in ("attention_out", "softmax_lse"):
+            raise
+        layout_error = err
+    if layout_error is not None:
         raise ParamError("input_layout", attrs["input_layout"],
                          f"query {tuple(q.shape)} / value {tuple(arrays['value'].shape)} do not fit the layout "
-                         f"({shape_error})", status=AclnnStatus.PARAM_INVALID, checker="api")
+                         f"({layout_error})", status=AclnnStatus.INNER_TILING_ERROR, checker="api")
     unsupported = [name for name in optional if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS]
     if unsupported:
         name = unsupported[0]
@@ -160,10 +192,9 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str):
         if len(unsupported) > 1:
             reason += f" (also given and not simulated: {', '.join(unsupported[1:])})"
         raise UnsupportedParameterError(name, _describe(arrays[name]), reason)
-    if tiling.route == "fai":
-        raise UnsupportedParameterError("input_layout", attrs["input_layout"],
-                                        "the arch22 TND split-fuse route (FAI: TND, sparse 0/3/4, inner_precise 0 "
-                                        "for GQA) is not simulated; its tiling is not mirrored")
+    if paged and arrays["key"].ndim not in (3, 4):
+        raise UnsupportedParameterError("key", _describe(arrays["key"]), "only the BnBsH (blocks, block_size, H) "
+                                        "and BnNBsD (blocks, N, block_size, D) paged caches are simulated, not NZ")
     if not tiling.cores and _has_work(tiling):
         raise UnsupportedParameterError("actual_seq_lengths_kv", list(tiling.kv_seqlens),
                                         f"the {tiling.route}/{tiling.template} tiling gave no core work for this "
@@ -204,6 +235,14 @@ def _out_shape(qshape, attrs: dict, value, paged: bool = False) -> tuple:
     else:
         dv = vshape[-1]
     return shape_for(tuple(qshape), lay.qkv, lay.out, n1, dv)
+
+
+def _out_dtype(q_dtype: str, arrays: dict) -> str:
+    """attention_out's dtype as torch_npu infers it: int8 with quant_scale2 (post quant), fp16 for an int8
+    query, else the query's dtype."""
+    if arrays.get("quant_scale2") is not None:
+        return "int8"
+    return "float16" if q_dtype == "int8" else q_dtype
 
 
 def _has_work(tiling) -> bool:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ...tiling.result import FiaTiling
 from ..golden.layouts import parse_layout
+from ..errors import UnsupportedParameterError
 from ..golden.masks import INT_MAX, MaskEngine
 from .kernel import LSE_EMPTY, fia_attention, fia_fd_combine
 
@@ -114,10 +115,15 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     # masks: one left-up band per batch and/or an explicit [Bm, S1, S2] mask
     decode = (not lay.token) and max(tiling.q_seqlens or [0]) <= 1 and \
         (q.shape[2] if lay.qkv == "BNSD" else q.shape[1]) == 1
-    engine = MaskEngine(sparse_mode=sparse_mode, atten_mask=atten_mask, pre_tokens=pre_tokens,
-                        next_tokens=next_tokens, batch=b, decode=decode, legacy_decode=legacy_route,
-                        token_layout=lay.token,
-                        left_padding=query_padding_size is not None or kv_padding_size is not None)
+    try:
+        engine = MaskEngine(sparse_mode=sparse_mode, atten_mask=atten_mask, pre_tokens=pre_tokens,
+                            next_tokens=next_tokens, batch=b, decode=decode, legacy_decode=legacy_route,
+                            token_layout=lay.token,
+                            left_padding=query_padding_size is not None or kv_padding_size is not None)
+    except ValueError as exc:   # a mask the tiling accepts but whose reading the simulator does not model
+        raise UnsupportedParameterError("atten_mask", atten_mask, f"{exc} (sparse_mode {sparse_mode}, "
+                                        f"{'decode' if decode else 'prefill'}): this mask reading is not "
+                                        "simulated") from None
     band, pre, nxt = _band(engine, qlen, kvlen, pre_tokens, next_tokens)
     use_mask = engine.mode in ("full", "default")
     mask = np.ascontiguousarray(engine.user) if use_mask else np.zeros((1, 1, 1), np.uint8)

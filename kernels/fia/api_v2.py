@@ -1,0 +1,127 @@
+"""``npu_fused_infer_attention_score_v2``: torch_npu's second FIA API, run on the simulated chip.
+
+Model
+-----
+V2 calls the same operator (aclnnFusedInferAttentionScoreV4 underneath) with
+renamed, trimmed keywords and one new input, ``learnable_sink``. This module
+only renames: every V2 keyword maps to the V1 record that ``prepare_fia`` /
+``run_fia`` read, so both APIs share the checks, the tiling and the kernels.
+
+=========================  ==========================  =====================================
+V2 keyword                 operator parameter (V1)     simulated
+=========================  ==========================  =====================================
+actual_seq_qlen            actual_seq_lengths          yes
+actual_seq_kvlen           actual_seq_lengths_kv       yes
+num_query_heads            num_heads                   yes
+softmax_scale              scale                       yes
+return_softmax_lse         softmax_lse_flag            yes
+learnable_sink             learnable_sink              yes (one logit per query head)
+dequant_scale_key/value    key/value_antiquant_scale   no: UnsupportedParameterError
+dequant_offset_key/value   key/value_antiquant_offset  no
+quant_scale_out/offset_out quant_scale2/offset2        no
+dequant_scale_query,       (query / rope quantisation) no
+quant_scale_p,
+dequant_scale_key_rope
+query_quant_mode           (V4 attribute)              0 only; 3 (per-token per-head) needs
+                                                       the quant kernel
+key/value_quant_mode       key/value_antiquant_mode    0 only
+*_dtype, out_dtype         (reserved)                  must stay None
+=========================  ==========================  =====================================
+
+Invariants
+----------
+* A keyword that changes the computation and is not modelled raises
+  ``UnsupportedParameterError`` naming the V2 keyword; nothing is dropped.
+* The result is exactly what the V1 call with the mapped keywords returns
+  (plus the sink), so V1 and V2 agree wherever both can express a call.
+"""
+
+from __future__ import annotations
+
+from ...tiling.errors import ParamError
+from ...tiling.platform import DEFAULT_TARGET
+from ..errors import UnsupportedParameterError
+from .api import simulate_fia
+
+__all__ = ["npu_fused_infer_attention_score_v2", "V2_TO_V1"]
+
+#: V2 tensor keywords -> the operator parameter they feed.
+V2_TO_V1 = {
+    "query_rope": "query_rope", "key_rope": "key_rope", "pse_shift": "pse_shift", "atten_mask": "atten_mask",
+    "actual_seq_qlen": "actual_seq_lengths", "actual_seq_kvlen": "actual_seq_lengths_kv",
+    "block_table": "block_table", "dequant_scale_key": "key_antiquant_scale",
+    "dequant_offset_key": "key_antiquant_offset", "dequant_scale_value": "value_antiquant_scale",
+    "dequant_offset_value": "value_antiquant_offset", "quant_scale_out": "quant_scale2",
+    "quant_offset_out": "quant_offset2", "learnable_sink": "learnable_sink",
+}
+
+#: V2-only quantisation inputs with no V1 name (all need the quant kernels).
+_V2_ONLY_QUANT = {
+    "dequant_scale_query": "query dequantisation (FA quant, query_quant_mode 3) is not simulated",
+    "dequant_scale_key_rope": "reserved by torch_npu; MLA rope quantisation is not simulated",
+    "quant_scale_p": "P quantisation (fp8/int8 FA quant) is not simulated",
+}
+
+_RESERVED_DTYPES = ("query_dtype", "key_dtype", "value_dtype", "query_rope_dtype", "key_rope_dtype",
+                    "key_shared_prefix_dtype", "value_shared_prefix_dtype", "dequant_scale_query_dtype",
+                    "dequant_scale_key_dtype", "dequant_scale_value_dtype", "dequant_scale_key_rope_dtype",
+                    "out_dtype")
+
+
+def npu_fused_infer_attention_score_v2(
+        query, key, value, *, query_rope=None, key_rope=None, pse_shift=None, atten_mask=None,
+        actual_seq_qlen=None, actual_seq_kvlen=None, block_table=None, dequant_scale_query=None,
+        dequant_scale_key=None, dequant_offset_key=None, dequant_scale_value=None, dequant_offset_value=None,
+        dequant_scale_key_rope=None, quant_scale_out=None, quant_offset_out=None, quant_scale_p=None,
+        learnable_sink=None, num_query_heads=1, num_key_value_heads=0, softmax_scale=1.0,
+        pre_tokens=2147483647, next_tokens=2147483647, input_layout="BSH", sparse_mode=0, block_size=0,
+        query_quant_mode=0, key_quant_mode=0, value_quant_mode=0, inner_precise=0, return_softmax_lse=False,
+        query_dtype=None, key_dtype=None, value_dtype=None, query_rope_dtype=None, key_rope_dtype=None,
+        key_shared_prefix_dtype=None, value_shared_prefix_dtype=None, dequant_scale_query_dtype=None,
+        dequant_scale_key_dtype=None, dequant_scale_value_dtype=None, dequant_scale_key_rope_dtype=None,
+        out_dtype=None, target: str = DEFAULT_TARGET):
+    """FusedInferAttentionScore (torch_npu V2 keywords) on the simulator; see the module docstring.
+
+    Returns ``(attention_out, softmax_lse)``; ``softmax_lse`` is empty unless ``return_softmax_lse``."""
+    given = dict(locals())
+    for name, reason in _V2_ONLY_QUANT.items():
+        if given[name] is not None:
+            raise UnsupportedParameterError(name, _short(given[name]), reason)
+    for name in _RESERVED_DTYPES:
+        if given[name] is not None:
+            raise UnsupportedParameterError(name, given[name], "a reserved torch_npu dtype override; the "
+                                            "simulator takes dtypes from the arrays (leave it None)")
+    for name in ("query_quant_mode", "key_quant_mode", "value_quant_mode"):
+        if given[name] != 0:
+            raise UnsupportedParameterError(name, given[name], "quantised attention is not simulated (only mode 0)")
+    optional = {v1: given[v2] for v2, v1 in V2_TO_V1.items()}
+    attrs = dict(num_heads=num_query_heads, scale=softmax_scale, pre_tokens=pre_tokens, next_tokens=next_tokens,
+                 input_layout=input_layout, num_key_value_heads=num_key_value_heads, sparse_mode=sparse_mode,
+                 inner_precise=inner_precise, block_size=block_size, antiquant_mode=0,
+                 softmax_lse_flag=bool(return_softmax_lse), key_antiquant_mode=key_quant_mode,
+                 value_antiquant_mode=value_quant_mode)
+    try:
+        return simulate_fia(query, key, value, optional, attrs, target)
+    except (UnsupportedParameterError, ParamError) as err:
+        raise _renamed(err) from None
+
+
+#: operator (V1) names -> the V2 keyword a caller of this API used
+_V1_TO_V2 = {**{v1: v2 for v2, v1 in V2_TO_V1.items()}, "num_heads": "num_query_heads", "scale": "softmax_scale",
+             "softmax_lse_flag": "return_softmax_lse", "key_antiquant_mode": "key_quant_mode",
+             "value_antiquant_mode": "value_quant_mode"}
+
+
+def _renamed(err):
+    """The same refusal (same class, status and rule), naming the V2 keyword the caller used."""
+    v2 = _V1_TO_V2.get(err.param)
+    if v2 is None or v2 == err.param:
+        return err
+    if isinstance(err, ParamError):
+        return ParamError(v2, err.value, err.rule, status=err.status, checker=err.checker)
+    return UnsupportedParameterError(v2, err.value, err.reason)
+
+
+def _short(x) -> str:
+    shape = getattr(x, "shape", None)
+    return f"tensor {tuple(shape)}" if shape is not None else repr(x)

@@ -1,0 +1,104 @@
+"""The FIA st corpus (``st/fia_v4.json``, upstream ATK system tests) through the simulated operator.
+
+The corpus describes aclnnFusedInferAttentionScoreV4 calls: torch_npu's V1 keywords plus
+``query_quant_mode`` and ``learnable_sink``, exactly the parameter set of
+``cvtile.kernels.fia.api.fused_infer_attention_score_v4`` (what ``cvtile cases`` runs).
+
+Outputs are judged against the golden with P rounded to the input dtype (``fia_golden_lowp``, as in
+the kernel grid: the chip's cube multiplies P in fp16/bf16) under the upstream tolerance classes.
+
+Measured (2-core machine, cold numba cache): the whole corpus takes about 9 minutes (one kernel
+compile per new specialisation, several multi-GB cases), so it is in the slow tier; the default tier
+runs two small cases. The ratchet: ``passed`` may only go up; the known failures and errors are listed with
+their causes and may only go away.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cvtile.kernels import fia_golden_lowp, run_st_corpus
+from cvtile.kernels.fia.api import fused_infer_attention_score_v4 as v4_api
+
+#: passed cases measured on 2026-11 (123 cases: 62 passed, 4 failed, 56 unsupported, 1 error; 32 passed
+#: before paged KV, pse_shift, left padding and the TND split-fuse route were simulated)
+PASSED_FLOOR = 62
+#: known failures (case id -> cause); a case may leave this list, none may join it
+KNOWN_FAILED = {
+    # decode D 128 with scale 1.0 on [-2, 2] data: scores reach |60|, so the kernel's fp32 scores (the chip's
+    # L0C) flip about one P rounding in ten against the golden's float64 scores; 5 of only 384 outputs fall
+    # outside the fp16 class (1.3 % > 0.5 %). Precision noise of the case, not of the kernel.
+    8: "fp32 scores vs float64 golden at scale 1.0 (5/384 outputs outside fp16 tolerance)",
+    # keys (and for 204 all inputs) drawn from the full bf16 range +-3.39e38: q.k overflows fp32 to inf, the
+    # rows become NaN and the kernel's invalid-row rule writes 0; the float64 golden does not overflow.
+    201: "key values +-3.39e38 overflow the fp32 scores (golden in float64 does not)",
+    204: "all inputs +-3.39e38 overflow the fp32 scores (golden in float64 does not)",
+    # bf16 TND paged decode-ish prefill, KV 2760 in several S2 blocks: the kernel rounds P (bf16) against each
+    # block's running max, the golden against the row's final max; that rounding noise alone puts 3 % of the
+    # outputs outside the bf16 class (1.5 % against the unrounded golden; the fp16 twin is at 0.5 %).
+    367: "bf16 multi-block P rounding noise (187/6144 outputs outside bf16 tolerance)",
+}
+#: known errors (case id -> cause)
+KNOWN_ERRORS = {
+    # paged MLA decode: the st reader pages key/value into a block cache but passes key_rope (1, 1024, 64)
+    # unpaged, and the tiling rightly refuses the mismatch (kernels/st_cases.py; reported to the lead).
+    70: "st reader does not page key_rope with key/value (ParamError on key_rope's block axis)",
+}
+#: small cases for the default tier: decode GQA 3 (BSH, D 128) with and without kv lengths (one kernel
+#: specialisation; the whole corpus is the slow tier)
+FAST = ("3", "4")
+
+SUMMARY = re.compile(r"^cases: (\d+) run, (\d+) passed, (\d+) failed, (\d+) unsupported, (\d+) errors(, (\d+) skipped)?$")
+
+
+@pytest.fixture(scope="module")
+def fia_path(corpus_file):
+    return corpus_file("st/fia_v4.json")
+
+
+def _check_summary(res):
+    line = res.summary_line()
+    m = SUMMARY.match(line)
+    assert m, line
+    run, passed, failed, unsupported, errors = (int(g) for g in m.groups()[:5])
+    assert (run, passed, failed, unsupported, errors) == (
+        res.run, res.count("passed"), res.count("failed"), res.count("unsupported"), res.count("error"))
+    assert run == passed + failed + unsupported + errors
+    return line
+
+
+def _why(records):
+    return "\n".join(f"{r.id}: {r.status}: {r.reason[:300]}" for r in records)
+
+
+def test_st_corpus_fast_subset(fia_path):
+    res = run_st_corpus(fia_path, v4_api, golden=fia_golden_lowp, select=FAST)
+    line = _check_summary(res)
+    assert line == f"cases: {len(FAST)} run, {len(FAST)} passed, 0 failed, 0 unsupported, 0 errors", \
+        _why(r for r in res.records if r.status != "passed")
+
+
+def test_v4_query_quant_mode_is_refused_by_name(fia_path):
+    res = run_st_corpus(fia_path, lambda **kw: v4_api(**dict(kw, query_quant_mode=3)), select=["3"])
+    assert res.records[0].status == "unsupported" and "query_quant_mode" in res.records[0].reason
+
+
+@pytest.mark.slow
+def test_st_corpus_ratchet(fia_path):
+    res = run_st_corpus(fia_path, v4_api, golden=fia_golden_lowp)
+    line = _check_summary(res)
+    print(line)
+    failed = {r.id: r for r in res.by_status("failed")}
+    errors = {r.id: r for r in res.by_status("error")}
+    assert set(failed) <= set(KNOWN_FAILED), "new failures:\n" + _why(r for i, r in failed.items()
+                                                                      if i not in KNOWN_FAILED)
+    assert set(errors) <= set(KNOWN_ERRORS), "new errors:\n" + _why(r for i, r in errors.items()
+                                                                    if i not in KNOWN_ERRORS)
+    assert res.count("passed") >= PASSED_FLOOR, line
+    # every unsupported case names the parameter the simulator does not model
+    for r in res.by_status("unsupported"):
+        assert r.reason.startswith(("unsupported parameter ", "golden: ")), (r.id, r.reason)
+    # the learnable-sink cases run
+    assert all(r.status == "passed" for r in res.records if "learnable_sink" in r.features)
