@@ -29,8 +29,9 @@ FusedInferAttentionScore specifics in ``make_inputs``:
 * paged attention: ``block_table`` is rebuilt as ``[B, max_blocks]`` int32 that
   maps each batch's needed blocks (``ceil(kv_len / block_size)``) to distinct
   random blocks, unused entries ``-1`` (as the upstream harness does). When the
-  case describes key/value as contiguous tensors (the older IFA cases) they
-  are paged into a cache first (BnBsH for BSH/BSND, BnNBsD for BNSD);
+  case describes key/value (and key_rope) as contiguous tensors (the older IFA
+  cases) they are paged alike into a cache first (BnBsH for BSH/BSND, BnNBsD
+  for BNSD);
 * outputs (``attentionOut``, ``softmaxLse``) are not inputs; they only tell
   the expected output shape/dtype.
 
@@ -367,6 +368,23 @@ def _list_int(v) -> list[int] | None:
     return [int(x) for x in (v if isinstance(v, list) else [v])]
 
 
+def _page_contiguous(t_bnsd: np.ndarray, table: np.ndarray, per: int, bs: int, num_blocks: int, *,
+                     cache_bnsd: bool) -> np.ndarray:
+    """A contiguous (B, N, S, D) tensor written into a block cache through ``table`` (its first ``per``
+    columns): BnNBsD when ``cache_bnsd``, else BnBsH; unused cache rows stay zero."""
+    b, n2, s, d = t_bnsd.shape
+    cache = np.zeros((num_blocks, n2, bs, d) if cache_bnsd else (num_blocks, bs, n2 * d), dtype=t_bnsd.dtype)
+    for bi in range(min(b, table.shape[0])):
+        for i in range(per):
+            blk = int(table[bi, i])
+            t0, t1 = i * bs, min(s, (i + 1) * bs)
+            if cache_bnsd:
+                cache[blk, :, :t1 - t0] = t_bnsd[bi, :, t0:t1]
+            else:
+                cache[blk, :t1 - t0] = t_bnsd[bi, :, t0:t1].transpose(1, 0, 2).reshape(t1 - t0, -1)
+    return cache
+
+
 def _page_kv(case: StCase, kw: dict, rng: np.random.Generator):
     """Rebuild ``block_table`` (and page contiguous key/value) so every needed block is valid and distinct."""
     bs = int(kw.get("block_size", 0) or 0)
@@ -385,35 +403,24 @@ def _page_kv(case: StCase, kw: dict, rng: np.random.Generator):
                                                            and key.shape[1] == nkv)
     kv_lens = _list_int(kw.get("actual_seq_lengths_kv"))
     if not is_cache:
-        # Older cases give contiguous K/V: page them (batch b's block i → a distinct random block).
+        # Older cases give contiguous K/V (and key_rope): page them alike (batch b's block i → a distinct
+        # random block).
         from .golden.layouts import to_bnsd
 
-        kb = to_bnsd(key, layout, nkv, "key")
-        vb = to_bnsd(value, layout, nkv, "value")
-        b, n2, s, _ = kb.shape
+        b, _, s, _ = to_bnsd(key, layout, nkv, "key").shape
         per = math.ceil(s / bs)
         if per > max_blocks:
             raise ValueError(f"block_table: {max_blocks} columns cannot hold S={s} with block_size={bs}")
         num_blocks = b * per
         perm = rng.permutation(num_blocks)
         table = np.full((batch, max_blocks), -1, dtype=np.int32)
-        cache_bnsd = layout == "BNSD"
-        kc = np.zeros((num_blocks, n2, bs, kb.shape[3]) if cache_bnsd else (num_blocks, bs, n2 * kb.shape[3]),
-                      dtype=key.dtype)
-        vc = np.zeros((num_blocks, n2, bs, vb.shape[3]) if cache_bnsd else (num_blocks, bs, n2 * vb.shape[3]),
-                      dtype=value.dtype)
         for bi in range(min(b, batch)):
-            for i in range(per):
-                blk = int(perm[bi * per + i])
-                table[bi, i] = blk
-                t0, t1 = i * bs, min(s, (i + 1) * bs)
-                if cache_bnsd:
-                    kc[blk, :, :t1 - t0] = kb[bi, :, t0:t1]
-                    vc[blk, :, :t1 - t0] = vb[bi, :, t0:t1]
-                else:
-                    kc[blk, :t1 - t0] = kb[bi, :, t0:t1].transpose(1, 0, 2).reshape(t1 - t0, -1)
-                    vc[blk, :t1 - t0] = vb[bi, :, t0:t1].transpose(1, 0, 2).reshape(t1 - t0, -1)
-        kw["key"], kw["value"], kw["block_table"] = kc, vc, table
+            table[bi, :per] = perm[bi * per:(bi + 1) * per]
+        for name in ("key", "value", "key_rope"):
+            if isinstance(kw.get(name), np.ndarray):
+                kw[name] = _page_contiguous(to_bnsd(kw[name], layout, nkv, name), table, per, bs, num_blocks,
+                                            cache_bnsd=layout == "BNSD")
+        kw["block_table"] = table
         return
     num_blocks = key.shape[0]
     if kv_lens is None:

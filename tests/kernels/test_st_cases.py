@@ -110,6 +110,31 @@ def test_contiguous_kv_of_older_paged_cases_is_paged(fia_cases):
     assert kw37["key"].shape == (8, 1, 128, 128)
 
 
+def test_key_rope_is_paged_with_key_and_value(fia_cases):
+    """Regression (st reader left key_rope unpaged): case 70 gives contiguous key/value (1, 1024, 512) and
+    key_rope (1, 1024, 64) with a block table; all three go into the same cache blocks."""
+    kw = fia_cases[70].make_inputs(np.random.default_rng(3))
+    bs = kw["block_size"]
+    assert kw["key"].shape == (8, bs, 512) and kw["value"].shape == (8, bs, 512)
+    assert kw["key_rope"].shape == (8, bs, 64)
+
+
+def test_page_contiguous_puts_each_block_where_the_table_says():
+    from cvtile.kernels.st_cases import _page_contiguous
+
+    t = np.arange(2 * 3 * 10 * 4, dtype=np.float32).reshape(2, 3, 10, 4)  # (B, N, S, D), S 10 in blocks of 4
+    table = np.array([[5, 0, 2, -1], [1, 4, 3, -1]], dtype=np.int32)
+    bnsd = _page_contiguous(t, table, 3, 4, 6, cache_bnsd=True)
+    bsh = _page_contiguous(t, table, 3, 4, 6, cache_bnsd=False)
+    for b in range(2):
+        for i in range(3):
+            rows = t[b, :, 4 * i:4 * i + 4]
+            blk = table[b, i]
+            np.testing.assert_array_equal(bnsd[blk, :, :rows.shape[1]], rows)
+            np.testing.assert_array_equal(bsh[blk, :rows.shape[1]], rows.transpose(1, 0, 2).reshape(rows.shape[1], -1))
+    assert not bnsd[2, :, 2:].any() and not bsh[3, 2:].any()  # the tail block's unused rows stay zero
+
+
 def test_padding_sizes_are_int64_vectors(fia_cases):
     kw = fia_cases[15].make_inputs(np.random.default_rng(0))
     assert kw["kv_padding_size"].dtype == np.int64 and list(kw["kv_padding_size"]) == [67]
