@@ -131,7 +131,7 @@ def _print_result(r) -> None:
         print(f"  {name:<14} {verdict}  max abs err {rep['max_abs_err']:.3e}  max rel err {rep['max_rel_err']:.3e}"
               f"  ({rep['violations']} of {rep['total']} outside rtol {rep['rtol']:.3g} atol {rep['atol']:.3g})")
     print(f"  wall time: simulated {r.sim_seconds:.3f} s, golden {r.golden_seconds:.3f} s"
-          f" (kernel compile {r.compile_seconds:.1f} s, cached on disk for the next run)")
+          f" (kernel compile or disk-cache load {r.compile_seconds:.1f} s)")
     print(f"  {'PASS' if r.passed else 'FAIL'}")
 
 
