@@ -29,6 +29,7 @@ from .types import (GM, L0A, L0B, L0C, L1, UB, DType, Space, bfloat16, bool_, fl
 block_idx = BUILTINS["block_idx"]
 block_num = BUILTINS["block_num"]
 subblock_idx = BUILTINS["subblock_idx"]
+subblock_num = BUILTINS["subblock_num"]
 load = BUILTINS["load"]
 store = BUILTINS["store"]
 copy = BUILTINS["copy"]
@@ -59,7 +60,7 @@ __all__ = [
     "jit", "inline", "constexpr", "cube", "vector", "JITFunction", "CompiledKernel", "CompilationError",
     "BudgetError", "SimulationError", "GM", "L1", "L0A", "L0B", "L0C", "UB", "DType", "Space", "float16",
     "bfloat16", "float32", "int8", "int16", "int32", "int64", "uint8", "bool_", "block_idx", "block_num",
-    "subblock_idx", "load", "store", "copy", "mma", "zeros", "full", "iota", "exp", "log", "sqrt", "rsqrt", "abs",
+    "subblock_idx", "subblock_num", "load", "store", "copy", "mma", "zeros", "full", "iota", "exp", "log", "sqrt", "rsqrt", "abs",
     "relu", "maximum", "minimum", "where", "cast", "rowmax", "rowsum", "rowmin", "ds", "static_assert",
     "static_range", "inf",
 ]

@@ -14,7 +14,8 @@ the hardware would run it:
   place), so intervals are half-open.
 * **Vector row split.** The vector cores of a group split a rank-2 vector tile
   by rows (``cv_ratio`` ways, the AIV each owning its half); rank-1 tiles are
-  counted whole.
+  counted whole. A kernel with explicit sub-blocks (``subblock_idx()``)
+  already writes its vector tiles per AIV: they are counted whole.
 * **Streaming vector passes.** A maximal run of row-local vector ops (elementwise,
   cast, row reductions, broadcasts, hand-offs in) processes its rows in chunks:
   tiles that live only inside the pass are counted at the chunk height R, the
@@ -201,7 +202,8 @@ class _Liveness:
 
 def plan_budget(kernel: Kernel, platform) -> BudgetReport:
     lv = _Liveness(kernel)
-    cv = platform.cv_ratio if kernel.kind == "mixed" else 1  # an AIV-only kernel's block is one vector core
+    # an AIV-only kernel's block is one vector core; a kernel with explicit sub-blocks writes its tiles per AIV
+    cv = platform.cv_ratio if kernel.kind == "mixed" and not kernel.subblocks else 1
     intervals: dict[str, list] = {s: [] for s in ("L1", "L0A", "L0B", "L0C", "UB")}
     chunked: list = []  # (pass id, start, end, bytes per row, BufferUse template, rows)
     mma_plans: list[MmaPlan] = []

@@ -44,7 +44,9 @@ constexpr = _Constexpr()
 _DOCS = {
     "block_idx": "block_idx() -> int: the index of this AI core (cube+vector group; vector core for AIV-only kernels).",
     "block_num": "block_num() -> int: the number of cores the kernel was launched on.",
-    "subblock_idx": "subblock_idx() -> int: the vector core index (0/1) within a core group; 0 in program order.",
+    "subblock_idx": "subblock_idx() -> int: in `with vector():`, this vector core's index (0..subblock_num()-1) in "
+                    "its core group; using it makes each vector section run once per vector core.",
+    "subblock_num": "subblock_num() -> int: the vector cores per core group (the platform's cv ratio, 2).",
     "load": "load(window, space=None) -> tile: GM->L1 in cube scope, GM->UB in vector scope.",
     "store": "store(window, tile): UB->GM (vector) or L0C->GM through the fixpipe (cube, may cast).",
     "copy": "copy(tile, space) -> tile: an on-chip move along a legal edge (L1->L0A/L0B; 950 adds L0C->UB, UB->L1).",

@@ -120,6 +120,13 @@ class Builder:
         self._handoffs: list[dict] = [{}]
         self.value_scope: dict[int, str | None] = {}
         self.scopes_seen: set[str] = set()
+        #: explicit sub-blocks (``subblock_idx()``): None on the first walk; on the second walk the number of
+        #: vector cores each ``with vector():`` section runs on, one after the other (see frontend.build_kernel)
+        self.subblocks: int | None = None
+        #: where the first walk met ``subblock_idx()`` / ``subblock_num()`` (None: not used)
+        self.subblock_use: Loc | None = None
+        #: the running section's sub-block index (a loop variable) on the second walk
+        self.subblock_value: Value | None = None
 
     # ------------------------------------------------------------------ errors
     def error(self, message: str):

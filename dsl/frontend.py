@@ -14,6 +14,16 @@ description of a GM tensor). Statements map to IR as follows:
 * ``if`` on a compile-time condition keeps one branch; on a runtime scalar it
   becomes an IR ``if`` whose results are the variables either arm assigns.
 * ``with cube():`` / ``with vector():`` set the scope of the enclosed ops.
+* Sub-blocks: a kernel without ``subblock_idx()`` writes each vector section
+  for the whole core group (both AIVs' rows at once; the CV split divides
+  them). A kernel that calls ``subblock_idx()`` / ``subblock_num()`` is walked
+  twice: the first walk finds the call and the kernel kind; the second makes
+  every ``with vector():`` section an IR loop over the group's vector cores
+  (``subblock_num()`` = the platform's cv ratio), ``subblock_idx()`` being the
+  loop variable, so program order runs AIV 0's section, then AIV 1's. Each
+  vector core has its own UB and scalars: a section may not rebind a name
+  that lives before it, and what it creates is not visible after it (state
+  between sub-blocks and to the cube passes through GM).
 * Calls to builtins lower through the ``Builder``; calls to other ``@jit`` or
   ``@inline`` functions are inlined; other Python callables run at compile
   time when every argument is a compile-time value (``math.sqrt(D)``).
@@ -99,6 +109,10 @@ class InlineFunction:
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self.__name__} is a cvtile inline function: call it from an @jit kernel")
+
+
+#: the loop variable name of a sub-block section (not a Python identifier a kernel can write)
+_SUBBLOCK = "subblock idx"
 
 
 class _Poison:
@@ -265,10 +279,36 @@ class FunctionCompiler(ast.NodeVisitor):
         self.b.scope = marker.name
         try:
             self._nested += 1
-            self.run(st.body)
+            if marker.name == "vector" and self.b.subblocks:
+                self._subblock_section(st)
+            else:
+                self.run(st.body)
         finally:
             self._nested -= 1
             self.b.scope = None
+
+    def _subblock_section(self, st):
+        """``with vector():`` of a kernel that uses sub-blocks: a loop over the group's vector cores."""
+        line = self.src.loc(st).line
+        before = dict(self.names)
+        for name in sorted(_assigned_names(st.body)):
+            v = before.get(name)
+            if v is not None and not isinstance(v, _Poison) and _carryable(v):
+                self.err(f"`with vector():` rebinds {name!r}, which lives before the section: the kernel uses "
+                         f"subblock_idx(), so each vector core runs the section on its own UB and scalars and no "
+                         f"value passes from one sub-block's run to the next; keep such state in GM", st)
+        loop = ast.For(target=ast.Name(id=_SUBBLOCK, ctx=ast.Store()), iter=ast.Constant(None), body=st.body,
+                       orelse=[])
+        ast.copy_location(loop, st)
+        ast.copy_location(loop.target, st)
+        self.runtime_for(loop, 0, self.b.subblocks, 1)
+        self.names.pop(_SUBBLOCK, None)
+        for name, v in list(self.names.items()):
+            if name not in before and isinstance(v, _Poison):
+                self.names[name] = _Poison(
+                    f"{name!r} is first assigned inside the `with vector():` section at line {line}, which runs "
+                    f"once per vector core (the kernel uses subblock_idx()), so it is not visible after it; pass "
+                    f"it through GM")
 
     def stmt_If(self, st):
         cond = self.eval(st.test)
@@ -411,7 +451,8 @@ class FunctionCompiler(ast.NodeVisitor):
             v = self.names[name]
             inits.append(self.b.value(v))
         body = Block()
-        iv = Value(INDEX, st.target.id)
+        var = "subblock" if st.target.id == _SUBBLOCK else st.target.id
+        iv = Value(INDEX, var)
         body.args.append(iv)
         args = []
         for name, v in zip(carried, inits):
@@ -425,6 +466,9 @@ class FunctionCompiler(ast.NodeVisitor):
             self.names[name] = a
         self.b.push_block(body)
         self._nested += 1
+        outer_subblock = self.b.subblock_value
+        if st.target.id == _SUBBLOCK:
+            self.b.subblock_value = iv  # subblock_idx() of this section (also inside inlined helpers)
         try:
             self.run(st.body)
             outs = []
@@ -447,6 +491,7 @@ class FunctionCompiler(ast.NodeVisitor):
             self.b.emit("yield", outs, [], scope=None)
         finally:
             self._nested -= 1
+            self.b.subblock_value = outer_subblock
             self.b.pop_block()
         after = before
         for name in assigned | {st.target.id}:
@@ -462,7 +507,7 @@ class FunctionCompiler(ast.NodeVisitor):
         self.at(st)
         op = self.b.emit("for", [lo, hi, step, *inits], [v.type for v in inits], blocks=[body], scope=None,
                          names=carried)
-        op.attrs["var"] = st.target.id
+        op.attrs["var"] = var
         for name, r in zip(carried, op.results):
             self.names[name] = r
 
@@ -745,10 +790,19 @@ class FunctionCompiler(ast.NodeVisitor):
         return self.b.emit("block_num", [], [INDEX], scope=None).result
 
     def bi_subblock_idx(self):
-        self.err("subblock_idx() is not available yet: in program order a `with vector():` section computes the "
-                 "rows of both vector cores of a core group at once (the CV-split pass that gives each vector core "
-                 "its half is not built), so a kernel that splits rows by subblock_idx() would silently compute "
-                 "only half of them")
+        if self.b.scope != "vector":
+            self.err("subblock_idx() outside `with vector():`: only the vector cores of a core group have a "
+                     "sub-block index")
+        if self.b.subblocks is None:  # first walk: note the use, stand in a runtime index
+            self.b.subblock_use = self.b.subblock_use or self.b.loc
+            return self.b.emit("subblock_idx", [], [INDEX], scope=None).result
+        return self.b.subblock_value
+
+    def bi_subblock_num(self):
+        if self.b.subblocks is None:
+            self.b.subblock_use = self.b.subblock_use or self.b.loc
+            return self.b.platform.cv_ratio
+        return self.b.subblocks
 
     def _window(self, v, what):
         if isinstance(v, GMView):
@@ -867,7 +921,20 @@ def build_kernel(fn, bindings: dict, platform, name: str | None = None) -> Kerne
     """Compile ``fn`` to IR. ``bindings`` maps each parameter to ``("constexpr", value)``,
     ``("tensor", TensorType)`` or ``("scalar", ScalarType)``."""
     src = source_of(fn)
+    b, kind, params, args = _walk(src, bindings, platform, None)
+    if b.subblock_use is not None:
+        if kind != "mixed":
+            raise CompilationError("subblock_idx() / subblock_num() need a kernel with both `with cube():` and "
+                                   "`with vector():` sections: in a vector-only kernel each block is one vector "
+                                   "core (split the work by block_idx())", b.subblock_use)
+        b, kind, params, args = _walk(src, bindings, platform, platform.cv_ratio)
+    return Kernel(name or fn.__name__, params, args, b.root, src.loc(src.tree), platform.name,
+                  {p.name: p.value for p in params if p.kind == "constexpr"}, kind, b.subblocks or 0)
+
+
+def _walk(src: Source, bindings: dict, platform, subblocks: int | None):
     b = Builder(platform, src.filename)
+    b.subblocks = subblocks
     b.loc = src.loc(src.tree)
     names: dict = {}
     params: list[Param] = []
@@ -896,6 +963,4 @@ def build_kernel(fn, bindings: dict, platform, name: str | None = None) -> Kerne
     fc = FunctionCompiler(b, src, names)
     fc.run(src.tree.body)
     kind = "mixed" if {"cube", "vector"} <= b.scopes_seen else ("aic" if "cube" in b.scopes_seen else "aiv")
-    return Kernel(name or fn.__name__, params, args, b.root, src.loc(src.tree), platform.name,
-                  {p.name: p.value for p in params if p.kind == "constexpr"}, kind)
-
+    return b, kind, params, args

@@ -154,6 +154,10 @@ class Kernel:
     target: str
     constexprs: dict = field(default_factory=dict)
     kind: str = "mixed"          # "mixed" (cube + vector), "aic" (cube only), "aiv" (vector only)
+    #: 0: each ``with vector():`` section covers the rows of all vector cores of the group at once (the
+    #: CV split divides them later); n > 0: the kernel uses subblock_idx() and each section is a loop over
+    #: the group's n vector cores, one sub-block per iteration, each owning its own tiles
+    subblocks: int = 0
 
     def ops(self) -> Iterator[Op]:
         return walk(self.body)

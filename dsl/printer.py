@@ -99,5 +99,6 @@ def format_kernel(k: Kernel) -> str:
             params.append(f"{p.name}={p.value!r}")
         else:
             params.append(f"{_v(next(args))}: {p.type!r}")
-    head = f"kernel {k.name}[{k.kind}, target={k.target}]({', '.join(params)})  # {k.loc}"
+    sub = f", {k.subblocks} sub-blocks" if k.subblocks else ""
+    head = f"kernel {k.name}[{k.kind}{sub}, target={k.target}]({', '.join(params)})  # {k.loc}"
     return "\n".join([head] + _block(k.body, 1))

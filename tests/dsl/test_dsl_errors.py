@@ -687,22 +687,10 @@ def test_the_same_kernel_runs_cleanly_in_bounds():
 
 
 @ct.jit
-def uses_subblock_idx(x, o):
-    with ct.vector():
-        r0 = ct.subblock_idx() * 8  # <- error
-        ct.store(o[ct.ds(r0, 8)], ct.load(x[ct.ds(r0, 8)]))
-
-
-@ct.jit
 def stores_into_broadcast(x, o):
     with ct.vector():
         t = ct.load(x[0:4, 0:8])
         ct.store(o.broadcast(0, 4)[0:4, 0:8], t)  # <- error
-
-
-def test_subblock_idx_is_rejected_until_the_cv_split_exists(dsl):
-    err = dsl.compile_error(uses_subblock_idx, np.zeros(16, np.float32), np.zeros(16, np.float32))
-    dsl.assert_at(err, uses_subblock_idx, MARK, "subblock_idx() is not available yet")
 
 
 def test_store_into_a_broadcast_view_is_rejected(dsl):
