@@ -35,74 +35,52 @@ def _at(vals: list[int], i: int) -> int:
     return vals[i] if 0 <= i < len(vals) else 0
 
 
+def _check_list(name: str, t, b: int, layout: str, limit: int, of: str, monotone: bool) -> None:
+    """Count and values of one list: TND/NTD -> exactly B, cumulative (non-decreasing when ``monotone``);
+    otherwise 1 or >= B elements, the first B each in [0, ``limit``] (S of ``of``)."""
+    tnd = layout in ("TND", "NTD")
+    n = _u32(numel(t.shape))
+    if tnd and n != b:
+        fail(CHECKER, name, n, f"with layout {layout} {name} needs exactly B ({b}) elements")
+    if not tnd and n != 1 and n < b:
+        fail(CHECKER, name, n, f"{name} needs 1 or at least B ({b}) elements")
+    if t.data is None:
+        return
+    v = _vals(t)
+    for k in range(b if tnd else min(n, b)):
+        if tnd and monotone and k and _at(v, k) < _at(v, k - 1):
+            fail(CHECKER, name, v, f"cumulative {name} must not decrease (element {k})")
+        if not tnd and _at(v, k) > limit:
+            fail(CHECKER, name, v, f"element {k} ({_at(v, k)}) must not exceed S of {of} ({limit})")
+        if _at(v, k) < 0:
+            fail(CHECKER, name, v, f"element {k} must not be negative")
+
+
+def _check_last(name: str, t, layout: str, shape, of: str) -> None:
+    """A TND (NTD) list's last element equals T, dim 0 (1) of ``of``."""
+    if layout not in ("TND", "NTD"):
+        return
+    last = _at(_vals(t), _u32(numel(t.shape)) - 1)
+    t_dim = dim(shape, 0 if layout == "TND" else 1)
+    if last != t_dim:
+        fail(CHECKER, name, last, f"the last element must equal T of {of} ({t_dim})")
+
+
 def single_para(c: CheckContext) -> None:
     i = c.info
     if i.is_max_workspace:
         return
     q = c.t("actual_seq_lengths") if i.actual_seq_q_present else None
     kv = c.t("actual_seq_lengths_kv")
-    tnd = i.q_layout in ("TND", "NTD")
-    b = i.b_size
     if q is not None:
-        n = _u32(numel(q.shape))
-        if tnd and n != b:
-            fail(CHECKER, "actual_seq_lengths", n, f"with layout {i.q_layout} actual_seq_lengths needs exactly B ({b}) "
-                 "elements")
-        if not tnd and n != 1 and n < b:
-            fail(CHECKER, "actual_seq_lengths", n, f"actual_seq_lengths needs 1 or at least B ({b}) elements")
-        if q.data is not None:
-            v = _vals(q)
-            if tnd:
-                for k in range(b):
-                    if k and _at(v, k) < _at(v, k - 1):
-                        fail(CHECKER, "actual_seq_lengths", v,
-                             f"cumulative actual_seq_lengths must not decrease (element {k})")
-                    if _at(v, k) < 0:
-                        fail(CHECKER, "actual_seq_lengths", v, f"element {k} must not be negative")
-            else:
-                for k in range(min(n, b)):
-                    if _at(v, k) > i.s1_size:
-                        fail(CHECKER, "actual_seq_lengths", v,
-                             f"element {k} ({_at(v, k)}) must not exceed S of query ({i.s1_size})")
-                    if _at(v, k) < 0:
-                        fail(CHECKER, "actual_seq_lengths", v, f"element {k} must not be negative")
+        _check_list("actual_seq_lengths", q, i.b_size, i.q_layout, i.s1_size, "query", monotone=True)
     if kv is not None:
-        n = _u32(numel(kv.shape))
-        if tnd and n != b:
-            fail(CHECKER, "actual_seq_lengths_kv", n, f"with layout {i.q_layout} actual_seq_lengths_kv needs exactly "
-                 f"B ({b}) elements")
-        if not tnd and n != 1 and n < b:
-            fail(CHECKER, "actual_seq_lengths_kv", n, f"actual_seq_lengths_kv needs 1 or at least B ({b}) elements")
-        if kv.data is not None:
-            v = _vals(kv)
-            if tnd:
-                for k in range(b):
-                    if k and i.kv_storage_mode != "page_attention" and _at(v, k) < _at(v, k - 1):
-                        fail(CHECKER, "actual_seq_lengths_kv", v,
-                             f"cumulative actual_seq_lengths_kv must not decrease (element {k})")
-                    if _at(v, k) < 0:
-                        fail(CHECKER, "actual_seq_lengths_kv", v, f"element {k} must not be negative")
-            else:
-                for k in range(min(n, b)):
-                    if _at(v, k) > i.s2_size:
-                        fail(CHECKER, "actual_seq_lengths_kv", v,
-                             f"element {k} ({_at(v, k)}) must not exceed S of key ({i.s2_size})")
-                    if _at(v, k) < 0:
-                        fail(CHECKER, "actual_seq_lengths_kv", v, f"element {k} must not be negative")
+        _check_list("actual_seq_lengths_kv", kv, i.b_size, i.q_layout, i.s2_size, "key",
+                    monotone=i.kv_storage_mode != "page_attention")
     if q is not None:
-        last = _at(_vals(q), _u32(numel(q.shape)) - 1)
-        qs = c.p.query.shape
-        if i.q_layout == "TND" and last != dim(qs, 0):
-            fail(CHECKER, "actual_seq_lengths", last, f"the last element must equal T of query ({dim(qs, 0)})")
-        if i.q_layout == "NTD" and last != dim(qs, 1):
-            fail(CHECKER, "actual_seq_lengths", last, f"the last element must equal T of query ({dim(qs, 1)})")
+        _check_last("actual_seq_lengths", q, i.q_layout, c.p.query.shape, "query")
     if kv is not None and i.kv_storage_mode != "page_attention":
-        last = _at(_vals(kv), _u32(numel(kv.shape)) - 1)
-        ks = c.p.key.shape
-        if i.kv_layout == "TND" and last != dim(ks, 0):
-            fail(CHECKER, "actual_seq_lengths_kv", last, f"the last element must equal T of key ({dim(ks, 0)})")
-        if i.kv_layout == "NTD" and last != dim(ks, 1):
-            fail(CHECKER, "actual_seq_lengths_kv", last, f"the last element must equal T of key ({dim(ks, 1)})")
+        _check_last("actual_seq_lengths_kv", kv, i.kv_layout, c.p.key.shape, "key")
 
 
 def existence(c: CheckContext) -> None:
