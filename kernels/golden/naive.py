@@ -54,19 +54,7 @@ def fia_naive(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq_
     token = lay_in in ("TND", "NTD")
 
     # ---- element readers -----------------------------------------------------------------------
-    def qvec(b, h, i):  # i = physical row (S index, or token index)
-        if lay_in == "BSH":
-            dq = query.shape[2] // n
-            return query[b, i, h * dq:(h + 1) * dq]
-        if lay_in == "BSND":
-            return query[b, i, h]
-        if lay_in == "BNSD":
-            return query[b, h, i]
-        if lay_in == "TND":
-            return query[i, h]
-        return query[h, i]  # NTD
-
-    def dense_vec(t, b, h, j, lay, heads):
+    def dense_vec(t, b, h, j, lay, heads):  # j = physical row (S index, or token index)
         if lay == "BSH":
             dd = t.shape[2] // heads
             return t[b, j, h * dd:(h + 1) * dd]
@@ -77,6 +65,9 @@ def fia_naive(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq_
         if lay == "TND":
             return t[j, h]
         return t[h, j]
+
+    def qvec(b, h, i):
+        return dense_vec(query, b, h, i, lay_in, n)
 
     def kv_vec(t, b, h, j, kv_base):
         if block_table is not None:
