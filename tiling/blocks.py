@@ -99,6 +99,12 @@ def gqa_s2_base(*, tnd: bool, s1: int, g: int, s2: int, mask: bool, sparse_mode:
     if mask and sparse_mode in (2, 3, 4) and base > 1024:
         base = 1024
         why += f"; compressed mask (sparse {sparse_mode}) caps it at 1024"
+    return _paged_round_and_clip(base, why, s2=s2, paged=paged, block_size=block_size)
+
+
+def _paged_round_and_clip(base: int, why: str, *, s2: int, paged: bool, block_size: int) -> tuple[int, str]:
+    """The S2 base's last two rules: a paged cache rounds it down to whole blocks, then it is clipped to S2
+    (S2 = 0 is tiled as 1024)."""
     if paged:
         rounded = paged_round_down(base, block_size)
         if rounded != base:
@@ -146,16 +152,7 @@ def mla_s2_base(*, s2: int, paged: bool, block_size: int, fd: bool = False, tnd:
             base, why = 128, "MLA FD with S2=256: sInner = 128"
         elif 256 < s2 <= 512:
             base, why = 256, "MLA FD with 256<S2<=512: sInner = 256"
-    if paged:
-        rounded = paged_round_down(base, block_size)
-        if rounded != base:
-            why += f"; PA block size {block_size} rounds it down to {rounded}"
-            base = rounded
-    s2_eff = s2 if s2 != 0 else 1024
-    if base > s2_eff:
-        why += f"; clipped to S2={s2_eff}"
-        base = s2_eff
-    return base, why
+    return _paged_round_and_clip(base, why, s2=s2, paged=paged, block_size=block_size)
 
 
 def mla_m_base(*, batch: int, n2: int, s1: int, g: int, cores: int, same_seq: bool) -> tuple[int, str]:

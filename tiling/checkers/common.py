@@ -438,25 +438,21 @@ def _value_out_d(c: CheckContext) -> None:
         fail(CHECKER, "attention_out", o, f"D of attention_out ({od}) must equal D of value ({vd})")
 
 
-def _query_shape(c: CheckContext) -> None:
-    i = c.info
-    q = c.p.query.shape
-    n = i.n1_size
-    heads = {"BNSD": dim(q, 1), "TND": dim(q, 1), "BSND": dim(q, 2), "NTD": dim(q, 0)}.get(i.q_layout, n)
+def _heads_valid(name: str, shape, layout: str, n: int, attr: str) -> None:
+    """N of a q/k tensor equals its heads attribute; a BSH H is a multiple of it."""
+    heads = {"BNSD": dim(shape, 1), "TND": dim(shape, 1), "BSND": dim(shape, 2), "NTD": dim(shape, 0)}.get(layout, n)
     if heads != n:
-        fail(CHECKER, "query", q, f"N of query must equal num_heads ({n})")
-    if i.q_layout == "BSH" and dim(q, 2) % n != 0:
-        fail(CHECKER, "query", q, f"H of query must be a multiple of num_heads ({n})")
+        fail(CHECKER, name, shape, f"N of {name} must equal {attr} ({n})")
+    if layout == "BSH" and dim(shape, 2) % n != 0:
+        fail(CHECKER, name, shape, f"H of {name} must be a multiple of {attr} ({n})")
+
+
+def _query_shape(c: CheckContext) -> None:
+    _heads_valid("query", c.p.query.shape, c.info.q_layout, c.info.n1_size, "num_heads")
 
 
 def _key_nh_valid(c: CheckContext, k) -> None:
-    i = c.info
-    n = i.n2_size
-    heads = {"BNSD": dim(k, 1), "TND": dim(k, 1), "BSND": dim(k, 2), "NTD": dim(k, 0)}.get(i.kv_layout, n)
-    if heads != n:
-        fail(CHECKER, "key", k, f"N of key must equal num_key_value_heads ({n})")
-    if i.kv_layout == "BSH" and dim(k, 2) % n != 0:
-        fail(CHECKER, "key", k, f"H of key must be a multiple of num_key_value_heads ({n})")
+    _heads_valid("key", k, c.info.kv_layout, c.info.n2_size, "num_key_value_heads")
 
 
 def _key_d_valid(c: CheckContext, k) -> None:
