@@ -105,11 +105,7 @@ def plan_gqa(d: Draft, plat: Platform) -> None:
         d.s2_base = d.decide("s2_base", blocks.s2_base, blocks.reasons["s2_base"])
         d.m_base = d.decide("m_base", blocks.m_base, blocks.reasons["m_base"])
         d.decide("softmax_brcb", blocks.softmax_brcb, blocks.reasons["softmax_brcb"])
-        q, kv = split_lengths_arch22(d, s2_eff, with_prefix=True)
-        d.q_lens, d.kv_lens = q, kv
-        grid = BlockGrid(GridSpec(v.batch, v.n2, v.g, q, kv, blocks.m_base, blocks.s2_base, v.s1_major, v.mask,
-                                  v.sparse_mode, v.pre_tokens, v.next_tokens))
-        _split(d, plat, grid, "FiaTilingNonQuant -> split_core")
+        _grid_split(d, plat, blocks, s2_eff, with_prefix=True, rule="FiaTilingNonQuant -> split_core")
         ws = arch22_gqa_workspace(cores=plat.aic, m_base=blocks.m_base, s2_base_aligned=blocks.s2_base_aligned,
                                   head_dim_aligned=blocks.head_dim_aligned, gs1=v.g * v.s1, fd=bool(d.fd_tasks),
                                   kv_bytes=2)
@@ -122,6 +118,16 @@ def plan_gqa(d: Draft, plat: Platform) -> None:
     fields.update(_key_digits(v, _Q_LAYOUT, _KV_LAYOUT, flags, 2 if v.sparse_mode == 9 else 0))
     _set_key(d, encode_arch22(fields), "FiaTilingNonQuant::GenTilingKey: 10^17 + template*10^15 + digits "
                                        "(layout, q, kv, out, origin, brcb4+PA2+FD1, antiquant, kv layout, tree)")
+
+
+def _grid_split(d: Draft, plat: Platform, blocks, s2_eff: int, *, with_prefix: bool, rule: str) -> None:
+    """Per-batch lengths, the (batch, head, M block, S2 block) grid at the template's bases, split_core."""
+    v = d.view
+    q, kv = split_lengths_arch22(d, s2_eff, with_prefix=with_prefix)
+    d.q_lens, d.kv_lens = q, kv
+    grid = BlockGrid(GridSpec(v.batch, v.n2, v.g, q, kv, blocks.m_base, blocks.s2_base, v.s1_major, v.mask,
+                              v.sparse_mode, v.pre_tokens, v.next_tokens))
+    _split(d, plat, grid, rule)
 
 
 def plan_mla(d: Draft, plat: Platform) -> None:
@@ -139,11 +145,7 @@ def plan_mla(d: Draft, plat: Platform) -> None:
     else:
         d.s2_base = d.decide("s2_base", blocks.s2_base, blocks.reasons["s2_base"])
         d.m_base = d.decide("m_base", blocks.m_base, blocks.reasons["m_base"])
-        q, kv = split_lengths_arch22(d, s2_eff, with_prefix=False)
-        d.q_lens, d.kv_lens = q, kv
-        grid = BlockGrid(GridSpec(v.batch, v.n2, v.g, q, kv, blocks.m_base, blocks.s2_base, v.s1_major, v.mask,
-                                  v.sparse_mode, v.pre_tokens, v.next_tokens))
-        _split(d, plat, grid, "FiaTilingNonQuantMla -> split_core")
+        _grid_split(d, plat, blocks, s2_eff, with_prefix=False, rule="FiaTilingNonQuantMla -> split_core")
         ws = arch22_mla_workspace(cores=plat.aic, m_base=blocks.m_base, s2_base_aligned=blocks.s2_base_aligned,
                                   head_dim_aligned=blocks.head_dim_aligned, gs1=v.g * v.s1, n2=v.n2,
                                   fd=bool(d.fd_tasks))
