@@ -20,39 +20,13 @@ float32, int8, int16, int32, int64, uint8, bool_`` are attributes of this
 module.
 """
 
-from .builtins import BUILTINS, constexpr, cube, vector
+from .builtins import (BUILTINS, abs, block_idx, block_num, cast, constexpr, copy, cube, ds, exp, full, iota, load,
+                       log, maximum, minimum, mma, relu, rowmax, rowmin, rowsum, rsqrt, sqrt, static_assert,
+                       static_range, store, subblock_idx, subblock_num, vector, where, zeros)
 from .errors import BudgetError, CompilationError, SimulationError
 from .jit import CompiledKernel, JITFunction, inline, jit
 from .types import (GM, L0A, L0B, L0C, L1, UB, DType, Space, bfloat16, bool_, float16, float32, int8, int16, int32,
                     int64, uint8)
-
-block_idx = BUILTINS["block_idx"]
-block_num = BUILTINS["block_num"]
-subblock_idx = BUILTINS["subblock_idx"]
-subblock_num = BUILTINS["subblock_num"]
-load = BUILTINS["load"]
-store = BUILTINS["store"]
-copy = BUILTINS["copy"]
-mma = BUILTINS["mma"]
-zeros = BUILTINS["zeros"]
-full = BUILTINS["full"]
-iota = BUILTINS["iota"]
-exp = BUILTINS["exp"]
-log = BUILTINS["log"]
-sqrt = BUILTINS["sqrt"]
-rsqrt = BUILTINS["rsqrt"]
-abs = BUILTINS["abs"]
-relu = BUILTINS["relu"]
-maximum = BUILTINS["maximum"]
-minimum = BUILTINS["minimum"]
-where = BUILTINS["where"]
-cast = BUILTINS["cast"]
-rowmax = BUILTINS["rowmax"]
-rowsum = BUILTINS["rowsum"]
-rowmin = BUILTINS["rowmin"]
-ds = BUILTINS["ds"]
-static_assert = BUILTINS["static_assert"]
-static_range = BUILTINS["static_range"]
 
 inf = float("inf")
 

@@ -354,39 +354,27 @@ def _staged_copy(op: Op) -> bool:
 
 
 def _mma_in_types(op: Op):
-    def t(which, idx):
-        w = op.attrs[f"{which}_window"]
-        if w is not None:
-            return TileType(w.tensor.type.dtype, L1, w.shape)
-        return None
-
-    ta, tb = t("a", 0), t("b", 1)
-    tiles = [o for o in op.operands if isinstance(o.type, TileType)]
-    if op.attrs.get("acc"):
-        tiles = tiles[:-1]
-    it = iter(tiles)
-    if ta is None:
-        ta = next(it).type
-    if tb is None:
-        tb = next(it).type
-    return ta, tb
+    """The (a, b) operand types of an mma; a streamed GM window counts as an L1 tile of its shape."""
+    tiles = iter(op.args)
+    out = []
+    for which in ("a", "b"):
+        w = op.windows.get(which)
+        out.append(TileType(w.tensor.type.dtype, L1, w.shape) if w is not None else next(tiles).type)
+    return tuple(out)
 
 
 def _streams(op: Op, which: int, lv: _Liveness) -> bool:
     """Whether an mma operand is streamed through L1 (a GM window, or a hand-off from the vector side)."""
     key = "a" if which == 0 else "b"
-    if op.attrs[f"{key}_stream"]:
+    if key in op.windows:
         return True
-    tiles = [o for o in op.operands if isinstance(o.type, TileType)]
-    idx = 0 if which == 0 or op.attrs["a_stream"] else 1
-    if op.attrs["a_stream"] and which == 1:
-        idx = 0
-    if idx >= len(tiles):
+    idx = 0 if which == 0 or "a" in op.windows else 1
+    if idx >= len(op.args):
         return False
-    v = tiles[idx]
+    v = op.args[idx]
     src = v.owner
     if src is not None and src.kind == "copy" and src.attrs.get("staged"):
-        v = src.operands[0]
+        v = src.args[0]
         src = v.owner
     return src is not None and src.kind == "handoff"
 

@@ -1,9 +1,13 @@
-"""The names a kernel calls: builtin markers that only mean something inside ``@jit`` code.
+"""The names a kernel calls: builtin functions that only mean something inside ``@jit`` code.
 
-Each builtin is an object the frontend recognises when a kernel calls it (it
-looks names up in the kernel's globals, so ``ct.exp`` and ``from cvtile.dsl
-import exp`` both work). Called from ordinary Python a builtin raises, naming
-itself: kernels are compiled, not executed by the interpreter.
+Each builtin is a real Python function with its signature and docstring
+(``help(ct.load)`` shows them), marked as a builtin. The frontend recognises
+it when a kernel calls it (names are looked up in the kernel's globals, so
+``ct.exp`` and ``from cvtile.dsl import exp`` both work), binds the call's
+arguments to the signature (a wrong call is a ``CompilationError`` at the
+kernel line naming the builtin and its signature) and lowers it. Called from
+ordinary Python a builtin raises, naming itself: kernels are compiled, not
+executed by the interpreter.
 
 ``constexpr`` marks compile-time parameters (``M: ct.constexpr``); their
 values are part of the compile cache key and fold during compilation.
@@ -11,18 +15,39 @@ values are part of the compile cache key and fold during compilation.
 
 from __future__ import annotations
 
+import functools
+import inspect
+
+from .types import int32
+
 __all__ = ["Builtin", "constexpr", "BUILTINS", "ScopeMarker", "cube", "vector"]
 
 
 class Builtin:
-    def __init__(self, name: str, doc: str):
-        self.name = name
-        self.__doc__ = doc
-        self.__name__ = name
+    """A kernel builtin: the stub function's name, signature and docstring."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = fn.__name__
+        self.signature = inspect.signature(fn)
+        self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+        self.__signature__ = self.signature
+        functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"cvtile.dsl.{self.name} is a kernel builtin: call it inside an @jit kernel "
                            f"(launch with kernel[grid](...))")
+
+    def bind(self, args, kwargs) -> inspect.BoundArguments:
+        """The call's arguments bound to the signature, defaults applied (TypeError when they do not fit)."""
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound
+
+    @property
+    def usage(self) -> str:
+        return f"{self.name}{self.signature}"
 
     def __repr__(self) -> str:
         return f"<cvtile builtin {self.name}>"
@@ -41,35 +66,174 @@ class _Constexpr:
 
 constexpr = _Constexpr()
 
-_DOCS = {
-    "block_idx": "block_idx() -> int: the index of this AI core (cube+vector group; vector core for AIV-only kernels).",
-    "block_num": "block_num() -> int: the number of cores the kernel was launched on.",
-    "subblock_idx": "subblock_idx() -> int: in `with vector():`, this vector core's index (0..subblock_num()-1) in "
-                    "its core group; using it makes each vector section run once per vector core.",
-    "subblock_num": "subblock_num() -> int: the vector cores per core group (the platform's cv ratio, 2).",
-    "load": "load(window, space=None) -> tile: GM->L1 in cube scope, GM->UB in vector scope.",
-    "store": "store(window, tile): UB->GM (vector) or L0C->GM through the fixpipe (cube, may cast).",
-    "copy": "copy(tile, space) -> tile: an on-chip move along a legal edge (L1->L0A/L0B; 950 adds L0C->UB, UB->L1).",
-    "mma": "mma(a, b, trans_b=False, acc=None) -> L0C tile: a @ b (or a @ b.T), fp32/int32 accumulation.",
-    "zeros": "zeros(shape, dtype, space=None, valid=None) -> tile filled with 0.",
-    "full": "full(shape, value, dtype, space=None, valid=None) -> tile filled with value.",
-    "iota": "iota(n, dtype=int32, start=0, valid=None) -> rank-1 UB tile [start, start+1, ...].",
-    "exp": "exp(x): elementwise e**x.", "log": "log(x): elementwise natural log.",
-    "sqrt": "sqrt(x): elementwise square root.", "rsqrt": "rsqrt(x): elementwise 1/sqrt(x).",
-    "abs": "abs(x): elementwise |x| (Python's abs() works too).", "relu": "relu(x): max(x, 0).",
-    "maximum": "maximum(a, b): elementwise max.", "minimum": "minimum(a, b): elementwise min.",
-    "where": "where(cond, a, b): elementwise select by a bool tile.",
-    "cast": "cast(x, dtype, rounding='rint') -> tile of dtype (RNE for float narrowing).",
-    "rowmax": "rowmax(x) -> rank-1 tile: the max of each row's valid columns.",
-    "rowsum": "rowsum(x) -> rank-1 tile: the sum of each row's valid columns.",
-    "rowmin": "rowmin(x) -> rank-1 tile: the min of each row's valid columns.",
-    "ds": "ds(start, size, valid=None): a GM slice of static extent size at a runtime start, valid <= size used.",
-    "static_assert": "static_assert(cond, msg=''): a compile-time assertion on constexpr values.",
-    "static_range": "static_range(n) / static_range(a, b): a loop unrolled at compile time.",
-}
+BUILTINS: dict[str, Builtin] = {}
 
-BUILTINS = {name: Builtin(name, doc) for name, doc in _DOCS.items()}
-cube = ScopeMarker("cube", "with cube(): the enclosed tile ops run on the cube core (AIC).")
-vector = ScopeMarker("vector", "with vector(): the enclosed tile ops run on the vector cores (AIV).")
-BUILTINS["cube"] = cube
-BUILTINS["vector"] = vector
+
+def _builtin(fn):
+    b = Builtin(fn)
+    BUILTINS[b.name] = b
+    return b
+
+
+def _scope(fn):
+    b = ScopeMarker(fn)
+    BUILTINS[b.name] = b
+    return b
+
+
+# ------------------------------------------------------------------ scopes
+
+@_scope
+def cube():
+    """with cube(): the enclosed tile ops run on the cube core (AIC)."""
+
+
+@_scope
+def vector():
+    """with vector(): the enclosed tile ops run on the vector cores (AIV)."""
+
+
+# ------------------------------------------------------------------ cores
+
+@_builtin
+def block_idx():
+    """block_idx() -> int: the index of this AI core (cube+vector group; vector core for AIV-only kernels)."""
+
+
+@_builtin
+def block_num():
+    """block_num() -> int: the number of cores the kernel was launched on."""
+
+
+@_builtin
+def subblock_idx():
+    """subblock_idx() -> int: in `with vector():`, this vector core's index (0..subblock_num()-1) in its core
+    group; using it makes each vector section run once per vector core."""
+
+
+@_builtin
+def subblock_num():
+    """subblock_num() -> int: the vector cores per core group (the platform's cv ratio, 2)."""
+
+
+# ------------------------------------------------------------------ data movement
+
+@_builtin
+def load(view, space=None):
+    """load(view, space=None) -> tile: GM->L1 in cube scope, GM->UB in vector scope."""
+
+
+@_builtin
+def store(view, tile):
+    """store(view, tile): UB->GM (vector) or L0C->GM through the fixpipe (cube, may cast)."""
+
+
+@_builtin
+def copy(tile, space):
+    """copy(tile, space) -> tile: an on-chip move along a legal edge (L1->L0A/L0B; 950 adds L0C->UB, UB->L1)."""
+
+
+@_builtin
+def mma(a, b, trans_b=False, acc=None):
+    """mma(a, b, trans_b=False, acc=None) -> L0C tile: a @ b (or a @ b.T), fp32/int32 accumulation."""
+
+
+# ------------------------------------------------------------------ tile creation
+
+@_builtin
+def zeros(shape, dtype, space=None, valid=None):
+    """zeros(shape, dtype, space=None, valid=None) -> tile filled with 0."""
+
+
+@_builtin
+def full(shape, value, dtype, space=None, valid=None):
+    """full(shape, value, dtype, space=None, valid=None) -> tile filled with value."""
+
+
+@_builtin
+def iota(n, dtype=int32, start=0, valid=None):
+    """iota(n, dtype=int32, start=0, valid=None) -> rank-1 UB tile [start, start+1, ...]."""
+
+
+# ------------------------------------------------------------------ vector math
+
+@_builtin
+def exp(x):
+    """exp(x): elementwise e**x."""
+
+
+@_builtin
+def log(x):
+    """log(x): elementwise natural log."""
+
+
+@_builtin
+def sqrt(x):
+    """sqrt(x): elementwise square root."""
+
+
+@_builtin
+def rsqrt(x):
+    """rsqrt(x): elementwise 1/sqrt(x)."""
+
+
+@_builtin
+def abs(x):
+    """abs(x): elementwise |x| (Python's abs() works too)."""
+
+
+@_builtin
+def relu(x):
+    """relu(x): max(x, 0)."""
+
+
+@_builtin
+def maximum(a, b):
+    """maximum(a, b): elementwise max."""
+
+
+@_builtin
+def minimum(a, b):
+    """minimum(a, b): elementwise min."""
+
+
+@_builtin
+def where(cond, a, b):
+    """where(cond, a, b): elementwise select by a bool tile."""
+
+
+@_builtin
+def cast(x, dtype, rounding="rint"):
+    """cast(x, dtype, rounding='rint') -> tile of dtype (RNE for float narrowing)."""
+
+
+@_builtin
+def rowmax(x):
+    """rowmax(x) -> rank-1 tile: the max of each row's valid columns."""
+
+
+@_builtin
+def rowsum(x):
+    """rowsum(x) -> rank-1 tile: the sum of each row's valid columns."""
+
+
+@_builtin
+def rowmin(x):
+    """rowmin(x) -> rank-1 tile: the min of each row's valid columns."""
+
+
+# ------------------------------------------------------------------ views and compile time
+
+@_builtin
+def ds(start, size, valid=None):
+    """ds(start, size, valid=None): a GM slice of static extent size at a runtime start, valid <= size used."""
+
+
+@_builtin
+def static_assert(cond, msg=""):
+    """static_assert(cond, msg=''): a compile-time assertion on constexpr values."""
+
+
+@_builtin
+def static_range(*args):
+    """static_range(n) / static_range(a, b): a loop unrolled at compile time."""

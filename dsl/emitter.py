@@ -27,15 +27,14 @@ Invariants
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .errors import CompilationError
-from .ir import Block, Loc, Op, Value
+from .ir import Block, Loc, Lookup, Op, Value, WDim, Window
 from .types import (BOOL, F32, GM, INDEX, L0A, L0B, L0C, L1, UB, DType, ScalarType, Space, TileType, bfloat16,
                     bool_, float16, float32, int8, int32, dtype_of, space_of)
 
-__all__ = ["Builder", "WDim", "Window", "Lookup", "is_const"]
+__all__ = ["Builder", "WDim", "Window", "Lookup", "is_const"]  # the address types live in ir; re-exported
 
 _SCALAR_BIN = {"add", "sub", "mul", "truediv", "floordiv", "mod", "min", "max", "lt", "le", "gt", "ge", "eq", "ne",
                "and", "or", "xor", "lshift", "rshift"}
@@ -51,63 +50,6 @@ _MMA_IN = {float16: float32, bfloat16: float32, int8: int32}
 
 def is_const(x) -> bool:
     return isinstance(x, (bool, int, float)) and not isinstance(x, Value)
-
-
-@dataclass
-class WDim:
-    """One dimension of a GM window: element i is merged index ``start + i`` of a
-    space of ``bound`` indices, decomposed mixed-radix by ``radices`` (outer to
-    inner) and addressed with ``strides``. ``extent`` is the static capacity;
-    ``valid`` the runtime count actually accessed (None = extent)."""
-
-    start: Any
-    bound: Any
-    extent: int
-    valid: Any
-    radices: list
-    strides: list
-    lookups: list = None   # per radix: None, or a Lookup (an index read from a GM table: paged KV)
-
-    def values(self):
-        out = [self.start, self.bound, self.valid, *self.radices, *self.strides]
-        for lk in self.lookups or ():
-            if lk is not None:
-                out += lk.values()
-        return out
-
-
-@dataclass
-class Lookup:
-    """An indirect digit: digit d of a merged dim addresses entry ``table[offset + d * stride]`` of a GM
-    integer table, whose value (checked to lie in [0, bound)) is the index actually used (a paged KV cache:
-    position p is row p % block_size of block ``block_table[b, p // block_size]``)."""
-
-    table: Any
-    offset: Any
-    stride: Any
-    bound: Any
-
-    def values(self):
-        return [self.table, self.offset, self.stride, self.bound]
-
-
-@dataclass
-class Window:
-    """A rectangular (rank 1 or 2) region of a GM tensor that a tile op reads or writes."""
-
-    tensor: Value
-    offset: Any
-    dims: list
-
-    @property
-    def shape(self) -> tuple:
-        return tuple(d.extent for d in self.dims)
-
-    def values(self):
-        out = [self.tensor, self.offset]
-        for d in self.dims:
-            out += d.values()
-        return out
 
 
 class Builder:
@@ -146,10 +88,11 @@ class Builder:
         return self.blocks.pop()
 
     def emit(self, kind: str, operands: Sequence = (), types: Sequence = (), attrs: dict | None = None,
-             blocks: Sequence[Block] = (), scope: Any = "current", names: Sequence | None = None) -> Op:
+             blocks: Sequence[Block] = (), scope: Any = "current", names: Sequence | None = None,
+             windows: dict | None = None) -> Op:
         scope = self.scope if scope == "current" else scope
         results = [Value(t, (names[i] if names else None)) for i, t in enumerate(types)]
-        op = Op(kind, [self.value(o) for o in operands], results, attrs, blocks, self.loc, scope)
+        op = Op(kind, [self.value(o) for o in operands], results, attrs, blocks, self.loc, scope, windows)
         self.block.append(op)
         for r in results:
             self.value_scope[r.id] = scope
@@ -324,7 +267,7 @@ class Builder:
                        f"(legal: GM->{'/'.join(s.name for s in legal)})")
         t = TileType(window.tensor.type.dtype, space, window.shape)
         self._check_tile_dtype(t.dtype, space)
-        return self.emit("load", window.values(), [t], {"window": window}).result
+        return self.emit("load", [], [t], windows={"window": window}).result
 
     def store(self, window: Window, tile) -> None:
         tile = self.use(self._tile(tile, "store's tile"))
@@ -350,7 +293,7 @@ class Builder:
         for i, (te, we) in enumerate(zip(tile.type.shape, window.shape)):
             if te > we:
                 self.error(f"store: tile dim {i} capacity {te} exceeds the window extent {we}")
-        self.emit("store", window.values() + [tile], [], {"window": window})
+        self.emit("store", [tile], [], windows={"window": window})
 
     def copy(self, tile, space) -> Value:
         tile = self.use(self._tile(tile, "copy's source"))
@@ -371,6 +314,7 @@ class Builder:
         self._require_scope("mma", "cube")
         a_t, a_in = self._mma_operand(a, L0A, "a")
         b_t, b_in = self._mma_operand(b, L0B, "b")
+        windows = {name: x for name, x in (("a", a), ("b", b)) if isinstance(x, Window)}
         if a_t.dtype != b_t.dtype:
             self.error(f"mma operands must have one dtype, got {a_t.dtype} and {b_t.dtype}")
         if a_t.dtype not in _MMA_IN:
@@ -383,21 +327,19 @@ class Builder:
             self.error(f"mma contraction extents differ: a is {m}x{k}, b{'^T' if trans_b else ''} is {kb}x{n}")
         rt = TileType(_MMA_IN[a_t.dtype], L0C, (m, n))
         operands = [*a_in, *b_in]
-        attrs = {"trans_b": bool(trans_b), "a_stream": isinstance(a, Window), "b_stream": isinstance(b, Window),
-                 "a_window": a if isinstance(a, Window) else None, "b_window": b if isinstance(b, Window) else None,
-                 "acc": acc is not None}
+        attrs = {"trans_b": bool(trans_b), "acc": acc is not None}
         if acc is not None:
             acc = self._tile(acc, "mma acc")
             if acc.type != rt:
                 self.error(f"mma acc must be {rt!r}, got {acc.type!r}")
             operands.append(acc)
-        return self.emit("mma", operands, [rt], attrs).result
+        return self.emit("mma", operands, [rt], attrs, windows=windows).result
 
     def _mma_operand(self, x, l0: Space, which: str):
         if isinstance(x, Window):
             if len(x.dims) != 2:
                 self.error(f"mma operand {which} must be a rank-2 window, got rank {len(x.dims)}")
-            return TileType(x.tensor.type.dtype, GM, x.shape), x.values()
+            return TileType(x.tensor.type.dtype, GM, x.shape), []
         v = self.use(self._tile(x, f"mma operand {which}"))
         sp = v.type.space
         if sp is L1:

@@ -715,13 +715,11 @@ class FunctionCompiler(ast.NodeVisitor):
         if isinstance(fn, B.ScopeMarker):
             self.err(f"{fn.name}() is used as `with {fn.name}():`", node)
         if isinstance(fn, B.Builtin):
-            handler = getattr(self, "bi_" + fn.name)
             try:
-                return handler(*args, **kwargs)
+                bound = fn.bind(args, kwargs)
             except TypeError as e:
-                if "bi_" in str(e) or "positional" in str(e) or "keyword" in str(e):
-                    self.err(f"{fn.name}: {str(e).replace('bi_', '')}. {fn.__doc__}", node)
-                raise
+                self.err(f"{fn.name}: {e}; the builtin is {fn.__doc__.splitlines()[0]}", node)
+            return getattr(self, "bi_" + fn.name)(*bound.args, **bound.kwargs)
         if isinstance(fn, InlineFunction) or hasattr(fn, "__cvtile_jit__"):
             target = fn.fn if isinstance(fn, InlineFunction) else fn.fn
             return self.inline(target, args, kwargs, node)

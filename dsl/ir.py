@@ -15,22 +15,15 @@ line's text), the scope it was written in (``"cube"``, ``"vector"`` or
 M, FIX, V, MTE3, S), so that the simulator, the cost model and the Ascend C
 emitter all see the same facts.
 
-Op catalogue (``OPS``; the verifier in ``verify.py`` states what is legal):
+Ops are defined in one table (``ops.OPS``: category, scopes, purity, pipe,
+named operands, legality and valid-extent rules); ``verify.py`` states what
+legal IR is as a whole.
 
-scalar (pipe S, any scope)
-  const, sbin(op), sun(op), scast, sselect, sload (a scalar read of a GM
-  tensor element), dim (a GM tensor's runtime extent), block_idx, block_num,
-  subblock_idx, check (a runtime bound assertion)
-tiles
-  load   GM window -> L1 (cube, MTE2) or UB (vector, MTE2)
-  store  UB tile -> GM (vector, MTE3) or L0C tile -> GM (cube, FIX, may cast)
-  copy   on-chip move: L1->L0A/L0B (MTE1), L0C->UB (FIX, 950), UB->L1 (MTE3, 950)
-  handoff  a value crossing cube<->vector; lowered to workspace traffic on A2
-  mma    matmul into L0C (cube, M); operands L0A/L0B, L1 (staged) or GM (streamed)
-  create (zeros/full), iota, ewise(op) (elementwise, incl. compare and select),
-  cast, reduce(op) (per-row max/sum/min), expand (rank-1 -> rank-2 broadcast view)
-control
-  for, if, yield
+Operands. ``Op.args`` are an op's plain operands (values); ``Op.windows`` its
+GM-window operands by name (``Window``: the address description of a
+rectangular region of a GM tensor, its values held once, here);
+``Op.operands`` is every value the op reads (windows first), which is what
+analyses walk. ``Op.map_values`` rewrites both.
 """
 
 from __future__ import annotations
@@ -39,9 +32,11 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from .ops import OPS, opdef
 from .types import L0A, L0B, L0C, L1, UB, ScalarType, TensorType, TileType
 
-__all__ = ["Loc", "Value", "Op", "Block", "Param", "Kernel", "OPS", "pipe_of", "walk"]
+__all__ = ["Loc", "Value", "Op", "Block", "Param", "Kernel", "OPS", "pipe_of", "walk", "WDim", "Lookup", "Window",
+           "is_on_chip"]
 
 
 @dataclass(frozen=True)
@@ -86,26 +81,93 @@ class Value:
         return f"%{self.name}.{self.id}" if self.name else f"%{self.id}"
 
 
-# kind -> category; categories: scalar, tile, control
-OPS = {
-    "const": "scalar", "sbin": "scalar", "sun": "scalar", "scast": "scalar", "sselect": "scalar",
-    "sload": "scalar", "dim": "scalar", "block_idx": "scalar", "block_num": "scalar",
-    "subblock_idx": "scalar", "check": "scalar",
-    "load": "tile", "store": "tile", "copy": "tile", "handoff": "tile", "mma": "tile", "create": "tile",
-    "iota": "tile", "ewise": "tile", "cast": "tile", "reduce": "tile", "expand": "tile",
-    "for": "control", "if": "control", "yield": "control",
-}
+
+
+@dataclass
+class WDim:
+    """One dimension of a GM window: element i is merged index ``start + i`` of a
+    space of ``bound`` indices, decomposed mixed-radix by ``radices`` (outer to
+    inner) and addressed with ``strides``. ``extent`` is the static capacity;
+    ``valid`` the runtime count actually accessed."""
+
+    start: Any
+    bound: Any
+    extent: int
+    valid: Any
+    radices: list
+    strides: list
+    lookups: list = None   # per radix: None, or a Lookup (an index read from a GM table: paged KV)
+
+    def values(self) -> list:
+        out = [self.start, self.bound, self.valid, *self.radices, *self.strides]
+        for lk in self.lookups or ():
+            if lk is not None:
+                out += lk.values()
+        return out
+
+    def map(self, fn) -> "WDim":
+        lookups = None if self.lookups is None else [None if lk is None else lk.map(fn) for lk in self.lookups]
+        return WDim(_mapv(fn, self.start), _mapv(fn, self.bound), self.extent, _mapv(fn, self.valid),
+                    [_mapv(fn, r) for r in self.radices], [_mapv(fn, s) for s in self.strides], lookups)
+
+
+@dataclass
+class Lookup:
+    """An indirect digit: digit d of a merged dim addresses entry ``table[offset + d * stride]`` of a GM
+    integer table, whose value (checked to lie in [0, bound)) is the index actually used (a paged KV cache:
+    position p is row p % block_size of block ``block_table[b, p // block_size]``)."""
+
+    table: Any
+    offset: Any
+    stride: Any
+    bound: Any
+
+    def values(self) -> list:
+        return [self.table, self.offset, self.stride, self.bound]
+
+    def map(self, fn) -> "Lookup":
+        return Lookup(_mapv(fn, self.table), _mapv(fn, self.offset), _mapv(fn, self.stride), _mapv(fn, self.bound))
+
+
+@dataclass
+class Window:
+    """A rectangular (rank 1 or 2) region of a GM tensor that a tile op reads or writes: element (i, j) is at
+    ``offset + addr_0(start_0 + i) + addr_1(start_1 + j)`` of the flat tensor (see ``WDim``)."""
+
+    tensor: Value
+    offset: Any
+    dims: list
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(d.extent for d in self.dims)
+
+    def values(self) -> list:
+        out = [self.tensor, self.offset]
+        for d in self.dims:
+            out += d.values()
+        return out
+
+    def map(self, fn) -> "Window":
+        return Window(_mapv(fn, self.tensor), _mapv(fn, self.offset), [d.map(fn) for d in self.dims])
+
+
+def _mapv(fn, x):
+    return fn(x) if isinstance(x, Value) else x
 
 
 class Op:
-    __slots__ = ("kind", "operands", "results", "attrs", "blocks", "loc", "scope")
+    """One IR operation: ``args`` (plain operands), ``windows`` (GM-window operands by name), results,
+    attributes, nested blocks, source location and scope."""
+
+    __slots__ = ("kind", "args", "windows", "results", "attrs", "blocks", "loc", "scope")
 
     def __init__(self, kind: str, operands=(), results=(), attrs=None, blocks=(), loc: Loc | None = None,
-                 scope: str | None = None):
-        if kind not in OPS:
-            raise ValueError(f"unknown IR op kind {kind!r}")
+                 scope: str | None = None, windows: dict | None = None):
+        opdef(kind)
         self.kind = kind
-        self.operands: list[Value] = list(operands)
+        self.args: list[Value] = list(operands)
+        self.windows: dict[str, Window] = dict(windows or {})
         self.results: list[Value] = list(results)
         self.attrs: dict = dict(attrs or {})
         self.blocks: list[Block] = list(blocks)
@@ -113,6 +175,24 @@ class Op:
         self.scope = scope
         for r in self.results:
             r.owner = self
+
+    @property
+    def operands(self) -> list:
+        """Every value the op reads: its windows' values (in window order), then its plain operands."""
+        if not self.windows:
+            return self.args
+        out = [v for w in self.windows.values() for v in w.values() if isinstance(v, Value)]
+        return out + self.args
+
+    def map_values(self, fn) -> None:
+        """Replace every operand value v (plain and inside windows) by fn(v)."""
+        self.args = [fn(v) for v in self.args]
+        if self.windows:
+            self.windows = {k: w.map(fn) for k, w in self.windows.items()}
+
+    @property
+    def defn(self):
+        return OPS[self.kind]
 
     @property
     def result(self) -> Value:
@@ -177,30 +257,8 @@ def walk(block: Block) -> Iterator[Op]:
 
 
 def pipe_of(op: Op) -> str:
-    """The hardware pipe that executes an op (the cost model's unit of time)."""
-    k = op.kind
-    if OPS[k] == "scalar" or OPS[k] == "control":
-        return "S"
-    if k == "load":
-        return "MTE2"
-    if k == "store":
-        return "FIX" if op.operands[-1].type.space is L0C else "MTE3"
-    if k == "copy":
-        src, dst = op.operands[0].type.space, op.results[0].type.space
-        if src is L1 and dst in (L0A, L0B):
-            return "MTE1"
-        if src is L0C:
-            return "FIX"
-        if src is UB:
-            return "MTE3"
-        return "MTE2"
-    if k == "handoff":
-        return "FIX" if op.operands[0].type.space is L0C else "MTE3"
-    if k == "mma":
-        return "M"
-    if k == "expand":
-        return "S"
-    return "V"
+    """The hardware pipe that executes an op (the cost model's unit of time): the op table's rule."""
+    return OPS[op.kind].pipe_of(op)
 
 
 def is_on_chip(space) -> bool:

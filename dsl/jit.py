@@ -36,7 +36,7 @@ from .builtins import constexpr
 from .errors import CompilationError
 from .frontend import InlineFunction, build_kernel, source_of
 from .ir import Kernel
-from .passes import simplify
+from .passes import run_pipeline
 from .types import BOOL, F32, INDEX, TensorType, dtype_of
 
 __all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "register_backend", "backend"]
@@ -61,9 +61,10 @@ def backend(name: str) -> Callable:
 class CompiledKernel:
     """One specialisation of a kernel: its IR, its budget report, and (lazily) backend artifacts."""
 
-    def __init__(self, ir: Kernel, report, platform, key):
+    def __init__(self, ir: Kernel, report, platform, key, compilation=None):
         self.ir = ir
         self.report = report
+        self.compilation = compilation
         self.platform = platform
         self.key = key
         self._runners: dict[str, Any] = {}
@@ -85,6 +86,10 @@ class CompiledKernel:
     @property
     def ir_text(self) -> str:
         return str(self.ir)
+
+    def ir_after(self, stage: str) -> str:
+        """The printed IR after a pass (or ``"frontend"``): see ``cvtile.dsl.passes``."""
+        return self.compilation.ir_after(stage)
 
     def launch(self, grid: int, args: list, *, serial: bool = False):
         return self.runner("numba").launch(grid, args, serial=serial)
@@ -162,9 +167,10 @@ class JITFunction:
         if compiled is None:
             from .verify import verify
 
-            ir = simplify(build_kernel(self.fn, bindings, platform, self.__name__))
+            compilation = run_pipeline(build_kernel(self.fn, bindings, platform, self.__name__), platform)
+            ir = compilation.final
             report = verify(ir, platform)
-            compiled = CompiledKernel(ir, report, platform, key)
+            compiled = CompiledKernel(ir, report, platform, key, compilation)
             self._cache[key] = compiled
         return compiled, runtime
 

@@ -11,7 +11,7 @@ from .ir import Block, Kernel, Op, Value
 
 __all__ = ["format_kernel", "format_op"]
 
-_SKIP_ATTRS = {"op", "dims", "window", "a_window", "b_window", "a_stream", "b_stream", "acc"}
+_SKIP_ATTRS = {"op", "dims", "acc"}
 
 
 def _v(v: Value) -> str:
@@ -67,15 +67,13 @@ def format_op(op: Op, indent: int = 0) -> list[str]:
     name = op.kind + (f".{op.attrs['op']}" if "op" in op.attrs else "")
     res = ", ".join(map(_v, op.results))
     types = ", ".join(repr(r.type) for r in op.results)
-    if op.kind in ("load", "store"):
-        args = _window(op.attrs["window"]) + (f", {_v(op.operands[-1])}" if op.kind == "store" else "")
-    elif op.kind == "mma":
-        tiles = iter(o for o in op.operands if o.is_tile)
-        a = _window(op.attrs["a_window"]) if op.attrs["a_stream"] else _v(next(tiles))
-        b = _window(op.attrs["b_window"]) if op.attrs["b_stream"] else _v(next(tiles))
+    if op.kind == "mma":
+        tiles = iter(op.args)
+        a = _window(op.windows["a"]) if "a" in op.windows else _v(next(tiles))
+        b = _window(op.windows["b"]) if "b" in op.windows else _v(next(tiles))
         args = f"{a}, {b}" + (f", acc={_v(next(tiles))}" if op.attrs["acc"] else "")
     else:
-        args = ", ".join(map(_v, op.operands))
+        args = ", ".join([_window(w) for w in op.windows.values()] + [_v(a) for a in op.args])
     text = f"{pad}{(res + ' = ') if res else ''}{name}{_attrs(op)}({args})"
     if types:
         text += f" : {types}"

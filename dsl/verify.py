@@ -26,15 +26,8 @@ from __future__ import annotations
 from .budget import BudgetReport, check_budget, plan_budget
 from .errors import CompilationError
 from .ir import Block, Kernel, Op
-from .types import L0A, L0B, L0C, L1, UB, TileType
 
 __all__ = ["verify", "verify_structure"]
-
-_TILE_SCOPES = {
-    "load": ("cube", "vector"), "store": ("cube", "vector"), "copy": ("cube", "vector"),
-    "handoff": ("cube", "vector"), "mma": ("cube",), "create": ("cube", "vector"), "iota": ("vector",),
-    "ewise": ("vector",), "cast": ("vector",), "reduce": ("vector",), "expand": ("vector",),
-}
 
 
 def verify(kernel: Kernel, platform) -> BudgetReport:
@@ -78,42 +71,12 @@ def _block(block: Block, defined: set, platform, parent: Op | None):
 
 
 def _op(op: Op, platform):
-    k = op.kind
-    if k in _TILE_SCOPES:
-        if op.scope not in _TILE_SCOPES[k]:
-            _fail(op, f"{k} in scope {op.scope!r} (allowed: {', '.join(_TILE_SCOPES[k])})")
-    elif op.scope is not None:
-        _fail(op, f"scalar/control op {k} must not carry a scope")
-    res = op.results[0].type if op.results else None
-    if k == "load":
-        want = L1 if op.scope == "cube" else UB
-        if res.space is not want:
-            _fail(op, f"load in {op.scope} scope must produce a {want} tile, got {res.space}")
-    elif k == "store":
-        src = op.operands[-1].type.space
-        if (op.scope, src) not in (("vector", UB), ("cube", L0C)):
-            _fail(op, f"store from {src} in {op.scope} scope")
-    elif k == "copy":
-        src = op.operands[0].type.space
-        edges = {(L1, L0A), (L1, L0B)}
-        if platform.cube_to_vector_on_chip:
-            edges |= {(L0C, UB), (UB, L1), (L0C, L1)}
-        if (src, res.space) not in edges:
-            _fail(op, f"copy {src}->{res.space} is not a legal edge on {platform.name}")
-    elif k == "handoff":
-        want = UB if op.scope == "vector" else L1
-        if res.space is not want:
-            _fail(op, f"handoff into {op.scope} must produce a {want} tile")
-    elif k == "mma":
-        if res.space is not L0C or res.dtype.name not in ("float32", "int32"):
-            _fail(op, "mma must produce a float32/int32 L0C tile")
-    elif k in ("create",):
-        space = res.space
-        if (op.scope == "vector") != (space is UB):
-            _fail(op, f"create of a {space} tile in {op.scope} scope")
-    elif k in ("iota", "ewise", "cast", "reduce", "expand"):
-        if not isinstance(res, TileType) or res.space is not UB:
-            _fail(op, f"{k} must produce a UB tile")
-        for o in op.operands:
-            if isinstance(o.type, TileType) and o.type.space is not UB:
-                _fail(op, f"{k} reads a {o.type.space} tile; vector ops read UB")
+    d = op.defn
+    if op.scope not in d.scopes:
+        if d.category in ("scalar", "control"):
+            _fail(op, f"scalar/control op {op.kind} must not carry a scope")
+        _fail(op, f"{op.kind} in scope {op.scope!r} (allowed: {', '.join(str(s) for s in d.scopes)})")
+    if d.verify is not None:
+        message = d.verify(op, platform)
+        if message:
+            _fail(op, message)

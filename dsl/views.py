@@ -38,8 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .emitter import Builder, Lookup, WDim, Window, is_const
-from .ir import Value
+from .emitter import Builder, is_const
+from .ir import Lookup, Value, WDim, Window
 
 __all__ = ["VDim", "GMView", "DynSlice", "tensor_view"]
 

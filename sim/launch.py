@@ -151,7 +151,7 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int) -> 
     if threads <= 1 or grid <= 1:
         bufs = module.alloc()
         for blk in range(grid):
-            if core(blk, grid, err, bufs, *args):
+            if core(blk, grid, 0, err, bufs, *args):
                 return
         return
     counter = iter(range(grid))
@@ -166,7 +166,7 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int) -> 
             if blk is None:
                 return
             try:
-                core(blk, grid, err, bufs, *args)
+                core(blk, grid, 0, err, bufs, *args)
             except BaseException as e:  # a numba-level error: report it from the launching thread
                 failures.append(e)
                 return
@@ -183,7 +183,7 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int) -> 
 def _compile_only(module, err, args) -> None:
     """Compile the core for these argument types without running a core."""
     bufs = module.alloc()
-    module.core.compile(tuple(_numba_type(a) for a in [np.int64(0), np.int64(1), err, bufs, *args]))
+    module.core.compile(tuple(_numba_type(a) for a in [np.int64(0), np.int64(1), np.int64(0), err, bufs, *args]))
 
 
 def _numba_type(x):

@@ -1,9 +1,77 @@
-"""IR passes, one per module, each keeping the IR legal (``verify.verify_structure``).
+"""IR passes, one per module named by its verb, and the pipeline that runs them.
+
+Each pass is a function ``pass(kernel, platform) -> kernel`` with a module
+docstring stating its model and invariants. ``run_pipeline`` runs them in
+order and checks the spec of legal IR (``verify.verify_structure``) after the
+frontend and after every pass; IR that breaks the spec after a pass is that
+pass's bug and is reported as ``PassError`` naming it (a user error found by a
+pass, e.g. a kernel that does not fit, stays a ``CompilationError`` at the
+kernel line). The IR text after every pass is kept for ``ir_after``.
 
 * ``simplify``: common-subexpression elimination of scalar arithmetic and
   repeated bound checks, then dead-code elimination of unused pure ops.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import CompilationError
+from ..ir import Kernel
 from .simplify import simplify
 
-__all__ = ["simplify"]
+__all__ = ["simplify", "run_pipeline", "PassError", "Compilation", "PIPELINE"]
+
+
+class PassError(CompilationError):
+    """A pass produced IR that breaks the spec of legal IR: a compiler bug, named by the pass."""
+
+    def __init__(self, pass_name: str, cause: CompilationError):
+        self.pass_name = pass_name
+        self.cause = cause
+        super().__init__(f"internal compiler error: pass {pass_name!r} produced invalid IR: {cause.message}",
+                         cause.loc)
+
+
+#: the passes every kernel goes through, in order: (name, function)
+PIPELINE = [("simplify", simplify)]
+
+
+@dataclass
+class Compilation:
+    """The IR of one kernel along the pipeline: the text after each stage and the IR objects."""
+
+    frontend: Kernel
+    final: Kernel
+    texts: dict = field(default_factory=dict)   # stage name -> printed IR
+
+    def ir_after(self, stage: str) -> str:
+        try:
+            return self.texts[stage]
+        except KeyError:
+            raise KeyError(f"no pass named {stage!r} (stages: {', '.join(self.texts)})") from None
+
+
+def run_pipeline(kernel: Kernel, platform, passes=None) -> Compilation:
+    """Verify the frontend's IR, then run ``passes`` (default ``PIPELINE``), verifying after each."""
+    from ..verify import verify_structure
+
+    _checked("frontend", kernel, platform, verify_structure)
+    texts = {"frontend": str(kernel)}
+    ir = kernel
+    for name, fn in (PIPELINE if passes is None else passes):
+        ir = fn(ir, platform)
+        _checked(name, ir, platform, verify_structure)
+        texts[name] = str(ir)
+    return Compilation(kernel, ir, texts)
+
+
+def _checked(stage: str, kernel: Kernel, platform, verify_structure) -> None:
+    try:
+        verify_structure(kernel, platform)
+    except PassError:
+        raise
+    except CompilationError as e:
+        if stage == "frontend":
+            raise PassError("frontend", e) from None
+        raise PassError(stage, e) from None

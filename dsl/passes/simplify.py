@@ -17,25 +17,24 @@ nested in it, so every replacement is dominated by what replaces it):
 * finally every pure op (scalar, or a tile op without side effects) whose
   results are unused is removed, repeatedly.
 
+Purity and the CSE candidates come from the op table (``ops.OPS``).
+
 Invariants: stores, checks that can fail, control flow and yields are never
-removed; values inside GM windows (``attrs["window"]``) are rewritten along
-with the operands.
+removed; values inside GM windows (``Op.windows``) are rewritten along with the
+plain operands.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ..emitter import Lookup, Window, WDim
-from ..ir import Block, Kernel, Op, Value
+from ..ir import OPS, Block, Kernel, Op, Value
 
 __all__ = ["simplify"]
 
-_PURE_SCALAR = {"const", "sbin", "sun", "scast", "sselect", "dim", "block_idx", "block_num", "subblock_idx"}
-_PURE_TILE = {"load", "copy", "handoff", "mma", "create", "iota", "ewise", "cast", "reduce", "expand"}
+#: scalar ops that CSE merges: the pure scalars, except GM reads (``sload``: a later store may change the element)
+_CSE_KINDS = {k for k, d in OPS.items() if d.category == "scalar" and d.pure and k != "sload"}
 
 
-def simplify(kernel: Kernel) -> Kernel:
+def simplify(kernel: Kernel, platform=None) -> Kernel:
     subst: dict[int, Value] = {}
     _cse(kernel.body, [{}], subst)
     _dce(kernel.body)
@@ -43,7 +42,7 @@ def simplify(kernel: Kernel) -> Kernel:
 
 
 def _key(op: Op):
-    attrs = tuple(sorted((k, v) for k, v in op.attrs.items() if k != "window"))
+    attrs = tuple(sorted(op.attrs.items()))
     if op.kind == "const":
         v = op.result.const
         return ("const", type(v).__name__, v, op.result.type)
@@ -54,7 +53,7 @@ def _cse(block: Block, scopes: list, subst: dict):
     kept = []
     for op in block.ops:
         _rewrite(op, subst)
-        if op.kind in _PURE_SCALAR and len(op.results) == 1:
+        if op.kind in _CSE_KINDS and len(op.results) == 1:
             key = _key(op)
             found = _lookup(scopes, key)
             if found is not None:
@@ -85,25 +84,8 @@ def _lookup(scopes, key):
 
 
 def _rewrite(op: Op, subst: dict):
-    if not subst:
-        return
-    op.operands = [_sub(o, subst) for o in op.operands]
-    for name in ("window", "a_window", "b_window"):
-        w = op.attrs.get(name)
-        if isinstance(w, Window):
-            op.attrs[name] = Window(_sub(w.tensor, subst), _sub(w.offset, subst),
-                                    [_wdim(d, subst) for d in w.dims])
-
-
-def _wdim(d: WDim, subst) -> WDim:
-    lookups = None
-    if d.lookups:
-        lookups = [None if lk is None else Lookup(_sub(lk.table, subst), _sub(lk.offset, subst),
-                                                  _sub(lk.stride, subst), _sub(lk.bound, subst))
-                   for lk in d.lookups]
-    return replace(d, start=_sub(d.start, subst), bound=_sub(d.bound, subst), valid=_sub(d.valid, subst),
-                   radices=[_sub(r, subst) for r in d.radices], strides=[_sub(s, subst) for s in d.strides],
-                   lookups=lookups)
+    if subst:
+        op.map_values(lambda v: _sub(v, subst))
 
 
 def _sub(v, subst):
@@ -134,7 +116,7 @@ def _drop_unused(block: Block, used: set) -> bool:
     for op in block.ops:
         for b in op.blocks:
             changed |= _drop_unused(b, used)
-        pure = op.kind in _PURE_SCALAR or op.kind in _PURE_TILE
+        pure = op.defn.pure
         if pure and op.results and not any(r.id in used for r in op.results):
             changed = True
             continue

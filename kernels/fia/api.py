@@ -126,7 +126,7 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
-        out, lse = _empty_outputs(q, v, attrs, legacy)
+        out, lse = _empty_outputs(q, v, attrs, legacy, paged=arrays.get("block_table") is not None)
     else:
         out, lse, _ = run_fia(q, k, v, tiling=tiling, scale=float(attrs["scale"]), input_layout=attrs["input_layout"],
                               num_heads=attrs["num_heads"], num_key_value_heads=attrs["num_key_value_heads"],
@@ -210,8 +210,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str):
     return arrays, tiling
 
 
-def _empty_outputs(q: np.ndarray, v: np.ndarray, attrs: dict, legacy: bool):
-    shape = _out_shape(q.shape, attrs, v)
+def _empty_outputs(q: np.ndarray, v: np.ndarray, attrs: dict, legacy: bool, paged: bool):
+    shape = _out_shape(q.shape, attrs, v, paged)
     out = np.zeros(shape, dtype=q.dtype)
     lse = None
     if attrs["softmax_lse_flag"]:

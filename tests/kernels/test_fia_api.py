@@ -412,3 +412,18 @@ def test_regression_legacy_decode_with_template_mask_was_a_bare_value_error():
         fia(q, k, k, atten_mask=np.triu(np.ones((2048, 2048), bool), 1), num_heads=8, num_key_value_heads=2,
             input_layout="BNSD", scale=0.1, sparse_mode=3)
     assert info.value.param == "atten_mask"
+
+
+@pytest.mark.parametrize("layout, qshape, cache, heads, kv_heads, want", [
+    ("BNSD", (1, 4, 0, 64), (2, 128, 2 * 64), 4, 2, (1, 4, 0, 64)),      # BnBsH cache, N2 = 2
+    ("BSH", (1, 0, 256), (2, 2, 128, 128), 2, 2, (1, 0, 256)),          # BnNBsD cache
+])
+def test_regression_empty_output_shape_of_a_paged_call(layout, qshape, cache, heads, kv_heads, want):
+    """A call with no query rows returns zeros without launching; that path computed attention_out's shape
+    without the paged flag, reading D from the cache as if it were the query layout ((1,4,0,128) and
+    (1,0,128) for these two calls)."""
+    z = np.zeros
+    out, _ = fia(z(qshape, np.float16), z(cache, np.float16), z(cache, np.float16), num_heads=heads,
+                 num_key_value_heads=kv_heads, input_layout=layout, block_table=np.array([[0, 1]], np.int32),
+                 block_size=128, actual_seq_lengths_kv=[200], scale=0.125)
+    assert out.shape == want and not out.any()

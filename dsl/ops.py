@@ -1,0 +1,252 @@
+"""The op-definition table: every IR op kind is one record here, read by every consumer.
+
+Model
+-----
+An ``OpDef`` states what is true of one op kind wherever it appears:
+
+* ``category``: ``scalar`` (index/float/bool arithmetic and reads, both core
+  types run it), ``tile`` (work on on-chip tiles or GM windows), ``control``
+  (structured control flow: ``for``, ``if``, ``yield``) or ``sync`` (flags and
+  events the sync pass inserts);
+* ``scopes``: the scopes an op of this kind may carry (``None`` is the scope of
+  scalar and control ops, which both core types run);
+* ``pure``: no effect beyond its results, so common-subexpression elimination
+  may merge two equal ones and dead-code elimination may drop an unused one;
+* ``pipe``: the hardware pipe that executes it (MTE2, MTE1, M, FIX, V, MTE3, S),
+  a constant or a function of the op (a copy's pipe depends on its edge);
+* ``operands``: the names of the op's plain operands in order (``*x`` is
+  variadic), and ``windows``: the names of its GM-window operands (a window is
+  an address description, see ``ir.Window``; a window operand is stored once,
+  in ``Op.windows``);
+* ``verify``: the op's own legality rule beyond scopes (result space and dtype,
+  legal copy edges of the target), ``verify(op, platform) -> message | None``;
+* ``valid``: the rule giving the runtime valid extents of its tile result from
+  its operands (``shapes.valid_of`` applies it).
+
+Who reads it: ``verify`` (scopes, hooks), ``passes.simplify`` (purity),
+``budget`` and the memory plan (pipes, categories), the printer (operand names),
+the numba backend (one ``op_<kind>`` lowering rule per kind, checked against
+this table by the tests), and the Ascend C backend and the cost model the same
+way. Adding an op is one record here plus one lowering rule per backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .types import L0A, L0B, L0C, L1, UB, TileType
+
+__all__ = ["OpDef", "OPS", "opdef"]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    kind: str
+    category: str
+    scopes: tuple
+    pure: bool
+    pipe: object                      # a pipe name, or op -> pipe name
+    operands: tuple = ()
+    windows: tuple = ()
+    verify: Callable | None = None
+    valid: Callable | None = None
+    doc: str = ""
+
+    def pipe_of(self, op) -> str:
+        return self.pipe(op) if callable(self.pipe) else self.pipe
+
+
+# ------------------------------------------------------------------ verify hooks (op, platform) -> message
+
+def _result(op):
+    return op.results[0].type if op.results else None
+
+
+def _verify_load(op, platform):
+    want = L1 if op.scope == "cube" else UB
+    if _result(op).space is not want:
+        return f"load in {op.scope} scope must produce a {want} tile, got {_result(op).space}"
+
+
+def _verify_store(op, platform):
+    src = op.args[-1].type.space
+    if (op.scope, src) not in (("vector", UB), ("cube", L0C)):
+        return f"store from {src} in {op.scope} scope"
+
+
+def copy_edges(platform) -> set:
+    """The legal on-chip copy edges of a target (A2/A3: L1->L0A/L0B; 950 adds L0C->UB, UB->L1, L0C->L1)."""
+    edges = {(L1, L0A), (L1, L0B)}
+    if platform.cube_to_vector_on_chip:
+        edges |= {(L0C, UB), (UB, L1), (L0C, L1)}
+    return edges
+
+
+def _verify_copy(op, platform):
+    src, dst = op.args[0].type.space, _result(op).space
+    if (src, dst) not in copy_edges(platform):
+        return f"copy {src}->{dst} is not a legal edge on {platform.name}"
+
+
+def _verify_handoff(op, platform):
+    want = UB if op.scope == "vector" else L1
+    if _result(op).space is not want:
+        return f"handoff into {op.scope} must produce a {want} tile"
+
+
+def _verify_mma(op, platform):
+    res = _result(op)
+    if res.space is not L0C or res.dtype.name not in ("float32", "int32"):
+        return "mma must produce a float32/int32 L0C tile"
+
+
+def _verify_create(op, platform):
+    space = _result(op).space
+    if (op.scope == "vector") != (space is UB):
+        return f"create of a {space} tile in {op.scope} scope"
+
+
+def _verify_vector(op, platform):
+    res = _result(op)
+    if not isinstance(res, TileType) or res.space is not UB:
+        return f"{op.kind} must produce a UB tile"
+    for o in op.args:
+        if isinstance(o.type, TileType) and o.type.space is not UB:
+            return f"{op.kind} reads a {o.type.space} tile; vector ops read UB"
+
+
+# ------------------------------------------------------------------ pipes
+
+def _store_pipe(op) -> str:
+    return "FIX" if op.args[-1].type.space is L0C else "MTE3"
+
+
+def _copy_pipe(op) -> str:
+    src, dst = op.args[0].type.space, op.results[0].type.space
+    if src is L1 and dst in (L0A, L0B):
+        return "MTE1"
+    if src is L0C:
+        return "FIX"
+    if src is UB:
+        return "MTE3"
+    return "MTE2"
+
+
+def _handoff_pipe(op) -> str:
+    return "FIX" if op.args[0].type.space is L0C else "MTE3"
+
+
+# ------------------------------------------------------------------ valid-extent rules (see shapes.valid_of)
+
+def _valid_window(op, valid_of):
+    w = op.windows["window"]
+    return tuple(d.valid for d in w.dims)
+
+
+def _valid_operands(op, valid_of):
+    """create / iota: the explicit valid operands, else the capacity."""
+    n = op.attrs.get("nvalid", 0)
+    t = op.results[0].type
+    return tuple(op.args[-n:]) if n else tuple(t.shape)
+
+
+def _valid_same(op, valid_of):
+    return valid_of(op.args[0])
+
+
+def _valid_mma(op, valid_of):
+    def extents(which, tile_index):
+        w = op.windows.get(which)
+        if w is not None:
+            return tuple(d.valid for d in w.dims)
+        return valid_of(op.args[tile_index])
+
+    a_tiles = 0 if "a" in op.windows else 1
+    a = extents("a", 0)
+    b = extents("b", a_tiles)
+    return (a[0], b[0] if op.attrs.get("trans_b") else b[1])
+
+
+def _valid_ewise(op, valid_of):
+    """Per dim, the first tile operand that is not broadcast along it (the simulator checks that the operands'
+    valid extents agree)."""
+    t = op.results[0].type
+    tiles = [o for o in op.args if o.is_tile]
+    out = []
+    for d in range(t.rank):
+        for o in tiles:
+            if o.type.shape[d] != 1 or t.shape[d] == 1:
+                out.append(valid_of(o)[d])
+                break
+        else:
+            out.append(1)
+    return tuple(out)
+
+
+def _valid_reduce(op, valid_of):
+    return (valid_of(op.args[0])[0],)
+
+
+def _valid_expand(op, valid_of):
+    (n,) = valid_of(op.args[0])
+    return (n, 1) if op.attrs["axis"] == 1 else (1, n)
+
+
+_ANY_SCOPE = (None,)
+_VEC = ("vector",)
+_BOTH = ("cube", "vector")
+
+_DEFS = [
+    # scalars: both core types run them
+    OpDef("const", "scalar", _ANY_SCOPE, True, "S", doc="a compile-time constant"),
+    OpDef("sbin", "scalar", _ANY_SCOPE, True, "S", ("a", "b"), doc="scalar binary op (attrs op)"),
+    OpDef("sun", "scalar", _ANY_SCOPE, True, "S", ("a",), doc="scalar unary op (attrs op)"),
+    OpDef("scast", "scalar", _ANY_SCOPE, True, "S", ("a",), doc="scalar conversion (attrs to)"),
+    OpDef("sselect", "scalar", _ANY_SCOPE, True, "S", ("cond", "a", "b"), doc="scalar select"),
+    OpDef("sload", "scalar", _ANY_SCOPE, True, "S", ("tensor", "offset"),
+          doc="a scalar read of one element of a GM tensor (its indices were bound-checked by the view)"),
+    OpDef("dim", "scalar", _ANY_SCOPE, True, "S", ("tensor",), doc="a GM tensor's runtime extent (attrs axis)"),
+    OpDef("block_idx", "scalar", _ANY_SCOPE, True, "S", doc="this core's index in the launch"),
+    OpDef("block_num", "scalar", _ANY_SCOPE, True, "S", doc="the number of cores launched"),
+    OpDef("subblock_idx", "scalar", _ANY_SCOPE, True, "S", doc="the vector core's index in its group"),
+    OpDef("check", "scalar", _ANY_SCOPE, False, "S", ("cond", "*values"),
+          doc="a runtime assertion (attrs message, labels); the simulator enforces it"),
+    # tiles
+    OpDef("load", "tile", _BOTH, True, "MTE2", (), ("window",), _verify_load, _valid_window,
+          doc="GM window -> L1 (cube) or UB (vector)"),
+    OpDef("store", "tile", _BOTH, False, _store_pipe, ("tile",), ("window",), _verify_store,
+          doc="UB tile -> GM (vector, MTE3) or L0C tile -> GM through the fixpipe (cube, may cast)"),
+    OpDef("copy", "tile", _BOTH, True, _copy_pipe, ("src",), (), _verify_copy, _valid_same,
+          doc="on-chip move: L1->L0A/L0B (MTE1); 950: L0C->UB (FIX), UB->L1 (MTE3)"),
+    OpDef("handoff", "tile", _BOTH, True, _handoff_pipe, ("src",), (), _verify_handoff, _valid_same,
+          doc="a tile crossing between the cube and the vector cores (attrs route); split_cv lowers it"),
+    OpDef("mma", "tile", ("cube",), True, "M", ("a?", "b?", "acc?"), ("a", "b"), _verify_mma, _valid_mma,
+          doc="matmul into L0C (attrs trans_b, acc); a or b may be a GM window (streamed through L1)"),
+    OpDef("create", "tile", _BOTH, True, "V", ("value", "*valid"), (), _verify_create, _valid_operands,
+          doc="a tile filled with a scalar (zeros/full)"),
+    OpDef("iota", "tile", _VEC, True, "V", ("start", "*valid"), (), _verify_vector, _valid_operands,
+          doc="a rank-1 tile start, start+1, ..."),
+    OpDef("ewise", "tile", _VEC, True, "V", ("*x",), (), _verify_vector, _valid_ewise,
+          doc="elementwise op (attrs op, dtype), incl. compares and where"),
+    OpDef("cast", "tile", _VEC, True, "V", ("x",), (), _verify_vector, _valid_same,
+          doc="dtype conversion (attrs to, rounding)"),
+    OpDef("reduce", "tile", _VEC, True, "V", ("x",), (), _verify_vector, _valid_reduce,
+          doc="per-row max/sum/min of a rank-2 tile (attrs op)"),
+    OpDef("expand", "tile", _VEC, True, "S", ("x",), (), _verify_vector, _valid_expand,
+          doc="a rank-1 tile viewed as (n, 1) or (1, n) for broadcasting (attrs axis); no data moves"),
+    # control
+    OpDef("for", "control", _ANY_SCOPE, False, "S", ("lo", "hi", "step", "*init"),
+          doc="a loop; its body's arguments are the induction variable and the carried values"),
+    OpDef("if", "control", _ANY_SCOPE, False, "S", ("cond",), doc="a branch; both arms yield its results"),
+    OpDef("yield", "control", _ANY_SCOPE, False, "S", ("*values",), doc="ends a for body or an if arm"),
+]
+
+OPS: dict[str, OpDef] = {d.kind: d for d in _DEFS}
+
+
+def opdef(kind: str) -> OpDef:
+    try:
+        return OPS[kind]
+    except KeyError:
+        raise ValueError(f"unknown IR op kind {kind!r}") from None
