@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 from .errors import CompilationError
 from .ir import Block, Loc, Lookup, Op, Value, WDim, Window
+from .shapes import ValidExtents
 from .types import (BOOL, F32, GM, INDEX, L0A, L0B, L0C, L1, UB, DType, ScalarType, Space, TileType, bfloat16,
                     bool_, float16, float32, int8, int32, dtype_of, space_of)
 
@@ -69,6 +70,8 @@ class Builder:
         self.subblock_use: Loc | None = None
         #: the running section's sub-block index (a loop variable) on the second walk
         self.subblock_value: Value | None = None
+        #: valid extents of the tiles built so far (see shapes.py)
+        self.shapes = ValidExtents()
 
     # ------------------------------------------------------------------ errors
     def error(self, message: str):

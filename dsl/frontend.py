@@ -53,6 +53,7 @@ from . import builtins as B
 from .emitter import Builder, Window, is_const
 from .errors import CompilationError
 from .ir import Block, Kernel, Loc, Param, Value
+from .shapes import same_extents
 from .types import INDEX, DType, ScalarType, Space, TensorType, int32
 from .views import DynSlice, GMView, tensor_view
 
@@ -383,8 +384,29 @@ class FunctionCompiler(ast.NodeVisitor):
         self.at(st)
         op = self.b.emit("if", [cond], types, blocks=[arms[0][0], arms[1][0]], scope=None,
                          names=[r[0] for r in results])
-        for (name, _, _), r in zip(results, op.results):
+        self.b.shapes.add_if(op)
+        for i, ((name, _, _), r) in enumerate(zip(results, op.results)):
             self.names[name] = r
+            if r.is_tile:
+                chosen = self.b.shapes(r)
+                for arm in op.blocks:
+                    y = arm.ops.pop()
+                    self.b.push_block(arm)
+                    try:
+                        self._same_extents(y.args[i], chosen, f"the tile {name!r} has different valid extents in "
+                                           f"the two arms of the if at line {self.src.loc(st).line}")
+                    finally:
+                        self.b.pop_block()
+                    arm.ops.append(y)
+
+    def _same_extents(self, tile, want, message):
+        """Runtime checks (where not equal by construction) that ``tile``'s valid extents are ``want``."""
+        have = self.b.shapes(tile)
+        if same_extents(have, want):
+            return
+        for d, (h, w) in enumerate(zip(have, want)):
+            if not same_extents((h,), (w,)):
+                self.b.check(self.b.sbin("eq", h, w), f"{message} (dim {d})", h, w, labels=("valid", "expected"))
 
     def _materialize(self, v, result, types, i):
         if isinstance(v, Value):
@@ -458,6 +480,7 @@ class FunctionCompiler(ast.NodeVisitor):
         for name, v in zip(carried, inits):
             a = Value(v.type, name)
             self.b.value_scope[a.id] = self.b.value_scope.get(v.id)
+            self.b.shapes.carry(a, v)
             args.append(a)
         body.args += args
         before = dict(self.names)
@@ -488,6 +511,10 @@ class FunctionCompiler(ast.NodeVisitor):
                                            f"{self.src.loc(st).line})", where)
                 outs.append(v)
             self.at(st)
+            for name, init, v in zip(carried, inits, outs):
+                if v.is_tile:
+                    self._same_extents(v, self.b.shapes(init), f"loop-carried tile {name!r} must keep the valid "
+                                       f"extents of its initial value (loop at line {self.src.loc(st).line})")
             self.b.emit("yield", outs, [], scope=None)
         finally:
             self._nested -= 1
@@ -508,6 +535,9 @@ class FunctionCompiler(ast.NodeVisitor):
         op = self.b.emit("for", [lo, hi, step, *inits], [v.type for v in inits], blocks=[body], scope=None,
                          names=carried)
         op.attrs["var"] = var
+        if st.target.id == _SUBBLOCK:
+            op.attrs["subblock"] = True
+        self.b.shapes.add_loop(op)
         for name, r in zip(carried, op.results):
             self.names[name] = r
 

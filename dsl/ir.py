@@ -36,7 +36,7 @@ from .ops import OPS, opdef
 from .types import L0A, L0B, L0C, L1, UB, ScalarType, TensorType, TileType
 
 __all__ = ["Loc", "Value", "Op", "Block", "Param", "Kernel", "OPS", "pipe_of", "walk", "WDim", "Lookup", "Window",
-           "is_on_chip"]
+           "is_on_chip", "Channel", "clone_op", "core_of_space"]
 
 
 @dataclass(frozen=True)
@@ -238,14 +238,64 @@ class Kernel:
     #: CV split divides them later); n > 0: the kernel uses subblock_idx() and each section is a loop over
     #: the group's n vector cores, one sub-block per iteration, each owning its own tiles
     subblocks: int = 0
+    #: after split_cv: the one-way hand-offs between the programs of a core group (see ``Channel``)
+    channels: list = field(default_factory=list)
+    #: after place_handoffs: bytes of GM workspace one core group uses for its hand-off slots
+    workspace_bytes: int = 0
 
     def ops(self) -> Iterator[Op]:
         return walk(self.body)
+
+    def programs(self) -> dict:
+        """After split_cv: core type ("aic" / "aiv") -> its program's block; before: {}."""
+        return {op.attrs["core"]: op.blocks[0] for op in self.body.ops if op.kind == "program"}
 
     def __str__(self) -> str:
         from .printer import format_kernel
 
         return format_kernel(self)
+
+
+@dataclass
+class Channel:
+    """A one-way hand-off between the AIC program and the AIV programs of a core group (after split_cv).
+
+    ``kind`` "data": a tile crosses (the producer writes it into a slot, the consumer reads it; ``tile`` is
+    its full type as the producer holds it, ``rows`` "split" when each AIV owns its rows of it, "whole" when
+    both AIVs hold all of it). ``kind`` "order": no data, a GM tensor one side writes and the other reads
+    (or writes) in program order, so the later access must wait for the earlier one. place_handoffs fills
+    ``depth`` (slots), ``route`` and the slots' place in the workspace; insert_sync the flag ids."""
+
+    id: int
+    name: str
+    src: str                      # producer core type: "aic" or "aiv"
+    kind: str                     # "data" or "order"
+    loc: Loc | None
+    tile: Any = None              # TileType of a data channel
+    rows: str = "split"
+    depth: int = 1
+    route: str = ""               # "gm" (workspace) or "onchip" (950 L0C->UB / UB->L1)
+    slot_bytes: int = 0
+    offset: int = 0               # byte offset of slot 0 in the group's workspace
+    flags: dict = field(default_factory=dict)   # "ready" / "free" -> flag id
+    seq: int = 0                  # position of the crossing in the sequential kernel (naming order)
+
+    @property
+    def dst(self) -> str:
+        return "aiv" if self.src == "aic" else "aic"
+
+
+def clone_op(op: Op, vmap: dict, blocks=()) -> Op:
+    """A copy of ``op`` reading ``vmap``-mapped values (value id -> value; unmapped values are kept), with new
+    result values recorded in ``vmap``."""
+    def m(v):
+        return vmap.get(v.id, v)
+
+    results = [Value(r.type, r.name, const=r.const) for r in op.results]
+    for r, n in zip(op.results, results):
+        vmap[r.id] = n
+    return Op(op.kind, [m(a) for a in op.args], results, dict(op.attrs), blocks, op.loc, op.scope,
+              {k: w.map(m) for k, w in op.windows.items()})
 
 
 def walk(block: Block) -> Iterator[Op]:
@@ -259,6 +309,11 @@ def walk(block: Block) -> Iterator[Op]:
 def pipe_of(op: Op) -> str:
     """The hardware pipe that executes an op (the cost model's unit of time): the op table's rule."""
     return OPS[op.kind].pipe_of(op)
+
+
+def core_of_space(space) -> str:
+    """The core type that holds an on-chip space: "aiv" for UB, "aic" for L1/L0A/L0B/L0C."""
+    return "aiv" if space is UB else "aic"
 
 
 def is_on_chip(space) -> bool:

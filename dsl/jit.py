@@ -39,13 +39,16 @@ from .ir import Kernel
 from .passes import run_pipeline
 from .types import BOOL, F32, INDEX, TensorType, dtype_of
 
-__all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "register_backend", "backend"]
+__all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "register_backend", "backend", "ORDERS"]
+
+#: the execution orders of the simulator: the sequential kernel, or the programs the chip runs
+ORDERS = ("program", "pipelined")
 
 _BACKENDS: dict[str, Callable] = {}
 
 
 def register_backend(name: str, factory: Callable) -> None:
-    """``factory(compiled_kernel)`` returns a runner with ``launch(grid, args)``."""
+    """``factory(compiled_kernel, order)`` returns a runner with ``launch(grid, args)``."""
     _BACKENDS[name] = factory
 
 
@@ -73,15 +76,23 @@ class CompiledKernel:
     def name(self) -> str:
         return self.ir.name
 
-    def runner(self, name: str = "numba"):
-        if name not in self._runners:
-            self._runners[name] = backend(name)(self)
-        return self._runners[name]
+    def runner(self, name: str = "numba", order: str = "program"):
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+        key = (name, order)
+        if key not in self._runners:
+            self._runners[key] = backend(name)(self, order)
+        return self._runners[key]
 
     @property
     def numba_source(self) -> str:
-        """The generated numba module text (the simulator's view of this kernel)."""
+        """The generated numba module text of program order (the simulator's view of this kernel)."""
         return self.runner("numba").source
+
+    @property
+    def pipelined_source(self) -> str:
+        """The generated numba module text of pipelined order (the split, synced programs)."""
+        return self.runner("numba", "pipelined").source
 
     @property
     def ir_text(self) -> str:
@@ -91,8 +102,8 @@ class CompiledKernel:
         """The printed IR after a pass (or ``"frontend"``): see ``cvtile.dsl.passes``."""
         return self.compilation.ir_after(stage)
 
-    def launch(self, grid: int, args: list, *, serial: bool = False):
-        return self.runner("numba").launch(grid, args, serial=serial)
+    def launch(self, grid: int, args: list, *, serial: bool = False, order: str = "program"):
+        return self.runner("numba", order).launch(grid, args, serial=serial)
 
 
 class JITFunction:
@@ -131,9 +142,9 @@ class JITFunction:
         if not isinstance(grid, int) or isinstance(grid, bool) or grid <= 0:
             raise ValueError(f"grid must be a positive number of cores, got {grid!r}")
 
-        def launcher(*args, serial: bool = False, **kwargs):
+        def launcher(*args, serial: bool = False, order: str = "program", **kwargs):
             compiled, runtime = self._specialise(args, kwargs)
-            return compiled.launch(grid, runtime, serial=serial)
+            return compiled.launch(grid, runtime, serial=serial, order=order)
 
         return launcher
 
@@ -168,7 +179,7 @@ class JITFunction:
             from .verify import verify
 
             compilation = run_pipeline(build_kernel(self.fn, bindings, platform, self.__name__), platform)
-            ir = compilation.final
+            ir = compilation.sequential
             report = verify(ir, platform)
             compiled = CompiledKernel(ir, report, platform, key, compilation)
             self._cache[key] = compiled

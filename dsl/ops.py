@@ -52,6 +52,8 @@ class OpDef:
     verify: Callable | None = None
     valid: Callable | None = None
     doc: str = ""
+    #: the pass that replaces every op of this kind (backends need no lowering rule for it)
+    lowered_by: str | None = None
 
     def pipe_of(self, op) -> str:
         return self.pipe(op) if callable(self.pipe) else self.pipe
@@ -184,6 +186,10 @@ def _valid_ewise(op, valid_of):
     return tuple(out)
 
 
+def _valid_recv(op, valid_of):
+    return tuple(op.args[1:])
+
+
 def _valid_reduce(op, valid_of):
     return (valid_of(op.args[0])[0],)
 
@@ -240,6 +246,21 @@ _DEFS = [
           doc="a loop; its body's arguments are the induction variable and the carried values"),
     OpDef("if", "control", _ANY_SCOPE, False, "S", ("cond",), doc="a branch; both arms yield its results"),
     OpDef("yield", "control", _ANY_SCOPE, False, "S", ("*values",), doc="ends a for body or an if arm"),
+    OpDef("program", "control", _ANY_SCOPE, False, "S",
+          doc="one core type's program after the CV split (attrs core: aic or aiv); the kernel body holds one "
+              "per core type that has work"),
+    # hand-offs between the programs (split_cv makes them, place_handoffs lowers them to slot traffic)
+    OpDef("send", "tile", _BOTH, False, _handoff_pipe, ("tile", "row_offset"),
+          doc="hand a tile to the other core type over channel attrs['channel'], its rows placed from row_offset",
+          lowered_by="place_handoffs"),
+    OpDef("recv", "tile", _BOTH, False, "MTE2", ("row_offset", "*valid"), valid=_valid_recv,
+          doc="receive a tile over channel attrs['channel'] (rows from row_offset, the given valid extents)",
+          lowered_by="place_handoffs"),
+    # cross-core flags (insert_sync)
+    OpDef("flag_set", "sync", _BOTH, False, lambda op: op.attrs["pipe"],
+          doc="CrossCoreSetFlag: raise flag attrs['id'] (attrs name, mode) for the other core type"),
+    OpDef("flag_wait", "sync", _BOTH, False, "S",
+          doc="CrossCoreWaitFlag: block until flag attrs['id'] is raised, then lower it"),
 ]
 
 OPS: dict[str, OpDef] = {d.kind: d for d in _DEFS}

@@ -11,7 +11,7 @@ from .ir import Block, Kernel, Op, Value
 
 __all__ = ["format_kernel", "format_op"]
 
-_SKIP_ATTRS = {"op", "dims", "acc"}
+_SKIP_ATTRS = {"op", "dims", "acc", "channels", "channel", "which", "origin"}
 
 
 def _v(v: Value) -> str:
@@ -54,6 +54,11 @@ def format_op(op: Op, indent: int = 0) -> list[str]:
         head += f" iter({it})" if it else ""
         lines = [f"{head} {{".ljust(72) + "  # " + where]
         lines += _block(body, indent + 1)
+        lines.append(pad + "}")
+        return lines
+    if op.kind == "program":
+        lines = [f"{pad}program {op.attrs['core']} {{".ljust(72) + "  # " + where]
+        lines += _block(op.blocks[0], indent + 1)
         lines.append(pad + "}")
         return lines
     if op.kind == "if":

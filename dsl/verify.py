@@ -17,6 +17,9 @@ Legal IR
   in L0C; L0A/L0B hold mma operands, L0C accumulators; elementwise operands
   share one dtype; a UB->GM store does not convert (L0C->GM may cast fp32 to
   fp16/bf16 through the fixpipe).
+* After split_cv the kernel body holds only ``program`` ops (one per core
+  type); an aic program holds no vector op and an aiv program no cube op, and
+  a program reads only the kernel's arguments and its own values.
 * On-chip budgets fit the target (``budget.py``); otherwise ``BudgetError``
   with the memory table.
 """
@@ -40,16 +43,31 @@ def verify(kernel: Kernel, platform) -> BudgetReport:
 
 def verify_structure(kernel: Kernel, platform) -> None:
     defined = {a.id for a in kernel.args}
-    _block(kernel.body, defined, platform, None)
+    programs = [op for op in kernel.body.ops if op.kind == "program"]
+    if programs and len(programs) != len(kernel.body.ops):
+        _fail(programs[0], "a split kernel's body holds only its programs")
+    _block(kernel.body, defined, platform, None, None)
 
 
 def _fail(op: Op, message: str):
     raise CompilationError(f"invalid IR: {message}", op.loc)
 
 
-def _block(block: Block, defined: set, platform, parent: Op | None):
+_CORE_SCOPE = {"aic": "cube", "aiv": "vector"}
+
+
+def _block(block: Block, defined: set, platform, parent: Op | None, core: str | None):
     scope_defined = set(defined) | {a.id for a in block.args}
     for i, op in enumerate(block.ops):
+        if op.kind == "program":
+            if parent is not None:
+                _fail(op, "a program op nested in another op")
+            if op.attrs.get("core") not in _CORE_SCOPE:
+                _fail(op, f"a program for core {op.attrs.get('core')!r} (aic or aiv)")
+            if op.blocks[0].ops and op.blocks[0].ops[-1].kind == "yield":
+                _fail(op.blocks[0].ops[-1], "yield at the end of a program")
+        elif core is not None and op.scope not in (None, _CORE_SCOPE[core]):
+            _fail(op, f"a {op.scope} op in the {core} program")
         for o in op.operands:
             if o.id not in scope_defined:
                 _fail(op, f"{op.kind} uses {o!r} before its definition")
@@ -58,7 +76,7 @@ def _block(block: Block, defined: set, platform, parent: Op | None):
                 _fail(op, "yield must end its block")
         _op(op, platform)
         for b in op.blocks:
-            _block(b, scope_defined, platform, op)
+            _block(b, scope_defined, platform, op, op.attrs["core"] if op.kind == "program" else core)
             if op.kind in ("for", "if"):
                 if not b.ops or b.ops[-1].kind != "yield":
                     _fail(op, f"{op.kind} block does not end with yield")

@@ -36,6 +36,7 @@ from threadpoolctl import threadpool_limits
 from ..dsl.errors import SimulationError
 from .codegen import generate
 from .storage import to_storage
+from .sync import ROLES, SCHED_WAIT, abort_group, new_sched
 
 __all__ = ["NumbaRunner", "cache_dir", "COMPILE_STATS"]
 
@@ -77,10 +78,17 @@ def _safe(name: str) -> str:
 
 
 class NumbaRunner:
-    def __init__(self, compiled):
+    """Runs one compiled kernel on the simulator in one execution order: ``"program"`` runs the sequential
+    kernel (one ``core`` per AI core), ``"pipelined"`` the programs the passes produced (one ``group`` driver
+    per core group, its AIC and AIV programs meeting only at flags)."""
+
+    def __init__(self, compiled, order: str = "program", ir=None):
         t0 = time.perf_counter()
         self.compiled = compiled
-        self.generated = generate(compiled.ir)
+        self.order = order
+        #: the IR this runner executes (``ir`` overrides it: tests run hand-modified programs)
+        self.ir = ir if ir is not None else (compiled.ir if order == "program" else compiled.compilation.final)
+        self.generated = generate(self.ir)
         self.source = self.generated.text
         self._module = None
         self._ready: set = set()
@@ -100,10 +108,12 @@ class NumbaRunner:
         flat_args = []
         writeback = []
         names = self.generated.arg_names
-        if len(names) != len(args):
-            raise TypeError(f"{self.compiled.name}: expected {len(names)} runtime arguments, got {len(args)}")
+        user = [n for n in names if n[1] != "workspace"]
+        if len(user) != len(args):
+            raise TypeError(f"{self.compiled.name}: expected {len(user)} runtime arguments, got {len(args)}")
+        args = list(args) + workspace_views(self.ir, grid)
         for (pname, kind), value in zip(names, args):
-            if kind == "tensor":
+            if kind in ("tensor", "workspace"):
                 storage, _ = to_storage(value, pname)
                 flat = storage.reshape(-1)
                 if not _shares(flat, value):
@@ -112,18 +122,23 @@ class NumbaRunner:
                               if storage.ndim else np.zeros(0, np.int64)]
             elif kind == "scalar":
                 flat_args.append(_scalar(value))
-        err = np.zeros((max(grid, 1), 4), dtype=np.int64)
+        err = np.zeros((max(grid, 1), 5), dtype=np.int64)
+        group = self.generated.entry == "group"
         sig = tuple(getattr(a, "dtype", type(a)).__str__() + str(getattr(a, "ndim", "")) for a in flat_args)
         if sig not in self._ready:  # compile (or load from numba's cache) before the timed run
             t0 = time.perf_counter()
-            _compile_only(self.module, err, flat_args)
+            (_compile_group if group else _compile_only)(self.module, err, flat_args)
             COMPILE_STATS["seconds"] += time.perf_counter() - t0
             COMPILE_STATS["kernels"] += 1
             self._ready.add(sig)
         if dry:
             return None
         with threadpool_limits(limits=1, user_api="blas"):
-            _run_cores(self.module, grid, err, flat_args, 1 if serial else _threads())
+            if group:
+                problems = _run_groups(self.module, grid, err, flat_args, 1 if serial else _threads())
+            else:
+                _run_cores(self.module, grid, err, flat_args, 1 if serial else _threads())
+                problems = []
         bad = np.nonzero(err[:, 0])[0]
         if bad.size:
             core = int(bad[0])
@@ -131,10 +146,54 @@ class NumbaRunner:
             message, loc, labels = self.generated.sites[site - 1]
             vals = [int(x) for x in err[core, 1:1 + len(labels)]]
             detail = ", ".join(f"{lab}={val}" for lab, val in zip(labels, vals))
-            raise SimulationError(f"{message}{' (' + detail + ')' if detail else ''}", core, loc, vals)
+            who = f"{core} ({ROLES[int(err[core, 4])]})" if group else core
+            raise SimulationError(f"{message}{' (' + detail + ')' if detail else ''}", who, loc, vals)
+        if problems:
+            raise SimulationError(self._describe(problems[0]), problems[0][0])
         for original, storage in writeback:
             _write_back(original, storage)
         return None
+
+    def _describe(self, problem) -> str:
+        """The text of a deadlock or of flags left set at the end, from the group driver's record."""
+        blk, kind, data = problem
+        sites = self.generated.sites
+        if kind == "leftover":
+            rows = ", ".join(f"{ROLES[r if r < 2 else 0]} counter of flag id {fid}: {n}" for r, fid, n in data)
+            return (f"core group {blk}: flags are left set at the end of the kernel (a set without a matching "
+                    f"wait): {rows}")
+        lines = [f"deadlock in core group {blk}: every program that has not finished waits on a flag"]
+        for role, site in enumerate(data):
+            if site <= 0:
+                lines.append(f"  {ROLES[role]}: finished")
+                continue
+            message, loc, _ = sites[site - 1]
+            lines.append(f"  {ROLES[role]} {message} at {loc}: {loc.text.strip() if loc and loc.text else ''}")
+            fid = _flag_id(message)
+            sets = self.generated.flag_sets.get(fid, [])
+            where = "; ".join(f"{core} program at {sloc}" for core, sloc in sets) or "nowhere: no program sets it"
+            lines.append(f"      its set is in the {where}")
+        return "\n".join(lines)
+
+
+def _flag_id(message: str) -> int:
+    import re
+
+    m = re.search(r"\(id (\d+)\)", message)
+    return int(m.group(1)) if m else -1
+
+
+def workspace_views(ir, grid: int) -> list:
+    """The workspace arguments of a split kernel: one allocation of ``grid`` core groups' slots, filled with
+    all-ones bytes (NaN in every float slot, so a slot read before it is written shows), viewed once per
+    channel with the channel's dtype."""
+    params = [p for p in ir.params if p.kind == "workspace"]
+    if not params:
+        return []
+    from .storage import USER_DTYPE
+
+    buf = np.full(max(1, grid) * ir.workspace_bytes, 0xFF, np.uint8)
+    return [buf.view(USER_DTYPE[p.type.dtype.name]) for p in params]
 
 
 def _threads() -> int:
@@ -178,6 +237,75 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int) -> 
         t.join()
     if failures:
         raise failures[0]
+
+
+def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int) -> list:
+    """Run every core group: its AIC program on a worker thread and its AIV program on two more threads, the
+    three passing one baton (``sync.py``); ``threads`` groups at a time. Returns the problems found
+    ((blk, "deadlock", wait sites by role) or (blk, "leftover", [(row, id, count)])), first group first."""
+    problems = []
+    lock = threading.Lock()
+    counter = iter(range(grid))
+    failures = []
+
+    def program(fn, blk, sub, role, flags, sched, bufs):
+        try:
+            fn(blk, grid, sub, role, flags, sched, err, bufs, *args)
+        except BaseException as e:   # a numba-level error: stop the group, report from the launching thread
+            failures.append(e)
+            abort_group(sched)
+
+    def one(blk, bufs, flags):
+        flags[:] = 0
+        sched = new_sched()
+        aivs = [threading.Thread(target=program, args=(module.prog_aiv, blk, k, k + 1, flags, sched, bufs[k + 1]),
+                                 daemon=True) for k in (0, 1)]
+        for t in aivs:
+            t.start()
+        program(module.prog_aic, blk, 0, 0, flags, sched, bufs[0])
+        for t in aivs:
+            t.join()
+        if sched[2] == 2:
+            with lock:
+                problems.append((blk, "deadlock", [int(x) for x in sched[SCHED_WAIT:SCHED_WAIT + 3]]))
+            return False
+        if sched[2] == 0 and flags[:4].any():
+            rows = [(int(r), int(i), int(flags[r, i])) for r, i in zip(*np.nonzero(flags[:4]))]
+            with lock:
+                problems.append((blk, "leftover", rows))
+            return False
+        return sched[2] == 0 and not failures
+
+    def worker():
+        bufs = (module.alloc_aic(), module.alloc_aiv(), module.alloc_aiv())
+        flags = np.zeros((5, 16), np.int64)
+        while True:
+            with lock:
+                blk = next(counter, None)
+            if blk is None or not one(blk, bufs, flags):
+                return
+
+    if threads <= 1 or grid <= 1:
+        worker()
+    else:
+        pool = [threading.Thread(target=worker, daemon=True) for _ in range(min(threads, grid))]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+    if failures:
+        raise failures[0]
+    problems.sort(key=lambda p: p[0])
+    return problems
+
+
+def _compile_group(module, err, args) -> None:
+    flags = np.zeros((5, 16), np.int64)
+    sched = new_sched()
+    for name, bufs in (("prog_aic", module.alloc_aic()), ("prog_aiv", module.alloc_aiv())):
+        fn = getattr(module, name)
+        fn.compile(tuple(_numba_type(a) for a in [np.int64(0), np.int64(1), np.int64(0), np.int64(0), flags,
+                                                  sched, err, bufs, *args]))
 
 
 def _compile_only(module, err, args) -> None:

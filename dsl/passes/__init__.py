@@ -10,6 +10,14 @@ kernel line). The IR text after every pass is kept for ``ir_after``.
 
 * ``simplify``: common-subexpression elimination of scalar arithmetic and
   repeated bound checks, then dead-code elimination of unused pure ops.
+* ``split_cv``: the sequential kernel becomes one AIC and one AIV program
+  (the AIV program run by both vector cores); crossing values become
+  channels (``send``/``recv``), the vector rows are divided between the AIVs.
+* ``place_handoffs``: each data channel gets its workspace slots (the preload
+  depth of the platform table inside loops), its send/recv become stores and
+  loads of the slot; the per-group workspace layout is fixed.
+* ``insert_sync``: the cross-core flags of every channel (ready and free, the
+  credits and the drain), ids allocated within the hardware's range.
 """
 
 from __future__ import annotations
@@ -18,9 +26,13 @@ from dataclasses import dataclass, field
 
 from ..errors import CompilationError
 from ..ir import Kernel
+from .insert_sync import insert_sync
+from .place_handoffs import place_handoffs
 from .simplify import simplify
+from .split_cv import split_cv
 
-__all__ = ["simplify", "run_pipeline", "PassError", "Compilation", "PIPELINE"]
+__all__ = ["simplify", "split_cv", "place_handoffs", "insert_sync", "run_pipeline", "PassError", "Compilation",
+           "PIPELINE"]
 
 
 class PassError(CompilationError):
@@ -33,8 +45,10 @@ class PassError(CompilationError):
                          cause.loc)
 
 
-#: the passes every kernel goes through, in order: (name, function)
-PIPELINE = [("simplify", simplify)]
+#: the passes every kernel goes through, in order: (name, function). The IR before ``split_cv`` is the
+#: sequential kernel (what program order runs); from ``split_cv`` on it holds the programs the chip runs.
+PIPELINE = [("simplify", simplify), ("split_cv", split_cv), ("place_handoffs", place_handoffs),
+            ("insert_sync", insert_sync)]
 
 
 @dataclass
@@ -42,7 +56,8 @@ class Compilation:
     """The IR of one kernel along the pipeline: the text after each stage and the IR objects."""
 
     frontend: Kernel
-    final: Kernel
+    sequential: Kernel                          # the IR before split_cv (program order runs it)
+    final: Kernel                               # the IR after every pass (pipelined order runs it)
     texts: dict = field(default_factory=dict)   # stage name -> printed IR
 
     def ir_after(self, stage: str) -> str:
@@ -58,12 +73,14 @@ def run_pipeline(kernel: Kernel, platform, passes=None) -> Compilation:
 
     _checked("frontend", kernel, platform, verify_structure)
     texts = {"frontend": str(kernel)}
-    ir = kernel
+    ir = sequential = kernel
     for name, fn in (PIPELINE if passes is None else passes):
         ir = fn(ir, platform)
         _checked(name, ir, platform, verify_structure)
         texts[name] = str(ir)
-    return Compilation(kernel, ir, texts)
+        if not ir.programs():
+            sequential = ir
+    return Compilation(kernel, sequential, ir, texts)
 
 
 def _checked(stage: str, kernel: Kernel, platform, verify_structure) -> None:

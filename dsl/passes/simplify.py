@@ -28,17 +28,22 @@ from __future__ import annotations
 
 from ..ir import OPS, Block, Kernel, Op, Value
 
-__all__ = ["simplify"]
+__all__ = ["simplify", "simplify_block"]
 
 #: scalar ops that CSE merges: the pure scalars, except GM reads (``sload``: a later store may change the element)
 _CSE_KINDS = {k for k, d in OPS.items() if d.category == "scalar" and d.pure and k != "sload"}
 
 
 def simplify(kernel: Kernel, platform=None) -> Kernel:
-    subst: dict[int, Value] = {}
-    _cse(kernel.body, [{}], subst)
-    _dce(kernel.body)
+    simplify_block(kernel.body)
     return kernel
+
+
+def simplify_block(block: Block) -> None:
+    """CSE and DCE of one block and what it nests (a kernel body, or one program of a split kernel)."""
+    subst: dict[int, Value] = {}
+    _cse(block, [{}], subst)
+    _dce(block)
 
 
 def _key(op: Op):

@@ -4,7 +4,9 @@ Model
 -----
 The call takes torch_npu's parameters with their names, order and defaults
 (``torch_npu.npu_fused_infer_attention_score``, V1 API) plus ``target`` (the
-platform; default Ascend910B1). It does what the real operator does on the
+platform; default Ascend910B1) and ``order`` (the simulator's execution order:
+``"program"``, the sequential kernel, or ``"pipelined"``, the AIC and AIV
+programs the compiler splits it into, as the chip runs them). It does what the real operator does on the
 host and then runs the simulated kernels:
 
 1. the parameter record (``FiaParams``) is built from the arrays' metadata and
@@ -81,7 +83,7 @@ def npu_fused_infer_attention_score(
         actual_shared_prefix_len=None, query_rope=None, key_rope=None, key_rope_antiquant_scale=None, num_heads=1,
         scale=1.0, pre_tokens=2147483647, next_tokens=2147483647, input_layout="BSH", num_key_value_heads=0,
         sparse_mode=0, inner_precise=0, block_size=0, antiquant_mode=0, key_antiquant_mode=0,
-        value_antiquant_mode=0, softmax_lse_flag=False, target: str = DEFAULT_TARGET):
+        value_antiquant_mode=0, softmax_lse_flag=False, target: str = DEFAULT_TARGET, order: str = "program"):
     """FusedInferAttentionScore on the simulator; see the module docstring."""
     return _simulate_v1_names(dict(locals()))
 
@@ -115,10 +117,12 @@ def _simulate_v1_names(given: dict, learnable_sink=None):
     optional["learnable_sink"] = learnable_sink
     attrs = {name: given[name] for name in _V1_ATTRS}
     attrs["softmax_lse_flag"] = bool(attrs["softmax_lse_flag"])
-    return simulate_fia(given["query"], given["key"], given["value"], optional, attrs, given["target"])
+    return simulate_fia(given["query"], given["key"], given["value"], optional, attrs, given["target"],
+                        given.get("order", "program"))
 
 
-def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = DEFAULT_TARGET):
+def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = DEFAULT_TARGET,
+                 order: str = "program"):
     """Check, tile and run one call given as the operator's (V1-named) optional inputs and attributes; the
     shared body of the V1 and V2 APIs. Returns ``(attention_out, softmax_lse)`` in the inputs' kind."""
     torch_out = any(_is_torch(x) for x in (query, key, value))
@@ -136,7 +140,7 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
                               pse_shift=arrays.get("pse_shift"), learnable_sink=arrays.get("learnable_sink"),
                               block_table=arrays.get("block_table"),
                               query_padding_size=arrays.get("query_padding_size"),
-                              kv_padding_size=arrays.get("kv_padding_size"))
+                              kv_padding_size=arrays.get("kv_padding_size"), order=order)
     if lse is None:
         lse = np.empty((0,), dtype=np.float32)
     if torch_out:

@@ -79,7 +79,7 @@ def npu_fused_infer_attention_score_v2(
         query_dtype=None, key_dtype=None, value_dtype=None, query_rope_dtype=None, key_rope_dtype=None,
         key_shared_prefix_dtype=None, value_shared_prefix_dtype=None, dequant_scale_query_dtype=None,
         dequant_scale_key_dtype=None, dequant_scale_value_dtype=None, dequant_scale_key_rope_dtype=None,
-        out_dtype=None, target: str = DEFAULT_TARGET):
+        out_dtype=None, target: str = DEFAULT_TARGET, order: str = "program"):
     """FusedInferAttentionScore (torch_npu V2 keywords) on the simulator; see the module docstring.
 
     Returns ``(attention_out, softmax_lse)``; ``softmax_lse`` is empty unless ``return_softmax_lse``."""
@@ -101,7 +101,7 @@ def npu_fused_infer_attention_score_v2(
                  softmax_lse_flag=bool(return_softmax_lse), key_antiquant_mode=key_quant_mode,
                  value_antiquant_mode=value_quant_mode)
     try:
-        return simulate_fia(query, key, value, optional, attrs, target)
+        return simulate_fia(query, key, value, optional, attrs, target, order)
     except (UnsupportedParameterError, ParamError) as err:
         raise _renamed(err) from None
 

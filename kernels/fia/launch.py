@@ -67,7 +67,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             num_key_value_heads: int, atten_mask=None, sparse_mode: int = 0, pre_tokens: int = INT_MAX,
             next_tokens: int = INT_MAX, softmax_lse_flag: bool = False, out_dtype=None, legacy_route: bool = False,
             pse_shift=None, learnable_sink=None, block_table=None, query_padding_size=None, kv_padding_size=None,
-            serial: bool = False):
+            serial: bool = False, order: str = "program"):
     """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun)."""
     lay = parse_layout(input_layout)
     n1, n2 = num_heads, (num_key_value_heads or num_heads)
@@ -162,7 +162,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap, PSE=pse_shift is not None,
             PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, SINK=learnable_sink is not None,
             S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
-            FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), serial=serial)
+            FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), serial=serial, order=order)
     nvec = 0
     if tiling.fd_tasks:
         fd_tab = np.array([(ft.b, ft.n2, ft.m_start, ft.m_rows, ft.splits, ft.workspace_slot)
@@ -176,7 +176,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         fia_fd_combine[nvec](out_k, lse_arg, sink, ws_o, ws_ml, fd_tab, work, wptr, qlen, qoff,
                              LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, R=r_cap,
                              DV=dv, LSE=bool(softmax_lse_flag), SINK=learnable_sink is not None,
-                             EMPTY_LSE=float(empty_lse), serial=serial)
+                             EMPTY_LSE=float(empty_lse), serial=serial, order=order)
     run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks))
     return out, (lse if softmax_lse_flag else None), run
 

@@ -21,7 +21,8 @@ A2 = get_platform("Ascend910B1")
 
 
 def test_every_op_kind_has_one_numba_lowering_rule():
-    missing = [k for k in OPS if not hasattr(_Gen, "op_" + k)]
+    # kinds a pass replaces (send/recv, lowered by place_handoffs) and the program op need none
+    missing = [k for k, d in OPS.items() if d.lowered_by is None and k != "program" and not hasattr(_Gen, "op_" + k)]
     assert not missing, f"op kinds without a numba lowering rule: {missing}"
 
 
@@ -30,7 +31,7 @@ def test_every_op_record_states_its_scopes_pipe_and_purity():
         assert d.category in ("scalar", "tile", "control", "sync"), kind
         assert d.scopes and all(s in (None, "cube", "vector") for s in d.scopes), kind
         assert isinstance(d.pure, bool) and d.doc, kind
-        if d.category == "tile" and kind not in ("store",):
+        if d.category == "tile" and kind not in ("store", "send"):
             assert d.valid is not None, f"{kind} has no valid-extent rule"
 
 

@@ -70,10 +70,10 @@ def test_signature_matches_torch_npu():
     assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.default is inspect.Parameter.empty
                for p in params[:3])
     rest = params[3:]
-    assert [(p.name, p.default) for p in rest[:-1]] == TORCH_NPU_KEYWORDS
+    assert [(p.name, p.default) for p in rest[:-2]] == TORCH_NPU_KEYWORDS
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in rest)
-    # cvtile's one addition comes last, keyword-only, defaulting to the A2 platform
-    assert rest[-1].name == "target" and rest[-1].default == "Ascend910B1"
+    # cvtile's two additions come last, keyword-only: the platform (A2) and the simulator's execution order
+    assert [(p.name, p.default) for p in rest[-2:]] == [("target", "Ascend910B1"), ("order", "program")]
 
 
 def test_reexported_under_torch_npu_name():
