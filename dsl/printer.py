@@ -52,6 +52,7 @@ def format_op(op: Op, indent: int = 0) -> list[str]:
         res = ", ".join(map(_v, op.results))
         head = f"{pad}{(res + ' = ') if res else ''}for {_v(iv)} in range({_v(lo)}, {_v(hi)}, {_v(step)})"
         head += f" iter({it})" if it else ""
+        head += f" pipelined({op.attrs['stages']} stages)" if "stages" in op.attrs else ""
         lines = [f"{head} {{".ljust(72) + "  # " + where]
         lines += _block(body, indent + 1)
         lines.append(pad + "}")
@@ -63,7 +64,8 @@ def format_op(op: Op, indent: int = 0) -> list[str]:
         return lines
     if op.kind == "if":
         res = ", ".join(map(_v, op.results))
-        lines = [f"{pad}{(res + ' = ') if res else ''}if {_v(op.operands[0])} {{".ljust(72) + "  # " + where]
+        stage = f" stage {op.attrs['stage']}" if "stage" in op.attrs else ""
+        lines = [f"{pad}{(res + ' = ') if res else ''}if{stage} {_v(op.operands[0])} {{".ljust(72) + "  # " + where]
         lines += _block(op.blocks[0], indent + 1)
         lines.append(pad + "} else {")
         lines += _block(op.blocks[1], indent + 1)

@@ -16,6 +16,10 @@ kernel line). The IR text after every pass is kept for ``ir_after``.
 * ``place_handoffs``: each data channel gets its workspace slots (the preload
   depth of the platform table inside loops), its send/recv become stores and
   loads of the slot; the per-group workspace layout is fixed.
+* ``pipeline``: the loops that carry hand-offs are software-pipelined (stages
+  from the hand-off phases, guarded prologue/epilogue, shift registers for
+  values that cross steps), so the AIC runs C1 of the next iteration while
+  the AIVs run V1 of this one.
 * ``insert_sync``: the cross-core flags of every channel (ready and free, the
   credits and the drain), ids allocated within the hardware's range.
 """
@@ -27,11 +31,12 @@ from dataclasses import dataclass, field
 from ..errors import CompilationError
 from ..ir import Kernel
 from .insert_sync import insert_sync
+from .pipeline import pipeline
 from .place_handoffs import place_handoffs
 from .simplify import simplify
 from .split_cv import split_cv
 
-__all__ = ["simplify", "split_cv", "place_handoffs", "insert_sync", "run_pipeline", "PassError", "Compilation",
+__all__ = ["simplify", "split_cv", "place_handoffs", "pipeline", "insert_sync", "run_pipeline", "PassError", "Compilation",
            "PIPELINE"]
 
 
@@ -48,7 +53,7 @@ class PassError(CompilationError):
 #: the passes every kernel goes through, in order: (name, function). The IR before ``split_cv`` is the
 #: sequential kernel (what program order runs); from ``split_cv`` on it holds the programs the chip runs.
 PIPELINE = [("simplify", simplify), ("split_cv", split_cv), ("place_handoffs", place_handoffs),
-            ("insert_sync", insert_sync)]
+            ("pipeline", pipeline), ("insert_sync", insert_sync)]
 
 
 @dataclass

@@ -174,8 +174,8 @@ def _lowered(op: Op, ch: Channel, kernel: Kernel, ws: Value, ve: ValidExtents, l
             first = sbin("eq", sub.result, 0, BOOL)
             new.attrs.pop("channels")
             then = Block(ops=[new, Op("yield", [], [], {}, (), loc, None)])
-            new = Op("if", [first], [], {"channels": span}, [then, Block(ops=[Op("yield", [], [], {}, (), loc, None)])],
-                     loc, None)
+            new = Op("if", [first], [], {"channels": span, "handoff": ch.name},
+                     [then, Block(ops=[Op("yield", [], [], {}, (), loc, None)])], loc, None)
     else:   # the recv's result becomes the load's: its uses stay as they are
         new = Op("load", [], [tile], {"channels": span, "handoff": ch.name}, (), loc, op.scope, {"window": window})
     ops.append(new)
