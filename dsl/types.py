@@ -60,6 +60,9 @@ class DType:
 
     __str__ = __repr__
 
+    def __deepcopy__(self, memo):   # one object per dtype: copies of IR share it (``is`` comparisons hold)
+        return self
+
 
 float16 = DType("float16", 16, "float")
 bfloat16 = DType("bfloat16", 16, "float")
@@ -97,6 +100,9 @@ class Space:
         return self.name
 
     __str__ = __repr__
+
+    def __deepcopy__(self, memo):   # one object per space: copies of IR share it (``is`` comparisons hold)
+        return self
 
 
 GM = Space("GM", "any")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from .budget import BudgetReport, check_budget, plan_budget
 from .errors import CompilationError
-from .ir import Block, Kernel, Op
+from .ir import Block, Kernel, Op, Value
 
 __all__ = ["verify", "verify_structure"]
 
@@ -68,6 +68,9 @@ def _block(block: Block, defined: set, platform, parent: Op | None, core: str | 
                 _fail(op.blocks[0].ops[-1], "yield at the end of a program")
         elif core is not None and op.scope not in (None, _CORE_SCOPE[core]):
             _fail(op, f"a {op.scope} op in the {core} program")
+        for o in op.args:
+            if not isinstance(o, Value):
+                _fail(op, f"{op.kind} has an operand that is not an IR value: {o!r}")
         for o in op.operands:
             if o.id not in scope_defined:
                 _fail(op, f"{op.kind} uses {o!r} before its definition")

@@ -320,12 +320,12 @@ class _Splitter:
             n = new.attrs.get("nvalid", 0)
             valid = [p.m(x) for x in (op.args[1:] if n else res.type.shape)]
             _, rows = self._rows(p, dst, valid[0], res.type.shape[0], op.loc)
-            new.args = [new.args[0], rows, *valid[1:]]
+            new.args = [new.args[0]] + [_const(dst, x, op.loc) for x in (rows, *valid[1:])]
             new.attrs["nvalid"] = len(new.args) - 1
         elif k == "iota" and self._split(p, res):
             valid = p.m(op.args[1]) if op.attrs.get("nvalid") else res.type.shape[0]
             roff, rows = self._rows(p, dst, valid, res.type.shape[0], op.loc)
-            new.args = [_sbin(dst, "add", p.m(op.args[0]), roff, op.loc), rows]
+            new.args = [_const(dst, _sbin(dst, "add", p.m(op.args[0]), roff, op.loc), op.loc), _const(dst, rows, op.loc)]
             new.attrs["nvalid"] = 1
         elif k == "load" and self._split(p, res):
             new.windows["window"] = self._half_window(p, dst, new.windows["window"], None, op.loc)

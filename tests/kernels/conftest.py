@@ -264,6 +264,20 @@ class FiaKit:
             return a[b, :, i]
         return {"BSH": lambda: a[b, i], "BSND": lambda: a[b, i], "BNSD": lambda: a[b, :, i]}[lay.out]()
 
+    def check_pipelined(self, c: FiaCase) -> FiaRunResult:
+        """Check the case in program order, then run it in pipelined order (the split, synced, pipelined
+        programs) and assert that both orders give bitwise the same outputs."""
+        r = self.check(c)
+        out, lse = npu_fused_infer_attention_score(**r.kwargs, target=c.target, order="pipelined")
+        bits = np.uint16 if out.itemsize == 2 else np.uint32
+        assert np.array_equal(out.view(bits), r.out.view(bits)), \
+            f"pipelined attention_out differs from program order (max |diff| " \
+            f"{np.nanmax(np.abs(out.astype(np.float64) - r.out.astype(np.float64)))})\n{r.describe()}"
+        if c.lse:
+            assert np.array_equal(lse.view(np.uint32), r.lse.view(np.uint32)), \
+                f"pipelined softmax_lse differs from program order\n{r.describe()}"
+        return r
+
     def check(self, c: FiaCase) -> FiaRunResult:
         """Run the case and assert: shapes/dtypes, the comparisons, and output 0 / the promised lse on empty rows."""
         r = self.run(c)
