@@ -36,7 +36,7 @@ from .ops import OPS, opdef
 from .types import L0A, L0B, L0C, L1, UB, ScalarType, TensorType, TileType
 
 __all__ = ["Loc", "Value", "Op", "Block", "Param", "Kernel", "OPS", "pipe_of", "walk", "WDim", "Lookup", "Window",
-           "is_on_chip", "Channel", "clone_op", "core_of_space"]
+           "is_on_chip", "Channel", "clone_op", "clone_block", "core_of_space"]
 
 
 @dataclass(frozen=True)
@@ -242,6 +242,11 @@ class Kernel:
     channels: list = field(default_factory=list)
     #: after place_handoffs: bytes of GM workspace one core group uses for its hand-off slots
     workspace_bytes: int = 0
+    #: after place_handoffs: bytes per core group of every channel's slots as the simulator allocates them (the
+    #: GM workspace, then the 950's on-chip slots)
+    slot_area_bytes: int = 0
+    #: after plan_memory: the memory plan (passes.plan_memory.MemoryPlan)
+    memory: Any = None
 
     def ops(self) -> Iterator[Op]:
         return walk(self.body)
@@ -296,6 +301,19 @@ def clone_op(op: Op, vmap: dict, blocks=()) -> Op:
         vmap[r.id] = n
     return Op(op.kind, [m(a) for a in op.args], results, dict(op.attrs), blocks, op.loc, op.scope,
               {k: w.map(m) for k, w in op.windows.items()})
+
+
+def clone_block(block: Block, vmap: dict) -> Block:
+    """A deep copy of ``block`` (new argument and result values, recorded in ``vmap``)."""
+    args = []
+    for a in block.args:
+        n = Value(a.type, a.name)
+        vmap[a.id] = n
+        args.append(n)
+    out = Block(args=args)
+    for op in block.ops:
+        out.ops.append(clone_op(op, vmap, [clone_block(b, vmap) for b in op.blocks]))
+    return out
 
 
 def walk(block: Block) -> Iterator[Op]:

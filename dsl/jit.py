@@ -7,8 +7,10 @@ decoration. A launch ``kernel[grid](*args, **kwargs)`` (or ``kernel.compile``)
 binds the arguments to the parameters and *specialises*: a parameter annotated
 ``constexpr`` (or receiving ``None``) is a compile-time value; an array is a GM
 tensor, typed by dtype and rank only; a Python number is a runtime scalar. The
-kernel is compiled to IR once per specialisation and verified against the
-target (``verify.py``), then handed to a backend. The in-process cache key is
+kernel is compiled to IR once per specialisation and run through the passes
+(``passes.run_pipeline``: the IR is verified after each; the memory plan is the
+budget report, a kernel that does not fit raises ``BudgetError``), then handed
+to a backend. The in-process cache key is
 (source hash, constexpr values, argument dtypes and ranks, target); the numba
 backend adds an on-disk cache keyed by the generated source, so a second
 process does not recompile.
@@ -24,6 +26,10 @@ Invariants
   does not.
 * ``kernel[grid]`` takes ``grid`` = the number of cores (AI core groups for a
   mixed kernel; vector cores for a vector-only kernel).
+* ``kernel[grid](..., order="program")`` runs the sequential kernel (the IR
+  before split_cv); ``order="pipelined"`` runs the programs after every pass
+  (split, hand-offs through slots, flags, pipelining, row chunks). Both must
+  give bitwise the same results.
 """
 
 from __future__ import annotations
@@ -93,6 +99,11 @@ class CompiledKernel:
     def pipelined_source(self) -> str:
         """The generated numba module text of pipelined order (the split, synced programs)."""
         return self.runner("numba", "pipelined").source
+
+    @property
+    def memory_map(self) -> str:
+        """Every on-chip buffer of every program with its address, and the peak per space (plan_memory)."""
+        return self.report.memory_map()
 
     @property
     def ir_text(self) -> str:
@@ -176,11 +187,12 @@ class JITFunction:
         key = (_source_hash(self.fn), tuple(key_parts), platform.name)
         compiled = self._cache.get(key)
         if compiled is None:
-            from .verify import verify
+            from .passes.plan_memory import check_plan
 
             compilation = run_pipeline(build_kernel(self.fn, bindings, platform, self.__name__), platform)
             ir = compilation.sequential
-            report = verify(ir, platform)
+            report = compilation.final.memory
+            check_plan(report, compilation.final)
             compiled = CompiledKernel(ir, report, platform, key, compilation)
             self._cache[key] = compiled
         return compiled, runtime

@@ -190,6 +190,14 @@ def _valid_recv(op, valid_of):
     return tuple(op.args[1:])
 
 
+def _valid_slice_rows(op, valid_of):
+    return (op.args[2],) + tuple(valid_of(op.args[0])[1:])
+
+
+def _valid_full(op, valid_of):
+    return valid_of(op.args[0])
+
+
 def _valid_reduce(op, valid_of):
     return (valid_of(op.args[0])[0],)
 
@@ -241,6 +249,11 @@ _DEFS = [
           doc="per-row max/sum/min of a rank-2 tile (attrs op)"),
     OpDef("expand", "tile", _VEC, True, "S", ("x",), (), _verify_vector, _valid_expand,
           doc="a rank-1 tile viewed as (n, 1) or (1, n) for broadcasting (attrs axis); no data moves"),
+    # row chunks (chunk_rows): views and in-place updates of a tile's rows, no data movement of their own
+    OpDef("slice_rows", "tile", _VEC, True, "S", ("x", "row", "rows"), (), _verify_vector, _valid_slice_rows,
+          doc="rows [row, row+rows) of a UB tile as a tile of capacity attrs['cap'] rows (a view)"),
+    OpDef("insert_rows", "tile", _VEC, False, "V", ("full", "chunk", "row"), (), _verify_vector, _valid_full,
+          doc="the full tile with rows [row, row+chunk rows) replaced by chunk (in place: the result is full)"),
     # control
     OpDef("for", "control", _ANY_SCOPE, False, "S", ("lo", "hi", "step", "*init"),
           doc="a loop; its body's arguments are the induction variable and the carried values"),

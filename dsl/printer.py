@@ -53,6 +53,7 @@ def format_op(op: Op, indent: int = 0) -> list[str]:
         head = f"{pad}{(res + ' = ') if res else ''}for {_v(iv)} in range({_v(lo)}, {_v(hi)}, {_v(step)})"
         head += f" iter({it})" if it else ""
         head += f" pipelined({op.attrs['stages']} stages)" if "stages" in op.attrs else ""
+        head += f" row chunks of {op.attrs['chunk']}" if "chunk" in op.attrs else ""
         lines = [f"{head} {{".ljust(72) + "  # " + where]
         lines += _block(body, indent + 1)
         lines.append(pad + "}")

@@ -20,25 +20,17 @@ Legal IR
 * After split_cv the kernel body holds only ``program`` ops (one per core
   type); an aic program holds no vector op and an aiv program no cube op, and
   a program reads only the kernel's arguments and its own values.
-* On-chip budgets fit the target (``budget.py``); otherwise ``BudgetError``
-  with the memory table.
+* (Budgets are not structure: plan_memory places every buffer and the
+  compiler raises ``BudgetError`` with the memory table when a space does not
+  fit, see ``passes/plan_memory.py``.)
 """
 
 from __future__ import annotations
 
-from .budget import BudgetReport, check_budget, plan_budget
 from .errors import CompilationError
 from .ir import Block, Kernel, Op, Value
 
-__all__ = ["verify", "verify_structure"]
-
-
-def verify(kernel: Kernel, platform) -> BudgetReport:
-    """Check the structure and the budgets; return the budget report."""
-    verify_structure(kernel, platform)
-    report = plan_budget(kernel, platform)
-    check_budget(report, kernel)
-    return report
+__all__ = ["verify_structure"]
 
 
 def verify_structure(kernel: Kernel, platform) -> None:

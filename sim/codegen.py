@@ -152,9 +152,8 @@ def _module_header(kernel: Kernel) -> list:
         "                           read_rows_f32, read_rows_raw, write_rows_f16, write_rows_bf16,",
         "                           write_rows_f32, write_rows_raw, fexp_call, flog_call, fsqrt_call,",
         "                           frsqrt_call, round_f16_call, round_bf16_call, dot_rows_t, axpy_rows)",
-        "from cvtile.sim.sync import abort_group, finish_turn, take_turn, wait_turn",
-        "",
-    ]
+    ] + (["from cvtile.sim.sync import abort_group, finish_turn, take_turn, wait_turn"] if len(kernel.programs()) == 2
+         else []) + [""]
 
 
 class _Gen:
@@ -830,7 +829,8 @@ class _Gen:
                 self.fail_if(f"{dims[i]} < 0 or {dims[i]} > {t.shape[i]}",
                              f"valid extent of dim {i} is outside [0, {t.shape[i]}]", op, [("valid", dims[i])])
         out = self.view(op.result, dims)
-        self.emit(f"{out}.fill({self._scalar_as(value, t.dtype)})")
+        if not op.attrs.get("uninit"):
+            self.emit(f"{out}.fill({self._scalar_as(value, t.dtype)})")
 
     def op_iota(self, op):
         t: TileType = op.result.type
@@ -866,6 +866,19 @@ class _Gen:
         if dt.is_bool:
             return f"bool({r})"
         return f"np.int64({r})"
+
+    # ---------------------------------------------------------- row chunks
+    def op_slice_rows(self, op):
+        x, row, n = op.args
+        name = self.var_name(op.result)
+        self.emit(f"{name} = {self.tile(x)}[{self.ref(row)}:{self.ref(row)} + {self.ref(n)}]")
+        self.tile_var[op.result.id] = name
+
+    def op_insert_rows(self, op):
+        full, chunk, row = op.args
+        f, c = self.tile(full), self.tile(chunk)
+        self.emit(f"{f}[{self.ref(row)}:{self.ref(row)} + {c}.shape[0]] = {c}")
+        self.tile_var[op.result.id] = f
 
     # ---------------------------------------------------------- fused ops
     def op_expand(self, op):

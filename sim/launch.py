@@ -192,7 +192,7 @@ def workspace_views(ir, grid: int) -> list:
         return []
     from .storage import USER_DTYPE
 
-    buf = np.full(max(1, grid) * ir.workspace_bytes, 0xFF, np.uint8)
+    buf = np.full(max(1, grid) * ir.slot_area_bytes, 0xFF, np.uint8)
     return [buf.view(USER_DTYPE[p.type.dtype.name]) for p in params]
 
 

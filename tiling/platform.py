@@ -64,12 +64,19 @@ class Platform:
     fixpipe_bytes_per_cycle: int = 64
     cube_to_vector_on_chip: bool = False
     preload_depth: int = 2
+    #: byte alignment of a buffer's start per on-chip space (memory planning)
+    buffer_align: dict = field(default_factory=lambda: {"UB": 32, "L1": 512, "L0A": 512, "L0B": 512, "L0C": 1024},
+                               hash=False)
     note: str = ""
 
     @property
     def cv_ratio(self) -> int:
         """Vector cores per cube core (1 or 2)."""
         return self.aiv // self.aic
+
+    def align(self, space: str) -> int:
+        """The byte alignment of a buffer in an on-chip space ("UB", "L1", "L0A", "L0B", "L0C")."""
+        return int(self.buffer_align.get(space.upper(), 32))
 
     def capacity(self, space: str) -> int:
         """Bytes a kernel may use in an on-chip memory space ("UB", "L1", "L0A", "L0B", "L0C")."""

@@ -20,6 +20,12 @@ kernel line). The IR text after every pass is kept for ``ir_after``.
   from the hand-off phases, guarded prologue/epilogue, shift registers for
   values that cross steps), so the AIC runs C1 of the next iteration while
   the AIVs run V1 of this one.
+* ``chunk_rows``: a run of row-local vector work whose tiles do not fit UB
+  is processed in row chunks (a loop over slices of the rows); what fits is
+  left alone.
+* ``plan_memory``: an address for every on-chip buffer of every program
+  (lifetimes, in-place reuse, matmul staging pieces, ping-pong copies in
+  pipelined loops, the platform's alignment); the budget report is this plan.
 * ``insert_sync``: the cross-core flags of every channel (ready and free, the
   credits and the drain), ids allocated within the hardware's range.
 """
@@ -30,13 +36,15 @@ from dataclasses import dataclass, field
 
 from ..errors import CompilationError
 from ..ir import Kernel
+from .chunk_rows import chunk_rows
 from .insert_sync import insert_sync
 from .pipeline import pipeline
 from .place_handoffs import place_handoffs
+from .plan_memory import plan_memory
 from .simplify import simplify
 from .split_cv import split_cv
 
-__all__ = ["simplify", "split_cv", "place_handoffs", "pipeline", "insert_sync", "run_pipeline", "PassError", "Compilation",
+__all__ = ["simplify", "split_cv", "place_handoffs", "pipeline", "chunk_rows", "plan_memory", "insert_sync", "run_pipeline", "PassError", "Compilation",
            "PIPELINE"]
 
 
@@ -53,7 +61,8 @@ class PassError(CompilationError):
 #: the passes every kernel goes through, in order: (name, function). The IR before ``split_cv`` is the
 #: sequential kernel (what program order runs); from ``split_cv`` on it holds the programs the chip runs.
 PIPELINE = [("simplify", simplify), ("split_cv", split_cv), ("place_handoffs", place_handoffs),
-            ("pipeline", pipeline), ("insert_sync", insert_sync)]
+            ("pipeline", pipeline), ("chunk_rows", chunk_rows),
+            ("plan_memory", plan_memory), ("insert_sync", insert_sync)]
 
 
 @dataclass

@@ -91,8 +91,11 @@ def _flag(kind: str, ch: Channel, which: str, core: str, mode: int, loc, pipe: s
     return Op(kind, [], [], attrs, (), loc, scope)
 
 
-def _last_pipe(op: Op) -> str:
-    """The pipe a span's last op finishes on (its last tile op for a control op)."""
+def _last_pipe(op: Op, cid: int | None = None) -> str:
+    """The pipe a span's last op finishes on (its last tile op for a control op; for a chunk loop, the pipe
+    of the channel's own op inside it)."""
+    if cid is not None and cid in op.attrs.get("span_pipes", {}):
+        return op.attrs["span_pipes"][cid]
     if op.defn.category == "tile":
         return op.pipe
     pipes = [o.pipe for o in walk(Block(ops=[op])) if o.defn.category == "tile"]
@@ -103,7 +106,7 @@ def _credit_pipe(ch: Channel, body: Block) -> str:
     for op in walk(body):
         for cid, role, end in op.attrs.get("channels", ()):
             if cid == ch.id and role == "consume" and end == "end":
-                return _last_pipe(op)
+                return _last_pipe(op, cid)
     return "S"
 
 
@@ -120,6 +123,6 @@ def _wrap_spans(block: Block, core: str, channels: dict, mode: int) -> None:
                 before.append(_flag("flag_wait", ch, "ready" if role == "consume" else "free", core, mode, op.loc))
             else:
                 after.append(_flag("flag_set", ch, "ready" if role == "produce" else "free", core, mode, op.loc,
-                                   _last_pipe(op)))
+                                   _last_pipe(op, cid)))
         out += before + [op] + after
     block.ops = out

@@ -56,7 +56,7 @@ Invariants
 from __future__ import annotations
 
 from ..errors import CompilationError
-from ..ir import Block, Kernel, Op, Value, clone_op, walk
+from ..ir import Block, Kernel, Op, Value, clone_block, clone_op, walk
 from ..types import BOOL, F32, INDEX, UB, TileType
 
 __all__ = ["pipeline"]
@@ -353,7 +353,7 @@ def _stage(nb: Block, s: int, ops, st, t, iv, lo, hi, step: int, regs, newest, l
     for op in ops:
         if st.get(id(op)) == s:
             scalar_deps(op)
-            arm.ops.append(clone_op(op, vmap, [_clone_block(b, vmap) for b in op.blocks]))
+            arm.ops.append(clone_op(op, vmap, [clone_block(b, vmap) for b in op.blocks]))
     outs, keys = [], []
     for key, r in regs.items():
         if r.stage == s and r.src.id in vmap and vmap[r.src.id] is not r.src and not (r.arg is r.src):
@@ -367,16 +367,6 @@ def _stage(nb: Block, s: int, ops, st, t, iv, lo, hi, step: int, regs, newest, l
         newest[k] = r
 
 
-def _clone_block(block: Block, vmap: dict) -> Block:
-    args = []
-    for a in block.args:
-        n = Value(a.type, a.name)
-        vmap[a.id] = n
-        args.append(n)
-    out = Block(args=args)
-    for op in block.ops:
-        out.ops.append(clone_op(op, vmap, [_clone_block(b, vmap) for b in op.blocks]))
-    return out
 
 
 def _emit(nb: Block, kind: str, a, b, t, loc) -> Value:

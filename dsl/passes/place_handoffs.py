@@ -15,13 +15,15 @@ UB->L1); the route is recorded for the backends and the cost model.
   loop's start: ``(iv - lo) // step``). A channel outside loops has one slot.
   A slot holds the tile at its full capacity (rows x columns, as the producer
   holds it); an AIV of a row-split tile writes or reads its rows of it.
-* Workspace. Each core group owns ``workspace_bytes`` of GM: the channels'
+* Workspace. Each core group owns ``workspace_bytes`` of GM: the GM channels'
   slot arrays one after the other, each starting at a multiple of 512 bytes.
-  The kernel gets one GM tensor argument per channel, a typed flat view of the
-  same workspace allocation (``Param.kind == "workspace"``; the launcher
-  allocates ``groups * workspace_bytes`` and passes the views), and its slot
-  of group g starts at element ``(g * workspace_bytes + offset) / itemsize +
-  slot * rows * cols``.
+  The 950's on-chip channels follow in the simulator's slot area (on the chip
+  they are buffers of the receiving core, which plan_memory places). The
+  kernel gets one tensor argument per channel, a typed flat view of one
+  allocation of ``groups * slot_area_bytes`` (``Param.kind == "workspace"``;
+  the launcher allocates it and passes the views), and its slot of group g
+  starts at element ``(g * slot_area_bytes + offset) / itemsize + slot *
+  rows * cols``.
 * Lowering. ``send(tile, row_offset)`` becomes a ``store`` of the tile into
   its slot's rows from ``row_offset`` (by AIV 0 alone for a tile both AIVs
   hold); ``recv(row_offset, *valid)`` a ``load`` of those rows with the given
@@ -36,8 +38,8 @@ Invariants
 ----------
 * No send or recv remains; every slot access stays inside its channel's slot
   (the window bounds are the slot's rows and columns).
-* ``kernel.workspace_bytes`` is exactly what one core group's slots need; the
-  launcher allocates that per group and nothing else.
+* ``kernel.workspace_bytes`` is exactly the GM one core group's slots need
+  (0 on the 950, whose hand-offs stay on chip).
 """
 
 from __future__ import annotations
@@ -64,22 +66,27 @@ def place_handoffs(kernel: Kernel, platform) -> Kernel:
     loops = {}
     for core, body in progs.items():
         _find_loops(body, None, loops)
-    offset = 0
     params, args = list(kernel.params), list(kernel.args)
     ws_values: dict[int, Value] = {}
-    for ch in kernel.channels:
-        if ch.kind != "data":
-            continue
+    data = [ch for ch in kernel.channels if ch.kind == "data"]
+    for ch in data:
         ch.depth = depth if loops.get(ch.id) is not None else 1
         ch.route = "onchip" if platform.cube_to_vector_on_chip else "gm"
         ch.slot_bytes = ch.tile.nbytes
-        ch.offset = offset
-        offset += -(-ch.depth * ch.slot_bytes // SLOT_ALIGN) * SLOT_ALIGN
+    offset = 0
+    for route in ("gm", "onchip"):     # the GM workspace first, then the modelled on-chip slots
+        if route == "onchip":
+            gm_bytes = offset
+        for ch in data:
+            if ch.route == route:
+                ch.offset = offset
+                offset += -(-ch.depth * ch.slot_bytes // SLOT_ALIGN) * SLOT_ALIGN
+    for ch in data:
         v = Value(TensorType(ch.tile.dtype, 1), f"ws_{ch.name.lower()}")
         params.append(Param(v.name, "workspace", v.type))
         args.append(v)
         ws_values[ch.id] = v
-    out = replace(kernel, params=params, args=args, workspace_bytes=offset)
+    out = replace(kernel, params=params, args=args, workspace_bytes=gm_bytes, slot_area_bytes=offset)
     ve = ValidExtents.of(out)
     for core, body in progs.items():
         _lower(body, out, ws_values, ve, None)
@@ -145,7 +152,7 @@ def _lowered(op: Op, ch: Channel, kernel: Kernel, ws: Value, ve: ValidExtents, l
     item = ch.tile.dtype.itemsize
     rows = ch.tile.shape[0]
     cols = ch.tile.shape[1] if ch.tile.rank == 2 else 1
-    base = sbin("add", sbin("mul", group, kernel.workspace_bytes // item), ch.offset // item)
+    base = sbin("add", sbin("mul", group, kernel.slot_area_bytes // item), ch.offset // item)
     if ch.depth > 1 and loop is not None:
         lo, _, step = loop.args[:3]
         iv = loop.blocks[0].args[0]

@@ -54,7 +54,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import CompilationError
-from ..ir import Block, Channel, Kernel, Op, Value, clone_op, core_of_space, walk
+from ..ir import Block, Channel, Kernel, Op, Value, clone_block, clone_op, core_of_space, walk
 from ..shapes import ValidExtents
 from ..types import BOOL, INDEX, UB, TileType
 from .simplify import simplify_block
@@ -67,34 +67,26 @@ _SCOPE = {"aic": "cube", "aiv": "vector"}
 def split_cv(kernel: Kernel, platform) -> Kernel:
     if kernel.kind != "mixed":
         vmap: dict = {}
-        body = _clone_block(kernel.body, vmap)
+        body = clone_block(kernel.body, vmap)
         prog = Op("program", [], [], {"core": kernel.kind}, [body], kernel.loc, None)
         return replace(kernel, body=Block(ops=[prog]), channels=[])
     return _Splitter(kernel, platform).run()
 
 
-def _clone_block(block: Block, vmap: dict) -> Block:
-    args = []
-    for a in block.args:
-        n = Value(a.type, a.name)
-        vmap[a.id] = n
-        args.append(n)
-    out = Block(args=args)
-    for op in block.ops:
-        out.ops.append(clone_op(op, vmap, [_clone_block(b, vmap) for b in op.blocks]))
-    return out
 
 
 # ------------------------------------------------------------------ the row analysis
 
 class RowClasses:
-    """Union-find over the vector tiles of a sequential kernel: ``split(v)`` is True when v's rows are divided
-    between the AIVs, False when both hold all of it (see the module docstring)."""
+    """Union-find over the vector tiles of a kernel (or of one program): ``split(v)`` is True when v's rows are
+    divided between the AIVs, False when both hold all of it (see the module docstring); chunk_rows reads
+    the same classes as "rows can be taken in chunks" / "computed whole"."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel_or_block):
         self.parent: dict[int, int] = {}
         self.whole: set[int] = set()
-        for op in walk(kernel.body):
+        body = kernel_or_block.body if isinstance(kernel_or_block, Kernel) else kernel_or_block
+        for op in walk(body):
             self._op(op)
 
     def _find(self, x: int) -> int:

@@ -1,0 +1,450 @@
+"""plan_memory: an address for every on-chip buffer of every program, and the budget check that reads it.
+
+Model
+-----
+Each program of a core group owns the spaces of its core: the AIC program L1,
+L0A, L0B and L0C; the AIV program (run by each AIV) its UB. A sequential
+kernel is planned as one program holding every space (program order's view;
+the budget is judged on the split programs).
+
+* Buffers. Each tile value that holds data gets a buffer (broadcast views,
+  row slices and in-place row updates share their source's). Values share one
+  buffer where the chip updates in place: a loop's carried value, its initial
+  value when the loop is that value's only reader, and the value the body
+  yields when it is computed after the last read of the old one (vector ops
+  work in place); an ``if`` result and the values its arms yield.
+* Matmul staging. An ``mma`` stages its operands through L0A / L0B and its
+  result through L0C in ping-pong base tiles (an ``acc=`` mma accumulates in
+  place into its accumulator) (``plan_mma``: half of each
+  buffer per piece); an operand read from GM, or handed over from the vector
+  side into L1 only to be staged, streams through two L1 pieces (a base tile by up to 256 of the
+  contraction). A result that only leaves the cube (a store, a hand-off)
+  streams out of L0C piece by piece; one used again on the cube (``acc=``) is
+  a resident L0C buffer.
+* Slots. On the 950 a hand-off lands in the receiving core's own memory: its
+  ``depth`` slots are a UB buffer of each AIV (cube -> vector; its rows of a
+  row-split tile) or an L1 buffer (vector -> cube) for the whole program.
+* Ping-pong. A tile loaded (MTE2) inside a pipelined loop gets two copies, so
+  the next iteration's copy can land while this one is read.
+* Lifetimes are ``liveness.Liveness``; a buffer lives over the union of its
+  values' ranges. Addresses are assigned first-fit in order of first use, each
+  aligned as the platform table says (UB 32 B, L1 512 B, L0A/L0B 512 B, L0C
+  1 KB), copies side by side.
+* The plan of a space is its buffers with addresses; its *peak* is the end of
+  the highest buffer, which must fit the space's capacity. Otherwise
+  ``BudgetError`` with the table of the buffers live at the busiest point,
+  pointing at the line of the largest of them.
+
+Invariants
+----------
+* Two buffers whose lifetimes overlap never overlap in address.
+* The budget report is this plan (``CompiledKernel.report``), so the report
+  and the addresses the Ascend C backend emits cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import BudgetError
+from ..ir import Block, Kernel, Op, Value, walk
+from ..liveness import Liveness
+from ..types import L0A, L0B, L0C, L1, UB, TileType
+
+__all__ = ["plan_memory", "MemoryPlan", "Buffer", "SpacePlan", "MmaPlan", "plan_mma", "check_plan",
+           "SPACES_OF"]
+
+#: the spaces each program owns
+SPACES_OF = {"aic": ("L1", "L0A", "L0B", "L0C"), "aiv": ("UB",), "kernel": ("UB", "L1", "L0A", "L0B", "L0C")}
+_VIEWS = ("expand", "slice_rows", "insert_rows")
+_INPLACE = ("ewise", "cast", "reduce", "create", "iota", "load", "mma")
+
+
+@dataclass
+class Buffer:
+    name: str
+    line: int
+    space: str
+    shape: tuple
+    dtype: str
+    copies: int
+    bytes: int               # all copies
+    start: int               # first position it is live (Liveness numbering of its program)
+    end: int                 # one past the last
+    note: str = ""
+    offset: int = 0          # byte address in its space
+    loc: object = None
+    values: list = field(default_factory=list)   # ids of the values it holds
+
+
+@dataclass
+class SpacePlan:
+    space: str
+    capacity: int
+    peak: int                                 # end address of the highest buffer
+    buffers: list = field(default_factory=list)   # the buffers live at the busiest point (the table's rows)
+    all: list = field(default_factory=list)       # every buffer of the space, by address
+
+    @property
+    def fits(self) -> bool:
+        return self.peak <= self.capacity
+
+
+@dataclass
+class MmaPlan:
+    line: int
+    base_m: int
+    base_n: int
+    base_k: int
+    l0a: int
+    l0b: int
+    l0c: int
+
+
+@dataclass
+class MemoryPlan:
+    """The memory plan of a kernel: per program, per space, the buffers and their addresses."""
+
+    platform: str
+    programs: dict                     # core ("aic", "aiv" or "kernel") -> {space: SpacePlan}
+    mma_plans: list
+    workspace_bytes: int
+    buffer_of: dict = field(default_factory=dict)   # value id -> Buffer
+
+    @property
+    def spaces(self) -> dict:
+        """Space name -> its plan (each space belongs to one program)."""
+        out = {}
+        for core, spaces in self.programs.items():
+            out.update(spaces)
+        order = ("UB", "L1", "L0A", "L0B", "L0C")
+        return {s: out[s] for s in order if s in out}
+
+    def table(self, only: str | None = None) -> str:
+        lines = []
+        for name, su in self.spaces.items():
+            if only and name != only:
+                continue
+            lines.append(f"{name}: {su.peak} of {su.capacity} bytes at peak"
+                         f" ({100.0 * su.peak / su.capacity:.1f}%){'' if su.fits else '  OVER BUDGET'}")
+            if su.buffers:
+                lines.append(f"  {'buffer':<22}{'line':>5} {'space':<6}{'shape':<14}{'dtype':<10}{'copies':>7}"
+                             f"{'bytes':>10}{'address':>9}  note")
+                for b in su.buffers:
+                    shape = "x".join(map(str, b.shape))
+                    lines.append(f"  {b.name:<22}{b.line:>5} {b.space:<6}{shape:<14}{b.dtype:<10}{b.copies:>7}"
+                                 f"{b.bytes:>10}{b.offset:>9}  {b.note}")
+                lines.append(f"  {'total':<65}{su.peak:>10}  capacity {su.capacity}")
+        return "\n".join(lines)
+
+    def memory_map(self) -> str:
+        """Every buffer of every program by address: what lives where, and the peak per space."""
+        lines = [f"memory plan on {self.platform}"
+                 + (f"; GM workspace {self.workspace_bytes} bytes per core group" if self.workspace_bytes else "")]
+        for core, spaces in self.programs.items():
+            who = {"aic": "AIC program", "aiv": "AIV program (each AIV)", "kernel": "sequential kernel"}[core]
+            lines.append(f"{who}:")
+            for name, sp in spaces.items():
+                lines.append(f"  {name}: peak {sp.peak} of {sp.capacity} bytes ({100.0 * sp.peak / sp.capacity:.1f}%)")
+                for b in sorted(sp.all, key=lambda b: (b.offset, b.start)):
+                    shape = "x".join(map(str, b.shape))
+                    copies = f" x{b.copies}" if b.copies > 1 else ""
+                    lines.append(f"    [{b.offset:>7}, {b.offset + b.bytes:>7})  {b.name:<20} {shape:<12} "
+                                 f"{b.dtype:<9}{copies:<4} line {b.line:<5} live {b.start}-{b.end}"
+                                 f"{'  ' + b.note if b.note else ''}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def plan_mma(m: int, n: int, k: int, in_bytes: int, platform) -> tuple[int, int, int]:
+    """Ping-pong base tiles (baseM, baseN, baseK) of a block matmul: each L0 buffer half holds one piece."""
+    half_a, half_b, half_c = platform.l0a // 2, platform.l0b // 2, platform.l0c // 2
+    base_m = min(_align(m, 16), 128)
+    base_n = min(_align(n, 16), 256)
+    while base_m * base_n * 4 > half_c and base_n > 16:
+        base_n //= 2
+    base_k = min(_align(k, 16), 256)
+    while (base_m * base_k * in_bytes > half_a or base_k * base_n * in_bytes > half_b) and base_k > 16:
+        base_k //= 2
+    return base_m, base_n, base_k
+
+
+def _align(x: int, a: int) -> int:
+    return max(a, (x + a - 1) // a * a)
+
+
+def plan_memory(kernel: Kernel, platform) -> Kernel:
+    kernel.memory = plan_kernel(kernel, platform)
+    return kernel
+
+
+def plan_kernel(kernel: Kernel, platform) -> MemoryPlan:
+    progs = kernel.programs() or {"kernel": kernel.body}
+    plans, mma_plans, buffer_of = {}, [], {}
+    for core, body in progs.items():
+        slots = [ch for ch in kernel.channels if ch.kind == "data" and ch.route == "onchip" and ch.dst == core]
+        spaces, mmas, of = _plan_program(body, SPACES_OF[core], platform, slots)
+        plans[core] = spaces
+        mma_plans += mmas
+        buffer_of.update(of)
+    return MemoryPlan(platform.name, plans, mma_plans, kernel.workspace_bytes, buffer_of)
+
+
+# ------------------------------------------------------------------ one program
+
+class _Groups:
+    """Union-find of values that share one buffer."""
+
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+
+    def find(self, x: int) -> int:
+        p = self.parent.setdefault(x, x)
+        while p != x:
+            self.parent[x] = self.parent.setdefault(p, p)
+            x, p = p, self.parent[p]
+        return x
+
+    def union(self, a: Value, b: Value):
+        ra, rb = self.find(a.id), self.find(b.id)
+        if ra != rb:
+            self.parent[ra] = rb
+
+
+def _plan_program(body: Block, spaces: tuple, platform, slots=()):
+    lv = Liveness(body)
+    groups = _Groups()
+    skip: set[int] = set()           # values that are no buffer of their own (views, staging, streams)
+    staged: dict[int, list] = {}      # id(mma op) -> streamed operand notes
+    mmas = []
+    pipelined = _pipelined_values(body)
+    for op in walk(body):
+        k = op.kind
+        if k in _VIEWS and op.results:
+            groups.union(op.results[0], op.args[0])
+        elif k == "copy" and op.attrs.get("staged"):
+            skip.add(op.results[0].id)
+        elif k == "mma" and op.attrs.get("acc"):
+            groups.union(op.results[0], op.args[-1])   # accumulates in place into its acc tile
+        elif k == "for":
+            _share_loop(op, groups, lv)
+        elif k == "if":
+            for i, r in enumerate(op.results):
+                if r.is_tile:
+                    for arm in op.blocks:
+                        y = arm.ops[-1].args[i]
+                        if _only_use(y, lv, "yield") and _materialises(y):
+                            groups.union(y, r)
+    # streamed mma operands and results
+    for op in walk(body):
+        if op.kind != "mma":
+            continue
+        users = lv.users.get(op.results[0].id, [])
+        if not op.attrs.get("acc") and users and all(u.kind in ("store",) for u in users):
+            skip.add(op.results[0].id)
+            staged.setdefault(id(op), []).append("out")
+        for which, src in _mma_sources(op):
+            if src is None:
+                staged.setdefault(id(op), []).append(which)
+            elif src.owner is not None and src.owner.kind == "load" and src.owner.attrs.get("handoff") \
+                    and src.type.space is L1 and all(u.kind == "copy" and u.attrs.get("staged")
+                                                     for u in lv.users.get(src.id, [])):
+                skip.add(src.id)
+                staged.setdefault(id(op), []).append(which)
+    # buffers from groups
+    members: dict[int, list] = {}
+    for vid, v in lv.values.items():
+        if not v.is_tile or v.type.space.name not in spaces or vid in skip:
+            continue
+        members.setdefault(groups.find(vid), []).append(v)
+    buffers = []
+    of = {}
+    for root, vals in members.items():
+        vals = [v for v in vals if v.id not in skip]
+        if not vals:
+            continue
+        rep = max(vals, key=lambda v: (v.type.nbytes, -lv.def_pos.get(v.id, 0)))
+        if any(v.owner is not None and v.owner.kind in _VIEWS for v in [rep]) and len(vals) > 1:
+            rep = next((v for v in vals if v.owner is None or v.owner.kind not in _VIEWS), rep)
+        start = min(lv.def_pos.get(v.id, 0) for v in vals)
+        end = max(lv.end.get(v.id, lv.def_pos.get(v.id, 0) + 1) for v in vals)
+        origin = _origin(rep, lv)
+        copies = 2 if any(v.id in pipelined for v in vals) else 1
+        t: TileType = rep.type
+        size = _align(t.nbytes, platform.align(t.space.name))
+        note = "resident" if t.space is not UB else ""
+        if copies == 2:
+            note = "ping-pong (pipelined loop)"
+        b = Buffer(rep.name or (origin.kind if origin else "arg"), origin.loc.line if origin and origin.loc else 0,
+                   t.space.name, t.shape, t.dtype.name, copies, copies * size, start, max(end, start + 1), note,
+                   loc=origin.loc if origin else None, values=[v.id for v in vals])
+        buffers.append(b)
+        for v in vals:
+            of[v.id] = b
+    # the 950's on-chip hand-off slots: buffers of the receiving core for the whole program
+    for ch in slots:
+        space = "UB" if ch.dst == "aiv" else "L1"
+        rows = ch.tile.shape[0] if space == "L1" or ch.rows == "whole" else (ch.tile.shape[0] + 1) // 2
+        one = ch.tile.nbytes * rows // ch.tile.shape[0]
+        size = _align(one, platform.align(space))
+        buffers.append(Buffer(f"slots {ch.name}", ch.loc.line if ch.loc else 0, space,
+                              (rows,) + tuple(ch.tile.shape[1:]), ch.tile.dtype.name, ch.depth, ch.depth * size, 0,
+                              lv.n + 1, "on-chip hand-off slots", loc=ch.loc))
+    # matmul staging pieces
+    for op in walk(body):
+        if op.kind != "mma":
+            continue
+        p = lv.pos[id(op)]
+        rt = op.results[0].type
+        m, n = rt.shape
+        a_t, b_t = _mma_types(op)
+        kk = a_t.shape[1]
+        inb = max(1, a_t.dtype.bits // 8)
+        bm, bn, bk = plan_mma(m, n, kk, inb, platform)
+        line = op.loc.line if op.loc else 0
+        pieces = [("L0A", "a", (bm, bk), a_t.dtype.name, bm * bk * inb),
+                  ("L0B", "b", (bk, bn), b_t.dtype.name, bk * bn * inb)]
+        notes = staged.get(id(op), [])
+        if "out" in notes:
+            pieces.append(("L0C", "c", (bm, bn), rt.dtype.name, bm * bn * 4))
+        kpiece = min(_align(kk, 16), 256)
+        for which, piece, tt in (("a", (bm, kpiece), a_t), ("b", (kpiece, bn), b_t)):
+            if which in notes:
+                pieces.append(("L1", which + ".stream", piece, tt.dtype.name, piece[0] * piece[1] * inb))
+        for space, tag, shape, dt, nb in pieces:
+            if space not in spaces:
+                continue
+            size = _align(nb, platform.align(space))
+            what = "streamed operand staging" if space == "L1" else "ping-pong base tile"
+            buffers.append(Buffer(f"mma@{line}.{tag}", line, space, shape, dt, 2, 2 * size, p, p + 1, what,
+                                  loc=op.loc))
+        mmas.append(MmaPlan(line, bm, bn, bk, 2 * bm * bk * inb, 2 * bk * bn * inb, 2 * bm * bn * 4))
+    out = {}
+    for space in spaces:
+        mine = [b for b in buffers if b.space == space]
+        _assign(mine, platform.align(space))
+        out[space] = _space_plan(space, mine, platform.capacity(space), lv.n)
+    return out, mmas, of
+
+
+def _share_loop(op: Op, groups: _Groups, lv: Liveness):
+    body = op.blocks[0]
+    yields = body.ops[-1].args
+    for arg, init, y, r in zip(body.args[1:], op.args[3:], yields, op.results):
+        if not arg.is_tile:
+            continue
+        groups.union(arg, r)
+        if _only_use(init, lv, "for") and _materialises(init):
+            groups.union(init, arg)
+        if y is not arg and _materialises(y) and lv.block_of.get(id(y.owner)) is body \
+                and _only_use(y, lv, "yield") and _last_read_before(arg, y, lv):
+            groups.union(y, arg)
+
+
+def _materialises(v: Value) -> bool:
+    """Values computed into a buffer by their own op (an assembled row-chunk loop's output counts: its chunks
+    are written into it row by row)."""
+    return v.owner is not None and (v.owner.kind in _INPLACE or (v.owner.kind == "for" and "chunk" in v.owner.attrs))
+
+
+def _only_use(v: Value, lv: Liveness, kind: str) -> bool:
+    users = lv.users.get(v.id, [])
+    return len(users) == 1 and users[0].kind == kind
+
+
+def _last_read_before(arg: Value, y: Value, lv: Liveness) -> bool:
+    """No read of ``arg`` (direct, or through a pure vector op whose result is read later) comes after ``y`` is
+    made (a row-chunk loop's output is made at the loop's end; its chunks read the rows they write)."""
+    limit = lv.def_pos[y.id]
+
+    def last_read(v: Value, seen) -> int:
+        out = -1
+        for u in lv.users.get(v.id, []):
+            if u.kind == "yield":
+                continue
+            p = lv.pos[id(u)]
+            if u.defn.pure and u.results and u.results[0].id not in seen:
+                seen.add(u.results[0].id)
+                p = max(p, last_read(u.results[0], seen))
+            out = max(out, p)
+        return out
+
+    return last_read(arg, {y.id}) <= limit
+
+
+def _pipelined_values(body: Block) -> set:
+    """Tiles loaded inside a pipelined loop (their buffers get two copies)."""
+    out = set()
+    for op in walk(body):
+        if op.kind == "for" and op.attrs.get("stages", 1) > 1:
+            for inner in walk(op.blocks[0]):
+                if inner.kind == "load" and inner.results[0].type.space in (UB, L1):
+                    out.add(inner.results[0].id)
+    return out
+
+
+def _mma_sources(op: Op):
+    """(operand, the L1 tile staged into L0, or None for a GM window operand)."""
+    tiles = iter(op.args)
+    for which in ("a", "b"):
+        if which in op.windows:
+            yield which, None
+            continue
+        v = next(tiles)
+        if v.owner is not None and v.owner.kind == "copy" and v.owner.attrs.get("staged"):
+            yield which, v.owner.args[0]
+
+
+def _mma_types(op: Op):
+    tiles = iter(op.args)
+    out = []
+    for which in ("a", "b"):
+        w = op.windows.get(which)
+        out.append(TileType(w.tensor.type.dtype, L1, w.shape) if w is not None else next(tiles).type)
+    return out
+
+
+def _origin(v: Value, lv: Liveness):
+    op = lv.def_op.get(v.id)
+    if op is None:
+        init = lv.carried_from.get(v.id)
+        op = init.owner if init is not None else None
+    return op
+
+
+def _assign(buffers: list, align: int) -> None:
+    """First-fit addresses in order of first use: the lowest aligned address free over the buffer's life."""
+    placed: list[Buffer] = []
+    for b in sorted(buffers, key=lambda b: (b.start, -b.bytes)):
+        busy = sorted((x.offset, x.offset + x.bytes) for x in placed if x.start < b.end and b.start < x.end)
+        addr = 0
+        for lo, hi in busy:
+            if addr + b.bytes <= lo:
+                break
+            addr = max(addr, (hi + align - 1) // align * align)
+        b.offset = addr
+        placed.append(b)
+
+
+def _space_plan(space: str, buffers: list, capacity: int, n: int) -> SpacePlan:
+    peak = max((b.offset + b.bytes for b in buffers), default=0)
+    # the busiest point: where the live buffers add up to most
+    best, best_pos = -1, 0
+    for p in sorted({b.start for b in buffers}):
+        total = sum(b.bytes for b in buffers if b.start <= p < b.end)
+        if total > best:
+            best, best_pos = total, p
+    live = sorted((b for b in buffers if b.start <= best_pos < b.end), key=lambda b: -b.bytes)
+    return SpacePlan(space, capacity, peak, live, sorted(buffers, key=lambda b: b.offset))
+
+
+def check_plan(plan: MemoryPlan, kernel: Kernel) -> None:
+    """Raise ``BudgetError`` for the first space whose plan does not fit, at the line of its largest buffer."""
+    for name, su in plan.spaces.items():
+        if not su.fits:
+            where = su.buffers[0].loc if su.buffers and su.buffers[0].loc is not None else kernel.loc
+            raise BudgetError(f"kernel {kernel.name!r} does not fit {name} of {plan.platform}: "
+                              f"{su.peak} bytes needed at peak, {su.capacity} available",
+                              plan.table(only=name), plan, where)
