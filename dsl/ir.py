@@ -247,6 +247,8 @@ class Kernel:
     slot_area_bytes: int = 0
     #: after plan_memory: the memory plan (passes.plan_memory.MemoryPlan)
     memory: Any = None
+    #: after insert_sync: {"events": event pairs, "barriers": PipeBarriers} it inserted
+    sync_counts: dict = field(default_factory=dict)
 
     def ops(self) -> Iterator[Op]:
         return walk(self.body)

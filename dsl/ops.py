@@ -274,6 +274,13 @@ _DEFS = [
           doc="CrossCoreSetFlag: raise flag attrs['id'] (attrs name, mode) for the other core type"),
     OpDef("flag_wait", "sync", _BOTH, False, "S",
           doc="CrossCoreWaitFlag: block until flag attrs['id'] is raised, then lower it"),
+    # intra-core events between the pipes of one core (insert_sync)
+    OpDef("event_set", "sync", _BOTH, False, lambda op: op.attrs["src"],
+          doc="SetFlag<HardEvent::SRC_DST>(id): pipe attrs['src'] signals once its earlier work is done"),
+    OpDef("event_wait", "sync", _BOTH, False, lambda op: op.attrs["dst"],
+          doc="WaitFlag<HardEvent::SRC_DST>(id): pipe attrs['dst'] waits for the matching set"),
+    OpDef("barrier", "sync", _BOTH, False, lambda op: op.attrs["pipe"],
+          doc="PipeBarrier<PIPE_X>: later instructions of pipe attrs['pipe'] wait for its earlier ones"),
 ]
 
 OPS: dict[str, OpDef] = {d.kind: d for d in _DEFS}

@@ -507,6 +507,12 @@ class _Gen:
             self.emit(f"flags[{r}, {fid}] += 1")
         self.emit("sched[4] += 1")
 
+    def op_event_set(self, op):
+        pass   # a core's pipes run in program order here: events order nothing (the CPU twin checks pairing)
+
+    op_event_wait = op_event_set
+    op_barrier = op_event_set
+
     def op_flag_wait(self, op):
         fid, name = op.attrs["id"], op.attrs["name"]
         rows = self._flag_rows(True)

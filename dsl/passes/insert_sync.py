@@ -1,4 +1,4 @@
-"""insert_sync: the cross-core flags of every channel.
+"""insert_sync: the intra-core events between pipes, and the cross-core flags of every channel.
 
 The sync model
 --------------
@@ -24,6 +24,26 @@ Every channel (split_cv; its spans marked by place_handoffs or split_cv in
   consumer's program first sets it ``depth`` times (one credit per slot), and
   the producer's program ends by waiting on it ``depth`` times, so no set is
   outstanding when the kernel ends.
+
+Intra-core events. Inside one core the pipes (MTE2, MTE1, M, FIX, V, MTE3,
+S) run in parallel, each in order. For every RAW, WAR and WAW on one memory
+(an on-chip buffer of the memory plan, or a GM tensor) between ops of two
+pipes, the producer's pipe sets an event (``SetFlag<HardEvent::P_C>``) after
+the consumer is issued and the consumer's pipe waits for it (``WaitFlag``),
+right before the consumer; the set covers every earlier op of its pipe (pipes
+are in order), so a later consumer whose producers it covers needs none, and
+set and wait side by side never leave a pair open across other ops (id 0
+serves them all). Dependent ops on the V pipe get a ``PipeBarrier<PIPE_V>``
+unless one already stands after the producer.
+A control op is one step at its block's level (its waits before it, its sets
+after it; its own ops are ordered inside). A loop body is also checked against
+itself across the back edge: a dependency of an iteration's early op on the
+previous iteration's late op gets a pair inside the body (the set after the
+producer's last op, the wait before the consumer; id 1 + the loop's depth, so
+nested loops' pairs stay apart), one set before the loop and one wait after
+it, so every set meets one wait. Events
+change no numbers (a core's pipes run in program order in the simulator); the
+Ascend C backend prints them and the CPU twin checks their pairing.
 
 Flag ids are allocated from 0 within the hardware's 0-10 (two per channel);
 a kernel that needs more is a compile-time error naming the channels. The
@@ -51,6 +71,7 @@ MAX_OUTSTANDING = 15
 
 
 def insert_sync(kernel: Kernel, platform) -> Kernel:
+    kernel.sync_counts = insert_events(kernel, platform)
     if not kernel.channels:
         return kernel
     _allocate_ids(kernel)
@@ -126,3 +147,229 @@ def _wrap_spans(block: Block, core: str, channels: dict, mode: int) -> None:
                                    _last_pipe(op, cid)))
         out += before + [op] + after
     block.ops = out
+
+
+# ------------------------------------------------------------------ intra-core events
+
+#: the event kinds the hardware has between two pipes of one core (HardEvent, src_dst)
+HARD_EVENTS = {"MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1", "MTE2_V", "V_MTE2", "MTE3_V", "V_MTE3", "M_V", "V_M",
+               "MTE3_MTE1", "MTE1_MTE3", "MTE1_V", "MTE2_M", "M_MTE2", "V_MTE1", "M_FIX", "FIX_M", "MTE3_MTE2",
+               "MTE2_MTE3", "S_V", "V_S", "S_MTE2", "MTE2_S", "S_MTE3", "MTE3_S", "MTE2_FIX", "FIX_MTE2", "FIX_S",
+               "M_S", "FIX_MTE3", "MTE1_FIX", "FIX_MTE1"}
+#: the event id of forward (same-iteration) pairs; a loop's back-edge pairs use BACK_ID + its depth
+FORWARD_ID, BACK_ID = 0, 1
+
+
+def insert_events(kernel: Kernel, platform) -> dict:
+    """Insert the intra-core events of every program; returns counts {"events": pairs, "barriers": n}."""
+    plan = kernel.memory
+    counts = {"events": 0, "barriers": 0}
+    for core, body in (kernel.programs() or {"kernel": kernel.body}).items():
+        scope = {"aic": "cube", "aiv": "vector"}.get(core)
+        _EventBlock(plan, scope, counts).run(body)
+    return counts
+
+
+def _key(v, plan):
+    b = plan.buffer_of.get(v.id) if plan is not None else None
+    return ("buf", id(b)) if b is not None else ("val", v.id)
+
+
+def _accesses(op: Op, plan):
+    """(reads, writes) of one op: lists of (memory key, pipe). GM tensors are keyed by the tensor value."""
+    k = op.kind
+    reads, writes = [], []
+    pipe = op.pipe
+    if k == "load":
+        reads.append((("gm", op.windows["window"].tensor.id), "MTE2"))
+        writes.append((_key(op.results[0], plan), "MTE2"))
+    elif k == "store":
+        reads.append((_key(op.args[-1], plan), pipe))
+        writes.append((("gm", op.windows["window"].tensor.id), pipe))
+    elif k == "copy":
+        reads.append((_key(op.args[0], plan), pipe))
+        if not op.attrs.get("staged"):
+            writes.append((_key(op.results[0], plan), pipe))
+    elif k == "mma":
+        for w in op.windows.values():
+            reads.append((("gm", w.tensor.id), "MTE2"))
+        if op.attrs.get("acc"):
+            reads.append((_key(op.args[-1], plan), "M"))
+        writes.append((_key(op.results[0], plan), "M"))
+    elif k in ("ewise", "cast", "reduce", "create", "iota", "insert_rows"):
+        for a in op.args:
+            if a.is_tile:
+                reads.append((_key(a, plan), "V"))
+        writes.append((_key(op.results[0], plan), "V"))
+    elif k == "sload":
+        reads.append((("gm", op.args[0].id), "S"))
+    return reads, writes
+
+
+class _EventBlock:
+    def __init__(self, plan, scope, counts):
+        self.plan = plan
+        self.scope = scope
+        self.counts = counts
+        self.depth = 0          # loops around the block being ordered (a back-edge pair's id is 1 + depth)
+
+    def run(self, block: Block) -> None:
+        self._block(block)
+
+    # an op's accesses, nested ops included (a control op is one compound step at its block's level)
+    def _deep(self, op: Op):
+        reads, writes = _accesses(op, self.plan)
+        for b in op.blocks:
+            for inner in walk(b):
+                r, w = _accesses(inner, self.plan)
+                reads += r
+                writes += w
+        return reads, writes
+
+    def _block(self, block: Block) -> None:
+        for op in list(block.ops):   # _loop puts the primes and drains around a loop in this list
+            if op.kind == "for":
+                self._loop(op, block)
+            elif op.kind in ("if", "program"):
+                for b in op.blocks:
+                    self._block(b)
+        self._forward(block)
+
+    def _needs(self, ops, state, prev_len=0):
+        """Walk ``ops`` with the hazard state; return {index: [(src pipe, dst pipe, producer index)]} and the
+        V-pipe barrier positions. Producer indices below 0 are in the previous pass (a loop's previous
+        iteration)."""
+        last_write, readers = state
+        needs, barriers = {}, {}
+        for i, op in enumerate(ops):
+            if op.defn.category == "sync":
+                continue
+            reads, writes = self._deep(op)
+            if not reads and not writes:
+                continue
+            for key, pipe in reads:
+                w = last_write.get(key)
+                if w is not None:
+                    self._hazard(w[0], pipe, w[1], i, needs, barriers)
+            for key, pipe in writes:
+                w = last_write.get(key)
+                if w is not None:
+                    self._hazard(w[0], pipe, w[1], i, needs, barriers)
+                for rp, ri in readers.get(key, {}).items():
+                    self._hazard(rp, pipe, ri, i, needs, barriers)
+            for key, pipe in reads:
+                readers.setdefault(key, {})[pipe] = i
+            for key, pipe in writes:
+                last_write[key] = (pipe, i)
+                readers[key] = {}
+        return needs, barriers
+
+    @staticmethod
+    def _hazard(src, dst, at, i, needs, barriers):
+        if src == dst:
+            if src == "V" and at >= 0:
+                barriers[i] = max(barriers.get(i, -1), at)
+            return
+        if src == "S" or dst == "S":
+            return   # scalar reads of GM tables: inputs the kernel does not write
+        needs.setdefault(i, []).append((src, dst, at))
+
+    def _forward(self, block: Block) -> None:
+        """Same-iteration hazards of one block: a set and its wait right before the consumer (the set is issued
+        after every earlier op of its pipe, so it covers the producer and all before it; set and wait adjacent
+        never leave a pair open across other ops, so one id serves all of them)."""
+        ops = block.ops
+        needs, barriers = self._needs(ops, ({}, {}))
+        before: dict[int, list] = {}
+        covered: dict[tuple, int] = {}
+        fenced = -1                      # the V ops before this index are behind a PipeBarrier<PIPE_V>
+        for i in range(len(ops)):
+            loc = ops[i].loc
+            for src, dst, at in needs.get(i, []):
+                if at < 0 or covered.get((src, dst), -1) >= at:
+                    continue
+                before.setdefault(i, []).append(self._event("event_set", src, dst, FORWARD_ID, loc))
+                before[i].append(self._event("event_wait", src, dst, FORWARD_ID, loc))
+                covered[(src, dst)] = i - 1
+                self.counts["events"] += 1
+            at = barriers.get(i)
+            if at is not None and at > fenced:
+                before.setdefault(i, []).append(Op("barrier", [], [], {"pipe": "V"}, (), loc, self.scope))
+                fenced = i - 1
+                self.counts["barriers"] += 1
+        out = []
+        for i, op in enumerate(ops):
+            out += before.get(i, [])
+            out.append(op)
+        block.ops = out
+
+    def _loop(self, loop: Op, outer: Block) -> None:
+        """Back-edge hazards of a loop body: what an iteration's first ops need from the previous iteration's
+        last ones. A set at the end of the producer's pipe work in the body, a wait before the consumer, one
+        set before the loop (the first iteration has no predecessor) and one wait after it (the last set)."""
+        body = loop.blocks[0]
+        self.depth += 1
+        try:
+            self._block(body)
+        finally:
+            self.depth -= 1
+        ops = body.ops
+        state = ({}, {})
+        self._needs(ops, state)                      # pass 1: the previous iteration
+        last_write, readers = state
+        shifted = ({k: (p, i - len(ops)) for k, (p, i) in last_write.items()},
+                   {k: {p: i - len(ops) for p, i in d.items()} for k, d in readers.items()})
+        needs, _ = self._needs(ops, shifted)         # pass 2: producers from pass 1 have negative indices
+        pipes_of = [self._pipes(op) for op in ops]
+        pairs = {}
+        for i, lst in needs.items():
+            for src, dst, at in lst:
+                if at < 0 and (src, dst) not in pairs:
+                    pairs[(src, dst)] = i
+        if not pairs:
+            return
+        before: dict[int, list] = {}
+        after: dict[int, list] = {}
+        prime, drain = [], []
+        for (src, dst), i in pairs.items():
+            producers = [x for x in range(len(ops)) if src in pipes_of[x]]
+            j = max(producers)
+            if j < i:
+                continue      # the set would precede its wait in the body: a forward pair already orders them
+            loc = loop.loc
+            eid = BACK_ID + self.depth
+            if eid > 7:
+                raise CompilationError(f"loops nest {self.depth + 1} deep with cross-iteration pipe hazards: the "
+                                       f"hardware has event ids 0-7 for {src}_{dst}", loop.loc)
+            before.setdefault(i, []).append(self._event("event_wait", src, dst, eid, loc))
+            after.setdefault(j, []).append(self._event("event_set", src, dst, eid, loc))
+            prime.append(self._event("event_set", src, dst, eid, loc))
+            drain.append(self._event("event_wait", src, dst, eid, loc))
+            self.counts["events"] += 1
+        out = []
+        for i, op in enumerate(ops):
+            out += before.get(i, [])
+            out.append(op)
+            out += after.get(i, [])
+        y = [o for o in out if o.kind == "yield"]
+        body.ops = [o for o in out if o.kind != "yield"] + y
+        k = outer.ops.index(loop)
+        outer.ops[k:k + 1] = prime + [loop] + drain
+
+    def _pipes(self, op: Op) -> set:
+        out = set()
+        if op.defn.category == "tile":
+            out.add(op.pipe)
+        for b in op.blocks:
+            for inner in walk(b):
+                if inner.defn.category == "tile":
+                    out.add(inner.pipe)
+        r, w = _accesses(op, self.plan)
+        out |= {p for _, p in r + w}
+        return out
+
+    def _event(self, kind, src, dst, eid, loc) -> Op:
+        name = f"{src}_{dst}"
+        if name not in HARD_EVENTS:
+            raise CompilationError(f"no hardware event orders pipe {src} before {dst} ({name})", loc)
+        return Op(kind, [], [], {"src": src, "dst": dst, "id": eid, "event": name}, (), loc, self.scope)

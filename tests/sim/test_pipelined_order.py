@@ -213,3 +213,21 @@ def test_unknown_order_is_refused(compiled):
     with pytest.raises(ValueError, match="order must be one of program, pipelined"):
         oneway[1](x, w, out, N, R=R, C=C, order="fast")
 
+
+
+def test_insert_sync_balances_every_event_of_every_program():
+    """Each intra-core event (HardEvent, id) is set as often as it is waited, per program (the CPU twin checks
+    the same pairing at run time on the emitted code)."""
+    from collections import Counter
+
+    x, w, out, n = _roundtrip_args()
+    final = roundtrip.compile(x, w, out, n, R=R, C=C).compilation.final
+    assert final.sync_counts["events"] > 0 and final.sync_counts["barriers"] > 0
+    for core, body in final.programs().items():
+        sets, waits = Counter(), Counter()
+        for op in walk(body):
+            if op.kind in ("event_set", "event_wait"):
+                (sets if op.kind == "event_set" else waits)[(op.attrs["event"], op.attrs["id"])] += 1
+        assert sets and sets == waits, (core, sets, waits)
+        kinds = {e for e, _ in sets}
+        assert ("MTE2_V" in kinds and "V_MTE3" in kinds) if core == "aiv" else ("M_FIX" in kinds), (core, kinds)
