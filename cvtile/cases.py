@@ -117,6 +117,8 @@ class CaseResult:
     golden_seconds: float = 0.0
     compile_seconds: float = 0.0      # kernel compilation (or loading it from the on-disk cache)
     error: str | None = None
+    order: str = "program"            # the simulator's execution order
+    sha256: dict = field(default_factory=dict)   # output name -> sha256 of its bytes (runs compare bitwise)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -125,8 +127,8 @@ class CaseResult:
         return d
 
 
-def run_case(spec: CaseSpec, seed: int = 0) -> CaseResult:
-    """Tile, simulate, compare with the float64 golden."""
+def run_case(spec: CaseSpec, seed: int = 0, order: str = "program") -> CaseResult:
+    """Tile, simulate (in ``order``: "program" or "pipelined"), compare with the float64 golden."""
     from .kernels.fia.api import npu_fused_infer_attention_score, prepare_fia
 
     q, k, v, kw = make_inputs(spec, seed)
@@ -141,7 +143,7 @@ def run_case(spec: CaseSpec, seed: int = 0) -> CaseResult:
     summary["fd_reason"] = _reason(tiling, "flash_decode")
     compiled_before = COMPILE_STATS["seconds"]
     t0 = time.perf_counter()
-    out, lse = npu_fused_infer_attention_score(q, k, v, target=spec.target, **kw)
+    out, lse = npu_fused_infer_attention_score(q, k, v, target=spec.target, order=order, **kw)
     t1 = time.perf_counter()
     compile_seconds = COMPILE_STATS["seconds"] - compiled_before
     g_out, g_lse = fia_golden(q, k, v, **kw)
@@ -150,8 +152,17 @@ def run_case(spec: CaseSpec, seed: int = 0) -> CaseResult:
     if spec.lse:
         reports["softmax_lse"] = compare(lse, g_lse, spec.dtype, name="softmax_lse")
     passed = all(r.passed for r in reports.values())
+    digests = {"attention_out": _sha256(out)}
+    if spec.lse:
+        digests["softmax_lse"] = _sha256(lse)
     return CaseResult(spec, passed, summary, {n: r.to_dict() for n, r in reports.items()},
-                      t1 - t0 - compile_seconds, t2 - t1, compile_seconds)
+                      t1 - t0 - compile_seconds, t2 - t1, compile_seconds, order=order, sha256=digests)
+
+
+def _sha256(a) -> str:
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(a).view(np.uint8).tobytes()).hexdigest()
 
 
 def _reason(tiling, what: str) -> str:

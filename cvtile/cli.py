@@ -2,13 +2,16 @@
 
 Commands
 --------
-``cvtile run [case options] [--json]``
+``cvtile run [case options] [--order program|pipelined] [--json]``
     Runs attention cases on the simulator and checks them against the float64
     golden: with no case option, the built-in default cases (a GQA decode that
     uses flash-decode and a causal prefill); with options, one case built from
-    them. Prints each case, its tiling summary (template, M/S2 base, cores,
-    flash-decode splits), the worst errors with PASS/FAIL under the dtype's
-    tolerance, and simulated vs golden wall time. Exits 1 when a case fails.
+    them. ``--order pipelined`` runs the split, synced, pipelined programs the
+    chip runs instead of the kernel as written. Prints each case, its tiling
+    summary (template, M/S2 base, cores, flash-decode splits), the worst errors
+    with PASS/FAIL under the dtype's tolerance, and simulated vs golden wall
+    time; ``--json`` adds a sha256 of every output, so two runs compare
+    bitwise. Exits 1 when a case fails.
 ``cvtile tiling [case options] [--json]``
     What op_host decides for a call (template, key, blocks, core split,
     flash-decode) and why; exits 1 when op_host would reject the call.
@@ -59,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--actual-kv", type=int, nargs="+", help="actual_seq_lengths_kv per batch")
     run.add_argument("--target", "-t", help="platform (default Ascend910B1)")
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--json", action="store_true")
+    run.add_argument("--order", choices=("program", "pipelined"), default="program",
+                     help="the simulator's execution order: program = the kernel as written (default, fast); "
+                          "pipelined = the AIC and AIV programs the compiler splits it into, meeting at flags")
+    run.add_argument("--json", action="store_true", help="machine-readable results (with a sha256 per output)")
     run.set_defaults(func=_run)
 
     add_tiling_parser(sub).set_defaults(func=run_tiling)
@@ -99,7 +105,7 @@ def _run(args) -> int:
     results, failed = [], False
     for spec in specs:
         try:
-            r = run_case(spec, seed=args.seed)
+            r = run_case(spec, seed=args.seed, order=args.order)
         except (ParamError, UnsupportedParameterError) as e:
             failed = True
             if args.json:
@@ -130,7 +136,7 @@ def _print_result(r) -> None:
         verdict = "PASS" if rep["passed"] else "FAIL"
         print(f"  {name:<14} {verdict}  max abs err {rep['max_abs_err']:.3e}  max rel err {rep['max_rel_err']:.3e}"
               f"  ({rep['violations']} of {rep['total']} outside rtol {rep['rtol']:.3g} atol {rep['atol']:.3g})")
-    print(f"  wall time: simulated {r.sim_seconds:.3f} s, golden {r.golden_seconds:.3f} s"
+    print(f"  wall time: simulated ({r.order} order) {r.sim_seconds:.3f} s, golden {r.golden_seconds:.3f} s"
           f" (kernel compile or disk-cache load {r.compile_seconds:.1f} s)")
     print(f"  {'PASS' if r.passed else 'FAIL'}")
 

@@ -344,9 +344,10 @@ def _share_loop(op: Op, groups: _Groups, lv: Liveness):
 
 
 def _materialises(v: Value) -> bool:
-    """Values computed into a buffer by their own op (an assembled row-chunk loop's output counts: its chunks
-    are written into it row by row)."""
-    return v.owner is not None and (v.owner.kind in _INPLACE or (v.owner.kind == "for" and "chunk" in v.owner.attrs))
+    """Values computed into a buffer by their own op (an ``if`` result is its arms' buffer; an assembled
+    row-chunk loop's output counts too: its chunks are written into it row by row)."""
+    return v.owner is not None and (v.owner.kind in _INPLACE or v.owner.kind == "if"
+                                    or (v.owner.kind == "for" and "chunk" in v.owner.attrs))
 
 
 def _only_use(v: Value, lv: Liveness, kind: str) -> bool:
@@ -358,6 +359,8 @@ def _last_read_before(arg: Value, y: Value, lv: Liveness) -> bool:
     """No read of ``arg`` (direct, or through a pure vector op whose result is read later) comes after ``y`` is
     made (a row-chunk loop's output is made at the loop's end; its chunks read the rows they write)."""
     limit = lv.def_pos[y.id]
+    if y.owner is not None and y.owner.kind == "if":   # made when its arms end
+        limit = max([limit] + [lv.pos[id(o)] for b in y.owner.blocks for o in walk(b)])
 
     def last_read(v: Value, seen) -> int:
         out = -1
