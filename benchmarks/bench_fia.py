@@ -5,7 +5,9 @@ Cases (the DESIGN's reference shapes):
 * decode  B=16 Nq=32 Nkv=8 Sq=1 Skv=4096 D=128 (GQA, G=4).
 
 For each: the simulated kernel (fp16 inputs, the op_host tiling's core split
-on Ascend910B1, all CPU threads), a plain numpy fp32 attention, and torch's
+on Ascend910B1, all CPU threads) in program order and in pipelined order (the
+split AIC/AIV programs meeting at flags; ``ratio_sim_to["cvtile_sim_pipelined"]``
+is program / pipelined), a plain numpy fp32 attention, and torch's
 ``scaled_dot_product_attention`` in fp32 when torch is installed (decode both
 with ``enable_gqa`` and with the G query heads folded into the query length).
 Reports the best-of-N wall time, effective GFLOP/s (4·B·Nq·Sq·Skv·D, halved for
@@ -62,11 +64,11 @@ def inputs(c: dict, seed: int = 0):
     return q, k, v
 
 
-def sim_call(c: dict, q, k, v):
+def sim_call(c: dict, q, k, v, order: str = "program"):
     kw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5)
     if c["causal"]:
         kw.update(sparse_mode=3, atten_mask=mask_template())
-    return lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+    return lambda: cvtile.npu_fused_infer_attention_score(q, k, v, order=order, **kw)
 
 
 def numpy_attention(c: dict, q, k, v):
@@ -151,6 +153,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--skip-compile", action="store_true", help="skip the cold/warm process measurement")
     ap.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    ap.add_argument("--program-only", action="store_true", help="skip the pipelined-order runs")
     args = ap.parse_args(argv)
     report = {"threads": os.cpu_count(), "cases": {}}
     for name in args.cases:
@@ -158,6 +161,8 @@ def main(argv=None) -> int:
         q, k, v = inputs(c)
         times = {"cvtile_sim": best_of(sim_call(c, q, k, v), args.repeat),
                  "numpy_fp32": best_of(numpy_attention(c, q, k, v), max(1, args.repeat // 2))}
+        if not args.program_only:
+            times["cvtile_sim_pipelined"] = best_of(sim_call(c, q, k, v, "pipelined"), args.repeat)
         for label, fn in torch_calls(c, q, k, v).items():
             times[label] = best_of(fn, args.repeat)
         f = flops(c)

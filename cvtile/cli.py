@@ -15,6 +15,11 @@ Commands
 ``cvtile tiling [case options] [--json]``
     What op_host decides for a call (template, key, blocks, core split,
     flash-decode) and why; exits 1 when op_host would reject the call.
+``cvtile emit fia|FILE.py [case options] -o DIR [--check] [--run]``
+    Writes the kernels an operator call (or a file's ``main()``) launches as
+    an Ascend C kernel-launch project; ``--check`` syntax-checks them against
+    the declaration header, ``--run`` runs them on the CPU twin against the
+    simulator (see ``cli_emit``).
 ``cvtile cases PATH [--arch A] [--limit N] [--json]``
     Runs a corpus: an op_host tiling UT CSV (verdict and tiling-key agreement)
     or an st JSON corpus (random inputs in each case's ranges, run through the
@@ -28,12 +33,44 @@ import json
 import sys
 from pathlib import Path
 
+from .cli_emit import add_emit_parser
 from .cli_tiling import add_tiling_parser, run_tiling, run_ut_cases
 
 __all__ = ["main", "build_parser"]
 
 _CASE_OPTIONS = ("batch", "num_heads", "num_kv_heads", "q_seqlen", "kv_seqlen", "head_dim", "dtype", "layout",
                  "sparse_mode", "pre_tokens", "next_tokens", "lse", "target", "actual_q", "actual_kv")
+
+
+def _case_options(p) -> None:
+    """The case options shared by ``run`` and ``emit``: a FusedInferAttentionScore case from the decode default."""
+    p.add_argument("--batch", "-b", type=int)
+    p.add_argument("--num-heads", "-n", type=int)
+    p.add_argument("--num-kv-heads", type=int)
+    p.add_argument("--q-seqlen", type=int, help="query sequence length S1 (1 = decode)")
+    p.add_argument("--kv-seqlen", type=int, help="key/value sequence length S2")
+    p.add_argument("--head-dim", "-d", type=int)
+    p.add_argument("--dtype", choices=("float16", "bfloat16"))
+    p.add_argument("--layout", choices=("BSH", "BSND", "BNSD", "TND", "NTD", "BNSD_BSND", "BSH_BNSD",
+                                          "BSND_BNSD", "TND_NTD", "NTD_TND"))
+    p.add_argument("--sparse-mode", type=int, choices=(0, 2, 3, 4))
+    p.add_argument("--pre-tokens", type=int)
+    p.add_argument("--next-tokens", type=int)
+    p.add_argument("--lse", dest="lse", action="store_const", const=True, help="also check softmax_lse")
+    p.add_argument("--no-lse", dest="lse", action="store_const", const=False)
+    p.add_argument("--actual-q", type=int, nargs="+", help="actual_seq_lengths per batch")
+    p.add_argument("--actual-kv", type=int, nargs="+", help="actual_seq_lengths_kv per batch")
+    p.add_argument("--target", "-t", help="platform (default Ascend910B1)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def case_options_of(args) -> dict:
+    """The case fields given on the command line."""
+    given = {name: getattr(args, name) for name in _CASE_OPTIONS if getattr(args, name, None) is not None}
+    for key in ("actual_q", "actual_kv"):
+        if key in given:
+            given[key] = tuple(given[key])
+    return given
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,24 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="simulate attention cases and check them against the golden",
                          description="With no case option: the built-in default cases. Any option makes one "
                                      "case from the decode default with the given fields changed.")
-    run.add_argument("--batch", "-b", type=int)
-    run.add_argument("--num-heads", "-n", type=int)
-    run.add_argument("--num-kv-heads", type=int)
-    run.add_argument("--q-seqlen", type=int, help="query sequence length S1 (1 = decode)")
-    run.add_argument("--kv-seqlen", type=int, help="key/value sequence length S2")
-    run.add_argument("--head-dim", "-d", type=int)
-    run.add_argument("--dtype", choices=("float16", "bfloat16"))
-    run.add_argument("--layout", choices=("BSH", "BSND", "BNSD", "TND", "NTD", "BNSD_BSND", "BSH_BNSD",
-                                          "BSND_BNSD", "TND_NTD", "NTD_TND"))
-    run.add_argument("--sparse-mode", type=int, choices=(0, 2, 3, 4))
-    run.add_argument("--pre-tokens", type=int)
-    run.add_argument("--next-tokens", type=int)
-    run.add_argument("--lse", dest="lse", action="store_const", const=True, help="also check softmax_lse")
-    run.add_argument("--no-lse", dest="lse", action="store_const", const=False)
-    run.add_argument("--actual-q", type=int, nargs="+", help="actual_seq_lengths per batch")
-    run.add_argument("--actual-kv", type=int, nargs="+", help="actual_seq_lengths_kv per batch")
-    run.add_argument("--target", "-t", help="platform (default Ascend910B1)")
-    run.add_argument("--seed", type=int, default=0)
+    _case_options(run)
     run.add_argument("--order", choices=("program", "pipelined"), default="program",
                      help="the simulator's execution order: program = the kernel as written (default, fast); "
                           "pipelined = the AIC and AIV programs the compiler splits it into, meeting at flags")
@@ -69,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
 
     add_tiling_parser(sub).set_defaults(func=run_tiling)
+    add_emit_parser(sub, _case_options)
 
     cases = sub.add_parser("cases", help="run a corpus: an op_host UT CSV or an st JSON file")
     cases.add_argument("path", type=Path)
@@ -97,10 +118,7 @@ def _run(args) -> int:
     from .kernels.errors import UnsupportedParameterError
     from .tiling.errors import ParamError
 
-    given = {name: getattr(args, name) for name in _CASE_OPTIONS if getattr(args, name, None) is not None}
-    for key in ("actual_q", "actual_kv"):
-        if key in given:
-            given[key] = tuple(given[key])
+    given = case_options_of(args)
     specs = [with_options(DEFAULT_CASES[0], name="custom", **given)] if given else list(DEFAULT_CASES)
     results, failed = [], False
     for spec in specs:

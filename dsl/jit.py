@@ -45,7 +45,8 @@ from .ir import Kernel
 from .passes import run_pipeline
 from .types import BOOL, F32, INDEX, TensorType, dtype_of
 
-__all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "register_backend", "backend", "ORDERS"]
+__all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "register_backend", "backend", "ORDERS",
+           "record_launches", "LaunchRecord"]
 
 #: the execution orders of the simulator: the sequential kernel, or the programs the chip runs
 ORDERS = ("program", "pipelined")
@@ -65,6 +66,35 @@ def backend(name: str) -> Callable:
         return _BACKENDS[name]
     except KeyError:
         raise KeyError(f"no cvtile backend named {name!r} (known: {', '.join(_BACKENDS) or 'none'})") from None
+
+
+class LaunchRecord:
+    """One recorded launch: the compiled kernel, its grid, its runtime arguments (the live objects) and a copy
+    of every array argument as it was before the launch (``before``, by ``id``)."""
+
+    def __init__(self, kernel: "CompiledKernel", grid: int, args: list):
+        import numpy as np
+
+        self.kernel, self.grid, self.args = kernel, grid, list(args)
+        self.before = {id(a): np.array(a, copy=True) for a in args if isinstance(a, np.ndarray)}
+
+
+_RECORDERS: list = []
+
+
+class record_launches:
+    """``with record_launches() as rec:`` collects every kernel launch made inside (``rec.launches``, a list of
+    ``LaunchRecord`` in launch order): what an operator API such as FusedInferAttentionScore launches, for the
+    Ascend C backend to emit as one project."""
+
+    def __enter__(self):
+        self.launches: list[LaunchRecord] = []
+        _RECORDERS.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _RECORDERS.remove(self)
+        return False
 
 
 class CompiledKernel:
@@ -114,7 +144,26 @@ class CompiledKernel:
         return self.compilation.ir_after(stage)
 
     def launch(self, grid: int, args: list, *, serial: bool = False, order: str = "program"):
+        for rec in _RECORDERS:
+            rec.launches.append(LaunchRecord(self, grid, args))
         return self.runner("numba", order).launch(grid, args, serial=serial)
+
+    @property
+    def ascendc(self) -> str:
+        """The Ascend C source of this kernel (``cvtile.dsl.ascendc``: the final IR and its memory plan)."""
+        from . import ascendc
+
+        return ascendc.lowered(self).source
+
+    def emit(self, dir_: str, grid: int | None = None, args: list | None = None, **kw) -> dict:
+        """Write the Ascend C project of this kernel into ``dir_``; with ``grid`` and ``args`` (the runtime
+        arguments of one launch) also its data: the inputs, the tiling buffer and the simulator's results as
+        goldens (see ``cvtile.dsl.ascendc.emit``)."""
+        from . import ascendc
+
+        if args is None:
+            return ascendc.emit(dir_, [ascendc.Launch(self, grid or 1, [])], with_data=False)
+        return ascendc.emit(dir_, [ascendc.Launch(self, grid, args)], **kw)
 
 
 class JITFunction:

@@ -27,7 +27,9 @@ the budget is judged on the split programs).
 * Ping-pong. A tile loaded (MTE2) inside a pipelined loop gets two copies, so
   the next iteration's copy can land while this one is read.
 * Lifetimes are ``liveness.Liveness``; a buffer lives over the union of its
-  values' ranges. Addresses are assigned first-fit in order of first use, each
+  values' ranges; a result may take the place of an operand it reads for the
+  last time only with the same size and element width (in place, never a
+  partial overlap). Addresses are assigned first-fit in order of first use, each
   aligned as the platform table says (UB 32 B, L1 512 B, L0A/L0B 512 B, L0C
   1 KB), copies side by side.
 * The plan of a space is its buffers with addresses; its *peak* is the end of
@@ -418,17 +420,53 @@ def _origin(v: Value, lv: Liveness):
 
 
 def _assign(buffers: list, align: int) -> None:
-    """First-fit addresses in order of first use: the lowest aligned address free over the buffer's life."""
+    """First-fit addresses in order of first use: a buffer that may work in place over an operand takes that
+    operand's address when it is free; otherwise the lowest aligned address free over its whole life (an
+    in-place candidate's range counts as taken unless the buffer lands exactly on it)."""
     placed: list[Buffer] = []
     for b in sorted(buffers, key=lambda b: (b.start, -b.bytes)):
-        busy = sorted((x.offset, x.offset + x.bytes) for x in placed if x.start < b.end and b.start < x.end)
-        addr = 0
-        for lo, hi in busy:
-            if addr + b.bytes <= lo:
-                break
-            addr = max(addr, (hi + align - 1) // align * align)
+        live = [x for x in placed if _overlap(x, b) or _touching(x, b)]
+
+        def free(addr: int) -> bool:
+            for x in live:
+                identical = _touching(x, b) and not _overlap(x, b) and x.offset == addr
+                if not identical and addr < x.offset + x.bytes and x.offset < addr + b.bytes:
+                    return False
+            return True
+
+        candidates = [x.offset for x in live if _touching(x, b) and not _overlap(x, b)]
+        addr = next((a for a in candidates if free(a)), None)
+        if addr is None:
+            addr = 0
+            for lo, hi in sorted((x.offset, x.offset + x.bytes) for x in live):
+                if addr + b.bytes <= lo and free(addr):
+                    break
+                addr = max(addr, (hi + align - 1) // align * align)
+            while not free(addr):
+                addr += align
         b.offset = addr
         placed.append(b)
+
+
+def _touching(x: Buffer, b: Buffer) -> bool:
+    return x.end == b.start or b.end == x.start
+
+
+def _overlap(x: Buffer, b: Buffer) -> bool:
+    """Whether two buffers may not share addresses. A buffer that starts where another's last read is (an op
+    writing its result over an operand it reads for the last time) may take its place only when both have
+    the same size and element width: the vector unit works in place on identical ranges, never on a partial
+    overlap (a widening cast or a row reduction must not write over its source)."""
+    if x.start < b.end and b.start < x.end:
+        return True
+    touching = x.end == b.start or b.end == x.start
+    return touching and (x.bytes != b.bytes or _width(x) != _width(b))
+
+
+def _width(b: Buffer) -> int:
+    from ..types import DTYPES
+
+    return DTYPES[b.dtype].bits if b.dtype in DTYPES else 0
 
 
 def _space_plan(space: str, buffers: list, capacity: int, n: int) -> SpacePlan:

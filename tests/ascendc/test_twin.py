@@ -1,7 +1,7 @@
 """The Ascend C declaration header and its CPU twin (dsl/ascendc/include).
 
 Every case in twin_cases/ is syntax-checked against the declaration header for the four macro sets of the
-two architectures (AIC / AIV of arch22 and arch35), three cases must be rejected by it, and the cases are
+two architectures (AIC / AIV of arch22 and arch35), four cases must be rejected by it, and the cases are
 compiled against the twin (once per architecture) and run: results are compared with numpy references that
 follow the documented algorithm bit for bit; the runtime negatives must stop with the twin's error line.
 Skips when no g++ is on PATH.
@@ -10,6 +10,7 @@ Skips when no g++ is on PATH.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -34,11 +35,12 @@ MACRO_SETS = {
     "arch35-aiv": ["-D__NPU_ARCH__=3510", "-D__DAV_C310__", "-D__DAV_C310_VEC__", "-D__DAV_VEC__"],
 }
 ARCH = {"arch22": "2201", "arch35": "3510"}
-GOOD_CASES = ["cube_matmul", "vec_ops", "mix_pipeline", "neg_runtime", "api_coverage"]
+GOOD_CASES = ["cube_matmul", "vec_ops", "vec_logic", "mix_pipeline", "neg_runtime", "api_coverage"]
 BAD_CASES = {
     "neg_compile_overload": "no matching function for call to 'Mmad",
     "neg_compile_field": "has no member named 'cmatrixInitValue'",
     "neg_compile_event": "'MTE2_MTE4' is not a member of 'AscendC::HardEvent'",
+    "neg_compile_bitwise": "no matching function for call to 'And",
 }
 
 F16 = np.float16
@@ -360,6 +362,161 @@ def test_vector_ops_match_numpy(twin, tmp_path, arch):
     assert not bad, "\n".join(bad)
 
 
+# ---------------------------------------------------------------- bitwise ops and arithmetic progressions
+def _ap_ops(dt):
+    """(add, mul, index) in dt's arithmetic: floats in float32 with one rounding to dt, integers wrapping."""
+    dt = np.dtype(dt)
+    if dt.kind == "f":
+        def add(a, b):
+            return (np.asarray(a, dt).astype(F32) + np.asarray(b, dt).astype(F32)).astype(dt)
+
+        def mul(a, b):
+            return (np.asarray(a, dt).astype(F32) * np.asarray(b, dt).astype(F32)).astype(dt)
+
+        def index(i):
+            return np.asarray(i, np.float64).astype(F32).astype(dt)
+    else:
+        def wrap(u):
+            return np.asarray(u, np.uint64).astype(dt)
+
+        def u64(a):
+            return np.asarray(a, dt).astype(np.int64).astype(np.uint64)
+
+        def add(a, b):
+            return wrap(u64(a) + u64(b))
+
+        def mul(a, b):
+            return wrap(u64(a) * u64(b))
+
+        def index(i):
+            return wrap(np.asarray(i, np.uint64))
+    return add, mul, index
+
+
+def arith_progression(first, diff, count, dt, arch):
+    """The elements ArithProgression / Arange write (arch22 may write up to the next 32-byte block)."""
+    dt = np.dtype(dt)
+    add, mul, index = _ap_ops(dt)
+    first = np.asarray(first, dt)
+    diff = np.asarray(diff, dt)
+    if arch == "arch35":  # register of L lanes: l*diff + first, then + L*diff per repeat
+        lanes = 64 if dt.itemsize == 8 else 256 // dt.itemsize
+        reg = add(mul(index(np.arange(lanes)), diff), first)
+        step = mul(index(lanes), diff)
+        out = np.zeros(count, dt)
+        for r in range(0, count, lanes):
+            k = min(lanes, count - r)
+            out[r:r + k] = reg[:k]
+            reg = add(reg, step)
+        return out
+    e, rep = 32 // dt.itemsize, 256 // dt.itemsize
+    w = count if count <= e else -(-count // e) * e
+    out = np.zeros(w, dt)
+    i = np.arange(min(count, e))
+    if dt.kind == "f":  # scalar head: firstValue + diffValue * i in float
+        out[:i.size] = (first.astype(F32) + diff.astype(F32) * i.astype(F32)).astype(dt)
+    else:
+        out[:i.size] = add(first, mul(diff, index(i)))
+    if count > e:
+        step_e = (diff.astype(F32) * F32(e)).astype(dt) if dt.kind == "f" else mul(diff, index(e))
+        blocks = rep // e if count > rep else w // e
+        for s0 in range(e, blocks * e, e):
+            out[s0:s0 + e] = add(out[s0 - e:s0], step_e)
+        if count > rep:
+            step_r = (diff.astype(F32) * F32(rep)).astype(dt) if dt.kind == "f" else mul(diff, index(rep))
+            for s0 in range(rep, w, rep):
+                s1 = min(s0 + rep, w)
+                out[s0:s1] = add(out[s0 - rep:s1 - rep], step_r)
+    return out
+
+
+def _logic_expected(raw_a: np.ndarray, raw_b: np.ndarray, arch: str):
+    a, b = raw_a.view(np.int16), raw_b.view(np.int16)
+    au, bu = raw_a.view(np.uint16), raw_b.view(np.uint16)
+    sec = [("And i16", a & b), ("Or i16", a | b), ("Not i16", ~a), ("And u16 count 1000", au[:1000] & bu[:1000])]
+    o = np.zeros(384, np.uint16)
+    for r in range(3):
+        o[r * 128:r * 128 + 100] = au[r * 128:r * 128 + 100] | bu[r * 128:r * 128 + 100]
+    sec += [("Or u16 repeat, count mask 100", o)]
+    m = [0xF0F0F0F0F0F0F0F0, 0x00000000FFFFFFFF]
+    o = np.zeros(256, np.int16)
+    for r in range(2):
+        for j in range(128):
+            if (m[j // 64] >> (j % 64)) & 1:
+                o[r * 128 + j] = a[r * 128 + j] & b[r * 16 + j % 16]
+    sec += [("And i16 repeat, bit mask, src1 block stride 0", o)]
+    m = [0x00FF00FF00FF00FF, 0xFFFF0000FFFF0000]
+    o = au[:1024] & bu[:1024]
+    bits = np.array([(m[j // 64] >> (j % 64)) & 1 for j in range(128)] * 8, bool)
+    o = np.where(bits, o | bu[:1024], o)
+    sec += [("And count mask + Or bit mask in place", o)]
+    o = np.zeros(1024, np.uint16)
+    for r in range(4):
+        o[r * 256:r * 256 + 128] = ~au[r * 128:r * 128 + 128]
+    sec += [("Not u16 repeat, dst repeat stride 16", o)]
+    m = [0x5555555555555555, 0x8000000000000001]
+    o = np.zeros(256, np.int16)
+    for j in range(128):
+        if (m[j // 64] >> (j % 64)) & 1:
+            o[(j // 16) * 32 + j % 16] = ~a[j]
+    sec += [("Not i16 repeat, bit mask, dst block stride 2", o)]
+    sec += [("ArithProgression f32 1000", arith_progression(F32(1.234), F32(5.678), 1000, F32, arch)),
+            ("ArithProgression f32 20", arith_progression(F32(-2.5), F32(0.1), 20, F32, arch)),
+            ("ArithProgression f16 300", arith_progression(F16(-3.0), F16(F32(0.0999)), 300, F16, arch)),
+            ("ArithProgression i16 2000 (wraps)", arith_progression(32000, 37, 2000, np.int16, arch)),
+            ("ArithProgression i32 300 (wraps)", arith_progression(2147483000, 3, 300, np.int32, arch)),
+            ("ArithProgression i32 5 (scalar only)", arith_progression(-5, 2, 5, np.int32, arch)),
+            ("Arange f32 2000", arith_progression(F32(100.0), F32(0.3), 2000, F32, arch))]
+    if arch == "arch35":
+        sec += [("And i32", raw_a.view(np.int32) & raw_b.view(np.int32)),
+                ("Or u32 repeat", raw_a.view(np.uint32)[:256] | raw_b.view(np.uint32)[:256]),
+                ("And i8", raw_a.view(np.int8) & raw_b.view(np.int8)),
+                ("Or u64", raw_a.view(np.uint64) | raw_b.view(np.uint64)),
+                ("Not f32 (bits)", (~raw_a.view(np.uint32)[:512]).view(F32)),
+                ("Not f16 repeat (bits)", (~raw_a.view(np.uint16)).view(F16)),
+                ("Not i64", ~raw_a.view(np.int64)),
+                ("Not u8", ~raw_a),
+                ("ArithProgression i64 1000", arith_progression(1 << 40, 123456789, 1000, np.int64, arch)),
+                ("Arange f16 1000", arith_progression(F16(1000.0), F16(F32(0.3)), 1000, F16, arch))]
+    return sec
+
+
+@pytest.mark.parametrize("arch", ["arch22", "arch35"])
+def test_bitwise_and_arith_progression_match_numpy(twin, tmp_path, arch):
+    exe = twin("vec_logic", arch)
+    rng = np.random.default_rng(21)
+    raw = rng.integers(0, 256, 4096, dtype=np.uint8)
+    raw.tofile(tmp_path / "in.bin")
+    r = _run(exe, tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = np.fromfile(tmp_path / "out.bin", np.uint8).reshape(32, 8192)
+    sections = _logic_expected(raw[:2048], raw[2048:], arch)
+    assert len(sections) == (26 if arch == "arch35" else 16)
+    bad = []
+    for i, (name, ref) in enumerate(sections):
+        ref = np.asarray(ref)
+        got = out[i][:ref.nbytes].view(ref.dtype)
+        if not _bits_equal(got, ref) or out[i][ref.nbytes:].any():
+            where = np.flatnonzero(got.view(np.uint8) != ref.view(np.uint8))[:4]
+            tail = int(np.count_nonzero(out[i][ref.nbytes:]))
+            bad.append(f"section {i} {name}: first differing bytes {where.tolist()}, {tail} non-zero bytes after")
+    assert not out[len(sections):].any()
+    assert not bad, "\n".join(bad)
+    # the progressions against their closed forms: integers exactly (modulo 2^bits) ...
+    n = {"arch22": lambda c, e: c if c <= e else -(-c // e) * e, "arch35": lambda c, e: c}[arch]
+    i16 = out[12][:2 * n(2000, 16)].view(np.int16)
+    assert np.array_equal(i16, ((32000 + 37 * np.arange(i16.size) + 2 ** 15) % 2 ** 16 - 2 ** 15).astype(np.int16))
+    i32 = out[13][:4 * n(300, 8)].view(np.int32)
+    assert np.array_equal(i32, ((2147483000 + 3 * np.arange(i32.size) + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
+    # ... floats close to first + i*diff, and bitwise different from the one-rounding formula (accumulation)
+    f32 = out[9][:4000].view(F32).astype(np.float64)
+    exact = 1.234 + 5.678 * np.arange(1000)
+    np.testing.assert_allclose(f32, exact, rtol=1e-5)
+    assert not np.array_equal(out[9][:4000].view(F32), (F32(1.234) + F32(5.678) * np.arange(1000, dtype=F32)))
+    if arch == "arch22":  # the 20-element float progression fills its last 32-byte block (24 elements)
+        assert out[10][80:96].view(F32).tolist() == arith_progression(F32(-2.5), F32(0.1), 24, F32, arch)[20:].tolist()
+
+
 # ---------------------------------------------------------------- coverage of every declared overload
 @pytest.mark.parametrize("arch", ["arch22", "arch35"])
 def test_api_coverage(twin, tmp_path, arch):
@@ -470,7 +627,11 @@ def test_runtime_rule_breaks_stop_the_kernel(twin, mode, status, message):
     r = _run(exe, mode, timeout=20, env={"CVTILE_TWIN_TIMEOUT": "10"})
     dt = time.perf_counter() - t0
     assert r.returncode == status, (r.returncode, r.stderr)
-    assert message in r.stderr, r.stderr
+    # Which core trips first is up to the thread scheduler when several blocks
+    # break the same rule; the message is fixed up to the core/block numbers.
+    def unnumbered(text):
+        return re.sub(r"(AIV|AIC|block|group) \d+", r"\1 N", text)
+    assert unnumbered(message) in unnumbered(r.stderr), r.stderr
     assert "finished without an error" not in r.stdout
     assert dt < 5.0, f"took {dt:.1f} s"
     first = r.stderr.splitlines()[0]

@@ -38,7 +38,21 @@ def test_run_json_is_machine_readable(capsys):
     assert case["tiling"]["template"] == "FiaTilingNonQuant"
     assert case["reports"]["attention_out"]["passed"] is True
     assert case["spec"]["num_heads"] == 4
+    assert case["order"] == "program" and set(case["sha256"]) == {"attention_out", "softmax_lse"}
+    assert all(len(h) == 64 for h in case["sha256"].values())
     assert case["sim_seconds"] >= 0 and case["golden_seconds"] >= 0
+
+
+@pytest.mark.slow
+def test_run_order_pipelined_gives_bitwise_the_program_order_outputs(capsys):
+    code, out = run_cli(capsys, "run", *SMALL, "--json")
+    program = json.loads(out)[0]
+    code2, out2 = run_cli(capsys, "run", *SMALL, "--json", "--order", "pipelined")
+    pipelined = json.loads(out2)[0]
+    assert code == code2 == 0 and pipelined["order"] == "pipelined" and pipelined["passed"]
+    assert pipelined["sha256"] == program["sha256"]
+    code3, text = run_cli(capsys, "run", *SMALL, "--order", "pipelined")
+    assert code3 == 0 and "simulated (pipelined order)" in text
 
 
 def test_run_rejected_case_exits_1_with_the_aclnn_status(capsys):

@@ -224,6 +224,18 @@ template <typename T>
 using IsSel = OneOf<T, int16_t, uint16_t, half, bfloat16_t, int32_t, uint32_t, float>;
 template <typename T>
 using IsBrcb = OneOf<T, int8_t, uint8_t, int16_t, uint16_t, half, bfloat16_t, int32_t, uint32_t, float>;
+// And / Or: repeat forms; the count form also takes the 8-bit and 64-bit integers
+template <typename T>
+using IsBitRep = OneOf<T, int16_t, uint16_t, int32_t, uint32_t>;
+template <typename T>
+using IsBitCnt = OneOf<T, int8_t, uint8_t, int16_t, uint16_t, int32_t, uint32_t, int64_t, uint64_t>;
+// Not: as And / Or plus half and float
+template <typename T>
+using IsNotRep = OneOf<T, int16_t, uint16_t, half, int32_t, uint32_t, float>;
+template <typename T>
+using IsNotCnt = OneOf<T, int8_t, uint8_t, int16_t, uint16_t, half, int32_t, uint32_t, float, int64_t, uint64_t>;
+template <typename T>
+using IsArithProg = OneOf<T, int16_t, half, int32_t, float, int64_t>;
 #else
 template <typename T>
 using IsVecArith = OneOf<T, int16_t, half, int32_t, float>;
@@ -243,6 +255,16 @@ template <typename T>
 using IsSel = OneOf<T, half, float>;
 template <typename T>
 using IsBrcb = OneOf<T, int16_t, uint16_t, half, bfloat16_t, int32_t, uint32_t, float>;
+template <typename T>
+using IsBitRep = OneOf<T, int16_t, uint16_t>;
+template <typename T>
+using IsBitCnt = OneOf<T, int16_t, uint16_t>;
+template <typename T>
+using IsNotRep = OneOf<T, int16_t, uint16_t>;
+template <typename T>
+using IsNotCnt = OneOf<T, int16_t, uint16_t>;
+template <typename T>
+using IsArithProg = OneOf<T, int16_t, half, int32_t, float>;
 #endif
 template <typename T>
 using IsRelu = OneOf<T, half, float, int32_t>;
@@ -1161,6 +1183,33 @@ __aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsVecDiv<T>::value) Div(const Local
     const BinaryRepeatParams& repeatParams);
 #endif
 
+// ---------------------------------------------------------------- vector: bitwise
+// And / Or (basic_api/kernel_operator_vec_binary_intf.h) and Not (kernel_operator_vec_unary_intf.h).
+#define CVTILE_DECL_BITWISE(NAME)                                                                                    \
+    template <typename T>                                                                                            \
+    __aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsBitCnt<T>::value) NAME(const LocalTensor<T>& dst,                 \
+        const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count);                               \
+    template <typename T, bool isSetMask = true>                                                                     \
+    __aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsBitRep<T>::value) NAME(const LocalTensor<T>& dst,                 \
+        const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask[], const uint8_t repeatTime,           \
+        const BinaryRepeatParams& repeatParams);                                                                     \
+    template <typename T, bool isSetMask = true>                                                                     \
+    __aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsBitRep<T>::value) NAME(const LocalTensor<T>& dst,                 \
+        const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask, const uint8_t repeatTime,             \
+        const BinaryRepeatParams& repeatParams);
+CVTILE_DECL_BITWISE(And)
+CVTILE_DECL_BITWISE(Or)
+#undef CVTILE_DECL_BITWISE
+template <typename T>
+__aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsNotCnt<T>::value)
+    Not(const LocalTensor<T>& dst, const LocalTensor<T>& src, const int32_t& count);
+template <typename T, bool isSetMask = true>
+__aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsNotRep<T>::value) Not(const LocalTensor<T>& dst,
+    const LocalTensor<T>& src, uint64_t mask[], const uint8_t repeatTime, const UnaryRepeatParams& repeatParams);
+template <typename T, bool isSetMask = true>
+__aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsNotRep<T>::value) Not(const LocalTensor<T>& dst,
+    const LocalTensor<T>& src, uint64_t mask, const uint8_t repeatTime, const UnaryRepeatParams& repeatParams);
+
 // ---------------------------------------------------------------- vector: tensor-scalar
 #define CVTILE_DECL_SCALAR(NAME)                                                                                     \
     template <typename T, bool isSetMask = true>                                                                     \
@@ -1255,6 +1304,16 @@ __aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsReduce<T>::value && std::is_same<
 template <typename T>
 __aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsBrcb<T>::value) Brcb(const LocalTensor<T>& dst,
     const LocalTensor<T>& src, const uint8_t repeatTime, const BrcbRepeatParams& repeatParams);
+
+// ---------------------------------------------------------------- arithmetic progression
+// adv_api/index/arithprogression.h: Arange is the documented name; ArithProgression (same signature) is
+// defined next to it by the implementation headers and is what older code and TopK call.
+template <typename T>
+__aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsArithProg<T>::value) ArithProgression(
+    const LocalTensor<T>& dst, const T firstValue, const T diffValue, const int32_t count);
+template <typename T>
+__aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsArithProg<T>::value)
+    Arange(const LocalTensor<T>& dst, const T firstValue, const T diffValue, const int32_t count);
 } // namespace AscendC
 
 #endif // CVTILE_DECL_KERNEL_OPERATOR_H

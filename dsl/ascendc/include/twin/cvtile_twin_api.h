@@ -1671,33 +1671,34 @@ inline CVT_ENABLE(cvtile_api::IsRelu<T>::value)
 }
 
 // ====================================================================== vector: binary
-#define CVTILE_BINARY(NAME, TRAIT)                                                                                   \
+#define CVTILE_BINARY_OPS(NAME, CNT, REP, OPS)                                                                       \
     template <typename T>                                                                                            \
-    inline CVT_ENABLE(cvtile_api::TRAIT<T>::value) NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0,      \
+    inline CVT_ENABLE(cvtile_api::CNT<T>::value) NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0,      \
         const LocalTensor<T>& src1, const int32_t& count)                                                           \
     {                                                                                                                \
         using namespace ::cvtile_twin;                                                                               \
-        CountMap2(#NAME, dst, src0, src1, count, [](T a, T b) { return Ops<T>::NAME(a, b); });                       \
+        CountMap2(#NAME, dst, src0, src1, count, [](T a, T b) { return OPS::NAME(a, b); });                       \
     }                                                                                                                \
     template <typename T, bool isSetMask>                                                                            \
-    inline CVT_ENABLE(cvtile_api::TRAIT<T>::value) NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0,      \
+    inline CVT_ENABLE(cvtile_api::REP<T>::value) NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0,      \
         const LocalTensor<T>& src1, uint64_t mask, const uint8_t repeatTime, const BinaryRepeatParams& repeatParams) \
     {                                                                                                                \
         using namespace ::cvtile_twin;                                                                               \
         NeedSetMask<isSetMask>(#NAME);                                                                               \
         RepMap2(#NAME, dst, src0, src1, CountMask(#NAME, mask, 256 / sizeof(T)), repeatTime, repeatParams,           \
-            [](T a, T b) { return Ops<T>::NAME(a, b); });                                                            \
+            [](T a, T b) { return OPS::NAME(a, b); });                                                            \
     }                                                                                                                \
     template <typename T, bool isSetMask>                                                                            \
-    inline CVT_ENABLE(cvtile_api::TRAIT<T>::value) NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0,      \
+    inline CVT_ENABLE(cvtile_api::REP<T>::value) NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0,      \
         const LocalTensor<T>& src1, uint64_t mask[], const uint8_t repeatTime,                                       \
         const BinaryRepeatParams& repeatParams)                                                                      \
     {                                                                                                                \
         using namespace ::cvtile_twin;                                                                               \
         NeedSetMask<isSetMask>(#NAME);                                                                               \
         RepMap2(#NAME, dst, src0, src1, BitMask(#NAME, mask, 256 / sizeof(T)), repeatTime, repeatParams,             \
-            [](T a, T b) { return Ops<T>::NAME(a, b); });                                                            \
+            [](T a, T b) { return OPS::NAME(a, b); });                                                            \
     }
+#define CVTILE_BINARY(NAME, TRAIT) CVTILE_BINARY_OPS(NAME, TRAIT, TRAIT, Ops<T>)
 CVTILE_BINARY(Add, IsVecArith)
 CVTILE_BINARY(Sub, IsVecArith)
 CVTILE_BINARY(Mul, IsVecMul)
@@ -1757,6 +1758,78 @@ inline CVT_ENABLE(cvtile_api::IsVecDiv<T>::value) Div(const LocalTensor<T>& dst,
         [](T a, T b) { return Ops<T>::Div(a, b); });
 }
 #endif
+
+// ====================================================================== vector: bitwise
+namespace cvtile_vec {
+template <size_t N>
+struct UBits;
+template <>
+struct UBits<1> {
+    using type = uint8_t;
+};
+template <>
+struct UBits<2> {
+    using type = uint16_t;
+};
+template <>
+struct UBits<4> {
+    using type = uint32_t;
+};
+template <>
+struct UBits<8> {
+    using type = uint64_t;
+};
+// Bitwise operations on the element's bit pattern (half / float for Not on arch35 included).
+template <typename T>
+struct BitOps {
+    using U = typename UBits<sizeof(T)>::type;
+    static U B(const T& v)
+    {
+        U u;
+        std::memcpy(&u, &v, sizeof(T));
+        return u;
+    }
+    static T V(U u)
+    {
+        T v;
+        std::memcpy(&v, &u, sizeof(T));
+        return v;
+    }
+    static T And(T a, T b) { return V(static_cast<U>(B(a) & B(b))); }
+    static T Or(T a, T b) { return V(static_cast<U>(B(a) | B(b))); }
+    static T Not(T a) { return V(static_cast<U>(~B(a))); }
+};
+} // namespace cvtile_vec
+#define CVTILE_BITWISE(NAME) CVTILE_BINARY_OPS(NAME, IsBitCnt, IsBitRep, cvtile_vec::BitOps<T>)
+CVTILE_BITWISE(And)
+CVTILE_BITWISE(Or)
+#undef CVTILE_BITWISE
+#undef CVTILE_BINARY_OPS
+template <typename T>
+inline CVT_ENABLE(cvtile_api::IsNotCnt<T>::value)
+    Not(const LocalTensor<T>& dst, const LocalTensor<T>& src, const int32_t& count)
+{
+    using namespace ::cvtile_twin;
+    CountMap1("Not", dst, src, count, [](T a) { return cvtile_vec::BitOps<T>::Not(a); });
+}
+template <typename T, bool isSetMask>
+inline CVT_ENABLE(cvtile_api::IsNotRep<T>::value) Not(const LocalTensor<T>& dst, const LocalTensor<T>& src,
+    uint64_t mask[], const uint8_t repeatTime, const UnaryRepeatParams& repeatParams)
+{
+    using namespace ::cvtile_twin;
+    NeedSetMask<isSetMask>("Not");
+    RepMap1("Not", dst, src, BitMask("Not", mask, 256 / sizeof(T)), 256 / sizeof(T), repeatTime, repeatParams,
+        [](T a) { return cvtile_vec::BitOps<T>::Not(a); });
+}
+template <typename T, bool isSetMask>
+inline CVT_ENABLE(cvtile_api::IsNotRep<T>::value) Not(const LocalTensor<T>& dst, const LocalTensor<T>& src,
+    uint64_t mask, const uint8_t repeatTime, const UnaryRepeatParams& repeatParams)
+{
+    using namespace ::cvtile_twin;
+    NeedSetMask<isSetMask>("Not");
+    RepMap1("Not", dst, src, CountMask("Not", mask, 256 / sizeof(T)), 256 / sizeof(T), repeatTime, repeatParams,
+        [](T a) { return cvtile_vec::BitOps<T>::Not(a); });
+}
 
 // ====================================================================== vector: tensor-scalar
 #define CVTILE_SCALAR(NAME, OP)                                                                                      \
@@ -2321,6 +2394,119 @@ inline CVT_ENABLE(cvtile_api::IsBrcb<T>::value) Brcb(const LocalTensor<T>& dst, 
             }
         }
     }
+}
+
+// ====================================================================== ArithProgression / Arange
+namespace cvtile_vec {
+using namespace ::cvtile_twin;
+// Element arithmetic of the progression in T: floats as the vector unit (float, one rounding to T),
+// integers wrapping at T's width.
+template <typename T, bool F = IsFloatish<T>::value>
+struct Ap;
+template <typename T>
+struct Ap<T, true> {
+    static CVTILE_NOFMA T Add(T a, T b) { return T(static_cast<float>(a) + static_cast<float>(b)); }
+    static CVTILE_NOFMA T Mul(T a, T b) { return T(static_cast<float>(a) * static_cast<float>(b)); }
+    static T Index(uint64_t i) { return T(static_cast<float>(i)); }
+    // arch22 scalar head: firstValue + diffValue * i in float (half: in float, then one rounding to half)
+    static CVTILE_NOFMA T Head(T f, T d, uint64_t i)
+    {
+        const float p = static_cast<float>(d) * static_cast<float>(i);
+        return T(static_cast<float>(f) + p);
+    }
+    // arch22 Adds step: diffValue * n in float, rounded to T
+    static CVTILE_NOFMA T Step(T d, uint64_t n) { return T(static_cast<float>(d) * static_cast<float>(n)); }
+    static double Show(T v) { return static_cast<double>(static_cast<float>(v)); }
+};
+template <typename T>
+struct Ap<T, false> {
+    using U = typename std::make_unsigned<T>::type;
+    static T W(uint64_t v) { return static_cast<T>(static_cast<U>(v)); }
+    static uint64_t B(T v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
+    static T Add(T a, T b) { return W(B(a) + B(b)); }
+    static T Mul(T a, T b) { return W(B(a) * B(b)); }
+    static T Index(uint64_t i) { return W(i); }
+    static T Head(T f, T d, uint64_t i) { return W(B(f) + B(d) * i); }
+    static T Step(T d, uint64_t n) { return W(B(d) * n); }
+    static double Show(T v) { return static_cast<double>(v); }
+};
+
+template <typename T>
+inline void ArithProg(const char* api, const LocalTensor<T>& dst, const T first, const T diff, const int32_t count)
+{
+    using A = Ap<T>;
+    Core* c = NeedAiv(api);
+    if (count <= 0) {
+        Fail(api, "count %d must be greater than 0", count);
+    }
+    if (!(static_cast<float>(diff) >= 0.0f)) {
+        Fail(api, "diffValue %.9g must be greater than or equal to 0", A::Show(diff));
+    }
+    if (static_cast<uint32_t>(count) > dst.GetSize()) {
+        Fail(api, "count %d exceeds the %u elements of dst (dst must hold count * sizeof(T) bytes)", count,
+            dst.GetSize());
+    }
+    const uint64_t n = static_cast<uint64_t>(count);
+    std::vector<T> v;
+#if CVTILE_ARCH35
+    // one register of L lanes: base[l] = l*diff + first; each further repeat adds L*diff to the register
+    const uint64_t L = sizeof(T) == 8 ? 64 : 256 / sizeof(T);
+    std::vector<T> reg(L);
+    for (uint64_t l = 0; l < L; ++l) {
+        reg[l] = A::Add(A::Mul(A::Index(l), diff), first);
+    }
+    const T step = A::Mul(A::Index(L), diff);
+    v.resize(n);
+    for (uint64_t r = 0; r * L < n; ++r) {
+        for (uint64_t l = 0; l < L && r * L + l < n; ++l) {
+            v[r * L + l] = reg[l];
+        }
+        for (uint64_t l = 0; l < L; ++l) {
+            reg[l] = A::Add(reg[l], step);
+        }
+    }
+#else
+    // scalar head of E = 32/sizeof(T) elements, then Adds block by block (step E*diff) up to one repeat,
+    // then repeat by repeat (step R*diff); the Adds write whole 32-byte blocks
+    const uint64_t E = 32 / sizeof(T);
+    const uint64_t R = 256 / sizeof(T);
+    const uint64_t w = n <= E ? n : (n + E - 1) / E * E;
+    v.resize(w);
+    for (uint64_t i = 0; i < std::min(n, E); ++i) {
+        v[i] = A::Head(first, diff, i);
+    }
+    if (n > E) {
+        const T stepE = A::Step(diff, E);
+        const uint64_t blocks = n > R ? R / E : w / E;
+        for (uint64_t i = E; i < blocks * E; ++i) {
+            v[i] = A::Add(v[i - E], stepE);
+        }
+        if (n > R) {
+            const T stepR = A::Step(diff, R);
+            for (uint64_t i = R; i < w; ++i) {
+                v[i] = A::Add(v[i - R], stepR);
+            }
+        }
+    }
+#endif
+    uint8_t* d = UbOperand(c, api, "dst", dst, v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+        St<T>(d + i * sizeof(T), v[i]);
+    }
+}
+} // namespace cvtile_vec
+
+template <typename T>
+inline CVT_ENABLE(cvtile_api::IsArithProg<T>::value)
+    ArithProgression(const LocalTensor<T>& dst, const T firstValue, const T diffValue, const int32_t count)
+{
+    cvtile_vec::ArithProg("ArithProgression", dst, firstValue, diffValue, count);
+}
+template <typename T>
+inline CVT_ENABLE(cvtile_api::IsArithProg<T>::value)
+    Arange(const LocalTensor<T>& dst, const T firstValue, const T diffValue, const int32_t count)
+{
+    cvtile_vec::ArithProg("Arange", dst, firstValue, diffValue, count);
 }
 
 } // namespace AscendC

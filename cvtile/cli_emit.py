@@ -1,0 +1,135 @@
+"""The ``cvtile emit`` command: a kernel or an operator call written out as an Ascend C project.
+
+``cvtile emit fia [case options] -o DIR [--target T] [--check] [--run]`` records the kernels one
+FusedInferAttentionScore call launches (the attention kernel and, with flash-decode, its combine
+kernel) on the case the options describe (the ``cvtile run`` options; no option: the default decode
+case), and writes them as one project. ``cvtile emit FILE.py -o DIR`` does the same for whatever the
+file's ``main()`` launches (every example has one). ``--check`` runs the declaration-header syntax check
+(arch22 and arch35, AIC and AIV macro sets), ``--run`` builds the project against the CPU twin, runs it
+and compares every output with the simulator's pipelined-order result, printing PASS/FAIL per output.
+Exit status: 0 all good, 1 a check or comparison failed, 2 a user error or an unsupported kernel (one
+line on stderr).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["add_emit_parser", "run_emit"]
+
+
+def add_emit_parser(sub, case_options):
+    p = sub.add_parser("emit", help="write a kernel or an operator call as an Ascend C project",
+                       description=__doc__.split("\n\n")[1])
+    p.add_argument("what", help="'fia' (the FusedInferAttentionScore call of the case options) or a .py file "
+                                "whose main() launches cvtile kernels")
+    case_options(p)
+    p.add_argument("-o", "--output", required=True, type=Path, help="the project directory to write")
+    p.add_argument("--check", action="store_true", help="syntax-check every kernel file (arch22 and arch35)")
+    p.add_argument("--run", action="store_true", help="build on the CPU twin, run, compare with the simulator")
+    p.set_defaults(func=run_emit)
+    return p
+
+
+def _fail(msg: str) -> int:
+    print(f"cvtile emit: {msg}", file=sys.stderr)
+    return 2
+
+
+def _record_fia(args):
+    from .cases import DEFAULT_CASES, make_inputs, with_options
+    from .kernels.fia.api import npu_fused_infer_attention_score
+    from .kernels.precision import tolerance
+    from .dsl.jit import record_launches
+    from .cli import case_options_of
+
+    spec = with_options(DEFAULT_CASES[0], name="custom", **case_options_of(args))
+    q, k, v, kw = make_inputs(spec, args.seed)
+    with record_launches() as rec:
+        npu_fused_infer_attention_score(q, k, v, target=spec.target, **kw)
+    return rec.launches, tolerance, spec.describe()
+
+
+def _record_file(path: Path):
+    from .dsl.jit import record_launches
+
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    spec = importlib.util.spec_from_file_location(f"cvtile_emit_{path.stem}".replace("-", "_"), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    if not hasattr(mod, "main"):
+        raise AttributeError(f"{path}: has no main() that launches kernels")
+    import contextlib
+    import io
+
+    with record_launches() as rec, contextlib.redirect_stdout(io.StringIO()):
+        mod.main()
+    from .kernels.precision import tolerance
+
+    return rec.launches, tolerance, str(path)
+
+
+def run_emit(args) -> int:
+    from .dsl import ascendc
+    from .dsl.errors import CompilationError
+    from .kernels.errors import UnsupportedParameterError
+    from .tiling.errors import ParamError
+
+    try:
+        if args.what == "fia":
+            records, tol, what = _record_fia(args)
+        elif args.what.endswith(".py"):
+            records, tol, what = _record_file(Path(args.what))
+        else:
+            return _fail(f"unknown kernel or operator {args.what!r}: give 'fia' or a .py file with a main()")
+        if not records:
+            return _fail(f"{what}: launched no cvtile kernel")
+        t0 = time.perf_counter()
+        launches = [ascendc.Launch.of(r) for r in records]
+        for L in launches:
+            ascendc.lowered(L.kernel)
+        t_lower = time.perf_counter() - t0
+        res = ascendc.emit(str(args.output), launches, tolerance=tol)
+    except (ParamError, UnsupportedParameterError, FileNotFoundError, AttributeError) as e:
+        return _fail(str(e).splitlines()[0])
+    except ascendc.AscendCError as e:
+        return _fail(f"not supported by the Ascend C backend: {str(e).splitlines()[0]}")
+    except CompilationError as e:
+        return _fail(str(e).splitlines()[0])
+    kernels = res["kernels"]
+    print(f"{what}: {len(records)} launch(es) of {len(kernels)} kernel(s) written to {args.output} "
+          f"(lowering {t_lower:.2f} s)")
+    for lk in kernels:
+        n = lk.source.count("\n")
+        print(f"  op_kernel/{lk.name}.cpp  {n} lines, {lk.kernel_type}, tiling struct {lk.tiling_struct}")
+    failed = False
+    if args.check:
+        try:
+            t0 = time.perf_counter()
+            done = ascendc.check_project(str(args.output), kernels)
+            print(f"  syntax check PASS: {len(done)} file x macro-set checks (arch22/arch35 x AIC/AIV) in "
+                  f"{time.perf_counter() - t0:.1f} s")
+        except ascendc.NoCompiler as e:
+            return _fail(str(e))
+        except ascendc.CheckFailed as e:
+            failed = True
+            print(f"  syntax check FAIL: {e}")
+    if args.run:
+        arch = ascendc.arch_of(launches[0].kernel.platform)
+        try:
+            t0 = time.perf_counter()
+            report = ascendc.run_project(str(args.output), arch)
+            print(f"  twin run ({arch}) in {time.perf_counter() - t0:.1f} s:")
+            for line in report.splitlines():
+                print(f"    {line}")
+        except ascendc.NoCompiler as e:
+            return _fail(str(e))
+        except ascendc.CheckFailed as e:
+            failed = True
+            print(f"  twin run ({arch}) FAIL: {e}")
+    print("FAIL" if failed else "PASS")
+    return 1 if failed else 0

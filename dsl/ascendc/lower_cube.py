@@ -1,0 +1,633 @@
+"""Lowering rules of the cube side (AIC): GM -> L1, L1 -> L0A/L0B, Mmad, L0C -> GM.
+
+A mixin of ``lower._Lowering``: the methods here use its helpers (``emit``, ``ref``, ``tile``,
+``extents``, ``namer``, ``api``, ``platform``, ``arch35``) and read only the IR and the memory plan.
+
+Model
+-----
+* Layouts (``include/README.md`` section 4). An L1 tile of capacity (R0, C) is NZ as ``Nd2NzParams``
+  writes it: column blocks of C0 = 32 / sizeof(T) elements, each ``R = ceil(R0 / 16) * 16`` rows tall
+  (the capacity's rows, so the layout is static; the valid rows are written, the padding columns up to the
+  next C0 multiple are zero). L0A is Zz (A2/A3) or Nz (950), L0B Zn, L0C NZ 16x16 with ``M1 = ceil(M / 16)``
+  of the result's capacity rows; ``Mmad`` runs on whole 16-row / 16-column fractals (the rows and
+  columns past the valid extents hold values nobody stores) and sums over exactly the valid K.
+* ``copy{staged}`` (L1 -> L0A/L0B feeding one mma) prints nothing: L0A/L0B hold the mma's ping-pong base
+  tiles (``mma@<line>.a`` / ``.b`` of the plan), which the mma fills itself piece by piece.
+* ``mma`` walks the plan's base tiles: column pieces of ``base_n`` (static), contraction pieces of
+  ``base_k`` (a loop over the valid K); per piece GM -> L1 (a GM window operand, through the plan's
+  ``.stream`` pieces), L1 -> L0A/L0B (``LoadData``) and ``Mmad`` (``cmatrixInitVal`` on the first piece
+  unless it accumulates into ``acc``). Its result is the planned L0C buffer, or (a result only stored)
+  the plan's ``mma@<line>.c`` pieces, which hold the whole result (checked) until the stores read it.
+* Synchronisation. insert_sync sees an mma as one M op; the MTE2 / MTE1 / M steps inside it are ordered
+  here with events of ids 6 and 7 (one per ping-pong copy; insert_sync uses 0 and 1 + loop depth, checked):
+  a FIX -> M fence first (the L0C pieces may have been read by an earlier Fixpipe), primed
+  ``M_MTE1`` / ``MTE1_MTE2`` credits per copy, ``MTE2_MTE1`` and ``MTE1_M`` pairs per piece, and at the end
+  the credits drained (and an ``MTE1 -> MTE2`` fence), so nothing the mma wrote or read is in flight
+  after it and the IR's own events around it stay valid.
+* A hand-off received into L1 only to be staged (the plan gives it no buffer of its own) is loaded at
+  its ``load`` -- where the channel's flags are -- into the consuming mma's ``.stream`` pieces.
+* ``store`` of an L0C tile: ``Fixpipe`` NZ2ND to GM (``quantPre`` F322F16 / F322BF16 for 16-bit outputs),
+  one call for a window with one row stride, one per row otherwise (mixed-radix or paged rows).
+* What the plan or the API subset cannot express raises ``AscendCUnsupported`` naming the construct and
+  the line: an mma with more rows than one base tile, a non-transposed B of a non-16-bit type
+  (LoadDataWithTranspose), an L1 / L0C tile whose fractal layout exceeds its planned buffer, a value the
+  plan lets another buffer overwrite before the cube reads it, non-staged copies to L0A/L0B and L0C -> L1.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["CubeRules"]
+
+#: event ids the mma lowering uses for its own steps (one per ping-pong copy)
+_EV = (6, 7)
+_FRACTAL = 512                  # bytes of one L1 / L0A / L0B fractal
+_QUANT = {("float32", "float32"): "NoQuant", ("float32", "float16"): "F322F16",
+          ("float32", "bfloat16"): "F322BF16", ("int32", "int32"): "NoQuant"}
+
+
+def _ceil(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+def _fold(e: str) -> str:
+    """An index expression with its integer-literal arithmetic folded ("((0 / 16) * 4 + 1) * 256" -> "256")."""
+    e = str(e)
+    if re.fullmatch(r"[0-9\s+*/()-]+", e) and "--" not in e:
+        try:
+            return str(eval(e.replace("/", "//"), {"__builtins__": {}}))   # non-negative literals only
+        except Exception:          # noqa: BLE001 - left as it is
+            return e
+    return e
+
+
+def _at(t: str, idx: str) -> str:
+    """``t[idx]``, or ``t`` itself at offset 0."""
+    idx = _fold(idx)
+    return t if idx == "0" else f"{t}[{idx}]"
+
+
+def _const(e: str):
+    """The int value of a literal expression, else None."""
+    try:
+        return int(e)
+    except (TypeError, ValueError):
+        return None
+
+
+class _CubeState:
+    """Facts about the AIC program the cube rules need: plan positions, users, mma piece buffers."""
+
+    def __init__(self, body, plan):
+        self.pos: dict[int, int] = {}
+        self.users: dict[int, list] = {}
+        self.ops: list = []
+        self._number(body)
+        self.plan = plan
+
+    def _number(self, block):
+        # the numbering of liveness.Liveness on the IR plan_memory saw (before insert_sync added sync ops)
+        for op in block.ops:
+            if op.defn.category == "sync":
+                continue
+            self.pos[id(op)] = len(self.ops)
+            self.ops.append(op)
+            for v in op.operands:
+                self.users.setdefault(v.id, []).append(op)
+            for b in op.blocks:
+                self._number(b)
+
+
+class CubeRules:
+    # ------------------------------------------------------------------ program facts
+    def _cube(self):
+        st = getattr(self, "_cube_state", None)
+        if st is None:
+            body = self.k.programs().get("aic")
+            if body is None:
+                from .lower import AscendCError
+
+                raise AscendCError("a cube op outside the AIC program")
+            st = _CubeState(body, self.plan)
+            self._cube_state = st
+            self._check_event_ids()
+        return st
+
+    def _check_event_ids(self):
+        """insert_sync's back-edge events use ids 1 + loop depth: they must not meet the mma's 6 and 7."""
+        from ..ir import walk
+        from .lower import AscendCUnsupported
+
+        mine = {"FIX_M", "M_MTE1", "MTE1_MTE2", "MTE2_MTE1", "MTE1_M"}
+        for op in walk(self.k.programs()["aic"]):
+            if op.kind in ("event_set", "event_wait") and op.attrs["id"] in _EV and op.attrs["event"] in mine:
+                raise AscendCUnsupported(f"an event {op.attrs['event']} with id {op.attrs['id']} (loops nested "
+                                         f"{op.attrs['id']} deep): the mma lowering uses ids 6 and 7", op.loc)
+
+    def _space_buffers(self, space: str) -> list:
+        sp = self.plan.programs.get("aic", {}).get(space)
+        return list(sp.all) if sp is not None else []
+
+    def _mma_pieces(self, op) -> dict:
+        """tag ('a', 'b', 'c', 'a.stream', 'b.stream') -> the plan's staging Buffer of this mma."""
+        from .lower import AscendCError
+
+        st = self._cube()
+        p = st.pos[id(op)]
+        line = op.loc.line if op.loc else 0
+        out = {}
+        for space in ("L1", "L0A", "L0B", "L0C"):
+            for b in self._space_buffers(space):
+                if b.name.startswith(f"mma@{line}.") and b.start == p:
+                    out[b.name[len(f"mma@{line}."):]] = b
+        if "a" not in out or "b" not in out:
+            raise AscendCError(f"the memory plan has no L0A/L0B base tiles for this mma (position {p})", op.loc)
+        return out
+
+    def _buffer(self, v):
+        return self.plan.buffer_of.get(v.id)
+
+    def _clobbered(self, space: str, lo: int, hi: int, after: int, upto: int, skip=()) -> list:
+        """Buffers of ``space`` overlapping bytes [lo, hi) that the plan starts in (after, upto]."""
+        out = []
+        for b in self._space_buffers(space):
+            if any(b is s for s in skip):
+                continue
+            if after < b.start <= upto and b.offset < hi and lo < b.offset + b.bytes:
+                out.append(b)
+        return out
+
+    def _local(self, space: str, offset, ct: str, hint: str) -> str:
+        """A LocalTensor<ct> named after ``hint`` at a byte offset of a space."""
+        from .lower import _SPACE_VAR
+
+        name = self.namer.ident(hint)
+        self.spaces_used.setdefault(space, 0)
+        self.emit(f"LocalTensor<{ct}> {name} = {_SPACE_VAR[space]}[{offset}].ReinterpretCast<{ct}>();")
+        self.api.add("LocalTensor")
+        return name
+
+    # ------------------------------------------------------------------ GM windows
+    def _window_counts(self, op, w, what: str) -> tuple:
+        """The valid counts of a GM window (checked against the extents and the bounds)."""
+        from .names import c_string
+        from ..ir import Value
+
+        if len(w.dims) != 2:
+            from .lower import AscendCUnsupported
+
+            raise AscendCUnsupported(f"{what}: a rank-{len(w.dims)} GM window on the cube side", op.loc)
+        self._window_rows(w, op)     # the columns must be contiguous
+        counts = tuple(self.ref(d.valid) for d in w.dims)
+        for i, (d, n) in enumerate(zip(w.dims, counts)):
+            if isinstance(d.valid, Value) and d.valid.const is None:
+                self.emit(f"CVT_CHECK({n} >= 0 && {n} <= {d.extent}, "
+                          f"{c_string(f'{what}: valid extent of dim {i} is outside [0, {d.extent}]')});")
+        for i, (d, n) in enumerate(zip(w.dims, counts)):
+            start, bound = self.ref(d.start), self.ref(d.bound)
+            self.emit(f"CVT_CHECK({start} >= 0 && {start} + {n} <= {bound}, "
+                      f"{c_string(f'{what}: GM dim {i} access leaves [0, bound)')});")
+        return counts
+
+    def _nd2nz(self, op, dst: str, w, row0: str, nrows: str, col0: str, ncols: str, R: int, c0: int):
+        """Rows [row0, row0 + nrows) x columns [col0, col0 + ncols) of a GM window (relative to its starts)
+        into the NZ tile ``dst`` of R rows per column block (Nd2Nz; one call for rows with one stride that
+        fits its 16-bit field, one call per row otherwise)."""
+        from .lower import _cast, _sum
+
+        g = self.gm[w.tensor.id]
+        d0, d1 = w.dims
+        cstart = _sum(self.ref(d1.start), col0)
+        self.api |= {"DataCopy", "Nd2NzParams"}
+        u16 = lambda e: _cast("uint16_t", e)  # noqa: E731
+        plain = len(d0.radices) == 1 and not any(d0.lookups or ())
+
+        def per_row():
+            r = self.namer.ident("row")
+            self.emit(f"for (int64_t {r} = 0; {r} < {nrows}; ++{r}) {{")
+            self.depth += 1
+            roff = self._row_offset(d0, _sum(self.ref(d0.start), row0, r), op)
+            base = _sum(self.ref(w.offset), roff, cstart)
+            src_d = str(max(_const(ncols), 1)) if _const(ncols) is not None else f"cvtMax<int64_t>({ncols}, 1)"
+            self.emit(f"DataCopy({dst}[{r} * {c0}], {g}[{base}], Nd2NzParams(1, 1, {u16(ncols)}, 0, "
+                      f"{u16(src_d)}, {R}, 1, 0));")
+            self.depth -= 1
+            self.emit("}")
+
+        if not plain:
+            per_row()
+            return
+        stride = self.ref(d0.strides[0])
+        r0 = _fold(_sum(self.ref(d0.start), row0))
+        base = _sum(self.ref(w.offset), "0" if r0 == "0" else f"({r0}) * {stride}", cstart)
+        one = (f"DataCopy({dst}, {g}[{base}], Nd2NzParams(1, {u16(nrows)}, {u16(ncols)}, 0, {u16(stride)}, "
+               f"{R}, 1, 0));")
+        s = _const(stride)
+        if s is not None and 1 <= s <= 65535:
+            self.emit(one)
+            return
+        self.emit(f"if ({stride} >= 1 && {stride} <= 65535) {{")
+        self.depth += 1
+        self.emit(one)
+        self.depth -= 1
+        self.emit("} else {")
+        self.depth += 1
+        per_row()
+        self.depth -= 1
+        self.emit("}")
+
+    # ------------------------------------------------------------------ GM -> L1
+    def cube_load(self, op):
+        from .lower import CTYPE, AscendCUnsupported
+
+        t = op.result.type
+        w = op.windows["window"]
+        if t.rank != 2:
+            raise AscendCUnsupported(f"a rank-{t.rank} L1 tile", op.loc)
+        if w.tensor.type.dtype.name != t.dtype.name:
+            raise AscendCUnsupported(f"a load converting {w.tensor.type.dtype} to an L1 tile of {t.dtype}",
+                                     op.loc)
+        size = t.dtype.itemsize
+        c0 = 32 // size
+        R = _ceil(t.shape[0], 16)
+        need = R * _ceil(t.shape[1], c0) * size
+        st = self._cube()
+        buf = self._buffer(op.result)
+        ct = CTYPE[t.dtype.name]
+        if buf is None:
+            dst = self._stream_target(op, need)
+        else:
+            per_copy = buf.bytes // max(buf.copies, 1)
+            if need > per_copy:
+                raise AscendCUnsupported(f"an L1 tile {t.shape[0]}x{t.shape[1]} {t.dtype} whose NZ layout (rows "
+                                         f"padded to 16, columns to {c0}) takes {need} bytes, more than its "
+                                         f"planned {per_copy}", op.loc)
+            dst = self.tile(op.result)
+        del st
+        rows, cols = self._window_counts(op, w, "load")
+        self.emit(f"// GM -> L1 ({ct} NZ, {R} rows per {c0}-column block)")
+        self._nd2nz(op, dst, w, "0", rows, "0", cols, R, c0)
+
+    def _stream_target(self, op, need: int) -> str:
+        """A hand-off received into L1 only to be staged into one mma: its place is that mma's stream pieces
+        (the plan gives it no buffer of its own)."""
+        from .lower import CTYPE, AscendCError, AscendCUnsupported
+
+        st = self._cube()
+        copies = st.users.get(op.result.id, [])
+        mmas = []
+        for c in copies:
+            if c.kind != "copy" or not c.attrs.get("staged"):
+                raise AscendCError(f"an L1 tile without a buffer read by a {c.kind}", op.loc)
+            mmas += [(u, c) for u in st.users.get(c.result.id, []) if u.kind == "mma"]
+        if len(mmas) != 1:
+            raise AscendCUnsupported(f"an L1 hand-off without a buffer staged into {len(mmas)} mma ops", op.loc)
+        mma, copy = mmas[0]
+        ops, _ = _mma_operands(mma)
+        which = next(k for k, (kind, v) in ops.items() if kind == "tile" and v is copy.result)
+        pieces = self._mma_pieces(mma)
+        buf = pieces.get(which + ".stream")
+        if buf is None:
+            raise AscendCError(f"the memory plan has no L1 stream pieces for operand {which} of the mma at "
+                               f"line {mma.loc.line if mma.loc else '?'}", op.loc)
+        if need > buf.bytes:
+            raise AscendCUnsupported(f"an L1 hand-off of {need} bytes (NZ) staged through the {buf.bytes}-byte "
+                                     f"stream pieces of the mma at line {mma.loc.line if mma.loc else '?'}", op.loc)
+        bad = self._clobbered("L1", buf.offset, buf.offset + buf.bytes, st.pos[id(op)], st.pos[id(mma)],
+                              skip=[buf])
+        if bad:
+            raise AscendCUnsupported(f"the L1 hand-off's place ({buf.name}) is reused by {bad[0].name} before "
+                                     f"the mma reads it", op.loc)
+        ct = CTYPE[op.result.type.dtype.name]
+        name = self._local("L1", buf.offset, ct, op.result.name or "handoffL1")
+        self.names[op.result.id] = name
+        return name
+
+    # ------------------------------------------------------------------ on-chip copies
+    def op_copy(self, op):
+        from .lower import AscendCUnsupported
+
+        src, dst = op.args[0].type.space.name, op.result.type.space.name
+        if src == "L1" and dst in ("L0A", "L0B"):
+            if op.attrs.get("staged"):
+                return       # the mma stages it into its own base tiles (see the module docstring)
+            raise AscendCUnsupported(f"a copy L1 -> {dst} that is not staged into one mma (a resident "
+                                     f"{dst} tile)", op.loc)
+        raise AscendCUnsupported(f"an on-chip copy {src} -> {dst}", op.loc)
+
+    # ------------------------------------------------------------------ mma
+    def op_mma(self, op):
+        from .lower import CTYPE, AscendCError, AscendCUnsupported, _cast
+        from .names import c_string
+
+        st = self._cube()
+        pos = st.pos[id(op)]
+        pieces = self._mma_pieces(op)
+        operands, acc = _mma_operands(op)
+        trans = bool(op.attrs.get("trans_b"))
+        rt = op.result.type
+        M, N = rt.shape
+        src = {}
+        for which, (kind, v) in operands.items():
+            if kind == "gm":
+                src[which] = ("gm", v, v.tensor.type.dtype, v.shape)
+                if which + ".stream" not in pieces:
+                    raise AscendCError(f"the memory plan has no L1 stream pieces for operand {which}", op.loc)
+                continue
+            o = v.owner
+            if o is None or o.kind != "copy" or not o.attrs.get("staged"):
+                raise AscendCUnsupported(f"mma operand {which} in {v.type.space} that is not staged from L1 (a "
+                                         f"resident {v.type.space} tile)", op.loc)
+            src[which] = ("l1", o.args[0], o.args[0].type.dtype, o.args[0].type.shape, o)
+        dt = src["a"][2]
+        if src["b"][2].name != dt.name:
+            raise AscendCUnsupported(f"mma of {dt} by {src['b'][2]}", op.loc)
+        size = dt.itemsize
+        c0 = 32 // size
+        fe = _FRACTAL // size
+        K = src["a"][3][1]
+        if not trans and size != 2:
+            raise AscendCUnsupported(f"mma with a non-transposed B of {dt} (L1 -> L0B needs "
+                                     "LoadDataWithTranspose, outside the API subset)", op.loc)
+        bm, bk = pieces["a"].shape
+        bk2, bn = pieces["b"].shape
+        if bk != bk2 or bk % c0 or bk % 16:
+            raise AscendCUnsupported(f"mma base tiles {bm}x{bk} / {bk2}x{bn} ({dt}): base_k must be a multiple "
+                                     f"of {max(c0, 16)}", op.loc)
+        M1 = -(-M // 16)
+        if 16 * M1 > bm:
+            raise AscendCUnsupported(f"an mma of {M} rows, more than one base tile of {bm} rows", op.loc)
+        N1 = -(-N // 16)
+        single_k = K <= bk
+        one_piece = single_k and N <= bn
+        for which, s_ in src.items():
+            if s_[0] == "l1":
+                self._check_source(op, s_[4], s_[1], pos, pieces, one_piece)
+        acct = CTYPE[rt.dtype.name]
+        ct = CTYPE[dt.name]
+        # the result in L0C: the accumulator's buffer, the planned buffer, or the plan's streamed-out pieces
+        if acc is not None:
+            out = self.tile(acc)
+            self.names[op.result.id] = out
+            cbuf, cbytes = self._buffer(acc), None
+        elif "c" in pieces:
+            cbuf = pieces["c"]
+            cbytes = cbuf.bytes
+            self._check_streamed_result(op, cbuf, pos)
+            out = self._local("L0C", cbuf.offset, acct, op.result.name or "mmaOut")
+            self.names[op.result.id] = out
+        else:
+            out = self.tile(op.result)
+            cbuf, cbytes = self._buffer(op.result), None
+        if cbytes is None:
+            cbytes = cbuf.bytes // max(cbuf.copies, 1)
+        if M1 * N1 * 1024 > cbytes:
+            raise AscendCUnsupported(f"an mma result {M}x{N} whose L0C fractals ({M1 * N1 * 1024} bytes) exceed "
+                                     f"its planned {cbytes} bytes", op.loc)
+        # valid extents
+        ext = {}
+        for which, s_ in src.items():
+            ext[which] = self._window_counts(op, s_[1], "mma operand") if s_[0] == "gm" else self.extents(s_[1])
+        kv = ext["a"][1]
+        nv, kvb = (ext["b"][0], ext["b"][1]) if trans else (ext["b"][1], ext["b"][0])
+        if kv != kvb:
+            self.emit(f"CVT_CHECK({kv} == {kvb}, {c_string('mma: the operands valid contraction extents differ')});")
+        if acc is None and not (_const(kv) or 0) > 0:
+            self.emit(f"CVT_CHECK({kv} > 0, {c_string('mma: an empty contraction (valid K of 0) is not lowered')});")
+        streams = [w for w, s_ in src.items() if s_[0] == "gm"]
+        self.emit(f"// mma {M}x{N}, K {K} ({dt}{', B transposed' if trans else ''}): base tiles {bm}x{bn}x{bk}"
+                  f"{', operand ' + ' and '.join(streams) + ' streamed from GM' if streams else ''}"
+                  f"{', accumulating' if acc is not None else ''}")
+        self.api |= {"SetFlag", "WaitFlag", "HardEvent", "LoadData", "LoadData2DParams", "Mmad", "MmadParams"}
+        e0, e1 = _EV
+        # L0C may still be read by an earlier Fixpipe (another mma's pieces share it); L0A / L0B copies free
+        self.emit(f"SetFlag<HardEvent::FIX_M>({e0});")
+        self.emit(f"WaitFlag<HardEvent::FIX_M>({e0});")
+        for e in _EV:
+            self.emit(f"SetFlag<HardEvent::M_MTE1>({e});")
+        for n0 in range(0, N, bn):
+            npc = min(bn, N - n0)
+            N1p = -(-npc // 16)
+            if single_k:
+                kk0, kp, pp, ev = "0", kv, "0", str(e0)
+            else:
+                kk0 = self.namer.ident("k0")
+                self.emit(f"for (int64_t {kk0} = 0; {kk0} < {kv}; {kk0} += {bk}) {{   // K pieces")
+                self.depth += 1
+                kp = self.namer.ident("kLen")
+                self.emit(f"const int64_t {kp} = cvtMin<int64_t>({bk}, {kv} - {kk0});")
+                pp = self.namer.ident("pp")
+                self.emit(f"const int64_t {pp} = ({kk0} / {bk}) % 2;   // ping-pong copy")
+                ev = self.namer.ident("ev")
+                self.emit(f"const int32_t {ev} = {e0} + static_cast<int32_t>({pp});")
+            k1 = _fold(f"({kp} + {c0 - 1}) / {c0}")
+            if _const(k1) is None:
+                k1 = self.namer.ident("k1")
+                self.emit(f"const int64_t {k1} = ({kp} + {c0 - 1}) / {c0};   // K fractals of this piece")
+            self.emit(f"WaitFlag<HardEvent::M_MTE1>({ev});")
+            a2 = self._local("L0A", _piece(pieces["a"], pp), ct, "aL0")
+            b2 = self._local("L0B", _piece(pieces["b"], pp), ct, "bL0")
+
+            def load(which, l1, stream):
+                if which == "a":
+                    if stream:
+                        self._load_a(a2, l1, "0", k1, M1, fe)
+                    else:
+                        self._load_a(a2, l1, f"{kk0} / {c0}", k1, M1, fe)
+                elif trans:
+                    if stream:
+                        self._load_bt(b2, l1, "0", k1, N1p, N1p, 0, fe, bk // c0)
+                    else:
+                        self._load_bt(b2, l1, f"{kk0} / {c0}", k1, N1p, -(-src["b"][3][0] // 16), n0 // 16, fe,
+                                      bk // c0)
+                elif stream:
+                    self._load_b(b2, l1, "0", kp, N1p, bk // 16, 0, fe)
+                else:
+                    self._load_b(b2, l1, f"{kk0} / 16", kp, N1p, -(-src["b"][3][0] // 16), n0 // 16, fe)
+
+            # the L1 operands first (a stream piece may take an L1 operand's place once it was read)
+            for which, s_ in src.items():
+                if s_[0] == "l1":
+                    load(which, self.tile(s_[1]), False)
+            if streams:
+                # GM -> L1: every LoadData so far (this piece's, the last reader of this stream copy) is done
+                self.emit(f"SetFlag<HardEvent::MTE1_MTE2>({ev});")
+                self.emit(f"WaitFlag<HardEvent::MTE1_MTE2>({ev});")
+                stream_t = {}
+                for which in streams:
+                    t = self._local("L1", _piece(pieces[which + ".stream"], pp), ct, f"{which}Stream")
+                    stream_t[which] = t
+                    w = src[which][1]
+                    if which == "a":
+                        self._nd2nz(op, t, w, "0", ext["a"][0], kk0, kp, 16 * M1, c0)
+                    elif trans:
+                        self._nd2nz(op, t, w, str(n0), _clamp(nv, n0, npc, N), kk0, kp, 16 * N1p, c0)
+                    else:
+                        self._nd2nz(op, t, w, kk0, kp, str(n0), _clamp(nv, n0, npc, N), bk, c0)
+                self.emit(f"SetFlag<HardEvent::MTE2_MTE1>({ev});")
+                self.emit(f"WaitFlag<HardEvent::MTE2_MTE1>({ev});")
+                for which in streams:
+                    load(which, stream_t[which], True)
+            self.emit(f"SetFlag<HardEvent::MTE1_M>({ev});")
+            self.emit(f"WaitFlag<HardEvent::MTE1_M>({ev});")
+            init = "false" if acc is not None else ("true" if single_k else f"({kk0} == 0)")
+            dst = _at(out, str((n0 // 16) * M1 * 256))
+            self.emit(f"Mmad({dst}, {a2}, {b2}, MmadParams({16 * M1}, {16 * N1p}, {_cast('uint16_t', kp)}, 0, "
+                      f"false, {init}));")
+            self.emit(f"SetFlag<HardEvent::M_MTE1>({ev});")
+            if not single_k:
+                self.depth -= 1
+                self.emit("}")
+        # drain: nothing the mma read or wrote on chip is in flight after it
+        for e in _EV:
+            self.emit(f"WaitFlag<HardEvent::M_MTE1>({e});")
+        self.emit(f"SetFlag<HardEvent::MTE1_MTE2>({e1});")
+        self.emit(f"WaitFlag<HardEvent::MTE1_MTE2>({e1});")
+
+    def _check_source(self, op, copy, l1, pos: int, pieces: dict, one_piece: bool):
+        """The staged L1 operand stays in place from its copy to the mma (another buffer may take its place
+        once the copy read it, as the plan sees it). This mma's own stream pieces may take it when the mma
+        is one piece: it reads its L1 operands before it streams (see op_mma)."""
+        from .lower import AscendCUnsupported
+
+        st = self._cube()
+        buf = self._buffer(l1)
+        if buf is None:
+            if l1.id not in self.names:
+                raise AscendCUnsupported("an mma operand staged from an L1 tile without a buffer", op.loc)
+            return       # a hand-off placed in this mma's stream pieces (checked at its load)
+        own = [b for t, b in pieces.items() if t.endswith(".stream")]
+        bad = self._clobbered("L1", buf.offset, buf.offset + buf.bytes // max(buf.copies, 1), st.pos[id(copy)],
+                              pos, skip=[buf] + (own if one_piece else []))
+        if bad:
+            raise AscendCUnsupported(f"the L1 operand {buf.name} of this mma shares its place with {bad[0].name}, "
+                                     "which may be written before the mma has read the operand (the mma stages "
+                                     "its L1 operands itself, piece by piece)", op.loc)
+
+    def _check_streamed_result(self, op, cbuf, pos: int):
+        """A result streamed out of L0C stays in the mma's pieces until its last store."""
+        from .lower import AscendCUnsupported
+
+        st = self._cube()
+        users = st.users.get(op.result.id, [])
+        last = max((st.pos[id(u)] for u in users), default=pos)
+        bad = self._clobbered("L0C", cbuf.offset, cbuf.offset + cbuf.bytes, pos, last, skip=[cbuf])
+        if bad:
+            raise AscendCUnsupported(f"the mma result's L0C pieces are reused by {bad[0].name} before its store",
+                                     op.loc)
+
+    def _load_a(self, dst: str, src: str, kb0: str, k1: str, M1: int, fe: int):
+        """K fractals [kb0, kb0 + k1) of an NZ L1 matrix of 16 * M1 rows into L0A (Zz on A2/A3, Nz on 950)."""
+        if self.arch35:
+            self.emit(f"LoadData({dst}, {_at(src, f'({kb0}) * {M1 * fe}')}, LoadData2DParams(0, "
+                      f"static_cast<uint8_t>({k1} * {M1}), 1, 0, 0, false, 0));")
+            return
+        for i in range(M1):
+            d = dst if i == 0 else _at(dst, f"{k1} * {i * fe}")
+            self.emit(f"LoadData({d}, {_at(src, f'(({kb0}) * {M1} + {i}) * {fe}')}, LoadData2DParams(0, "
+                      f"static_cast<uint8_t>({k1}), {M1}, 0, 0, false, 0));")
+
+    def _load_bt(self, dst: str, src: str, kb0: str, k1: str, N1p: int, N1L: int, nb0: int, fe: int, kmax: int):
+        """B stored [N, K] (NZ in L1, 16 * N1L rows): its NZ is L0B's Zn; n blocks [nb0, nb0 + N1p)."""
+        if N1p == N1L and nb0 == 0 and kmax * N1L <= 255:
+            self.emit(f"LoadData({dst}, {_at(src, f'({kb0}) * {N1L * fe}')}, LoadData2DParams(0, "
+                      f"static_cast<uint8_t>({k1} * {N1L}), 1, 0, 0, false, 0));")
+            return
+        j = self.namer.ident("kb")
+        self.emit(f"for (int64_t {j} = 0; {j} < {k1}; ++{j}) {{")
+        idx = f"{j} * {N1L * fe}" if _fold(kb0) == "0" and nb0 == 0 else f"((({kb0}) + {j}) * {N1L} + {nb0}) * {fe}"
+        self.emit(f"    LoadData({dst}[{j} * {N1p * fe}], {src}[{idx}], "
+                  f"LoadData2DParams(0, {N1p}, 1, 0, 0, false, 0));")
+        self.emit("}")
+
+    def _load_b(self, dst: str, src: str, kr0: str, kp: str, N1p: int, K1L: int, nb0: int, fe: int):
+        """B stored [K, N] (NZ in L1, 16 * K1L rows): each 16 x 16 fractal transposed into L0B's Zn."""
+        i = self.namer.ident("kb")
+        self.emit(f"for (int64_t {i} = 0; {i} < ({kp} + 15) / 16; ++{i}) {{")
+        base = _fold(f"{nb0 * K1L} + ({kr0})")
+        idx = f"{i} * {fe}" if base == "0" else f"({base} + {i}) * {fe}"
+        self.emit(f"    LoadData({dst}[{i} * {N1p * fe}], {src}[{idx}], "
+                  f"LoadData2DParams(0, {N1p}, {K1L}, 0, 0, true, 0));")
+        self.emit("}")
+
+    # ------------------------------------------------------------------ L0C -> GM
+    def cube_store(self, op):
+        from .lower import CTYPE, AscendCUnsupported, _cast, _sum
+        from .names import c_string
+
+        tile = op.args[-1]
+        w = op.windows["window"]
+        t = tile.type
+        if t.space.name != "L0C" or t.rank != 2:
+            raise AscendCUnsupported(f"a store of a {t.space} tile on the cube side", op.loc)
+        gdt = w.tensor.type.dtype.name
+        quant = _QUANT.get((t.dtype.name, gdt))
+        if quant is None:
+            raise AscendCUnsupported(f"a Fixpipe store of {t.dtype} to a {gdt} tensor", op.loc)
+        self._cube()
+        src = self.tile(tile)
+        M1 = -(-t.shape[0] // 16)
+        mv, nv = self.extents(tile)
+        wcounts = self._window_counts(op, w, "store")
+        for i, (n, wn) in enumerate(zip((mv, nv), wcounts)):
+            if n != wn:
+                self.emit(f"CVT_CHECK({n} <= {wn}, "
+                          f"{c_string(f'store: the tile valid dim {i} exceeds the window valid extent')});")
+        g = self.gm[w.tensor.id]
+        gt = CTYPE[gdt]
+        d0, d1 = w.dims
+        cstart = self.ref(d1.start)
+        self.api |= {"Fixpipe", "FixpipeParamsV220", "QuantMode_t", "CFG_ROW_MAJOR"}
+        fp = self.namer.ident("fixParams")
+        plain = len(d0.radices) == 1 and not any(d0.lookups or ())
+        self.emit(f"// L0C -> GM (NZ2ND, {t.dtype} -> {gdt})")
+        if plain:
+            stride = self.ref(d0.strides[0])
+            base = _sum(self.ref(w.offset), f"({self.ref(d0.start)}) * {stride}", cstart)
+            dstride = stride if _const(stride) != 0 else nv
+            self.emit(f"FixpipeParamsV220 {fp}({_cast('uint16_t', nv)}, {_cast('uint16_t', mv)}, {16 * M1}, "
+                      f"{_cast('uint32_t', dstride)}, false);")
+            self.emit(f"{fp}.quantPre = QuantMode_t::{quant};")
+            self.emit(f"Fixpipe<{gt}, {CTYPE[t.dtype.name]}, CFG_ROW_MAJOR>({g}[{base}], {src}, {fp});")
+            return
+        self.emit(f"FixpipeParamsV220 {fp}({_cast('uint16_t', nv)}, 1, {16 * M1}, "
+                  f"{_cast('uint32_t', f'cvtMax<int64_t>({nv}, 1)')}, false);")
+        self.emit(f"{fp}.quantPre = QuantMode_t::{quant};")
+        r = self.namer.ident("row")
+        self.emit(f"for (int64_t {r} = 0; {r} < {mv}; ++{r}) {{")
+        self.depth += 1
+        roff = self._row_offset(d0, _sum(self.ref(d0.start), r), op)
+        self.emit(f"Fixpipe<{gt}, {CTYPE[t.dtype.name]}, CFG_ROW_MAJOR>({g}[{_sum(self.ref(w.offset), roff, cstart)}], "
+                  f"{src}[{r} * 16], {fp});")
+        self.depth -= 1
+        self.emit("}")
+
+
+def _mma_operands(op):
+    """{'a'|'b': ('gm', Window) | ('tile', Value)} and the acc value (or None) of an mma."""
+    tiles = list(op.args)
+    acc = tiles.pop() if op.attrs.get("acc") else None
+    out = {}
+    for which in ("a", "b"):
+        if which in op.windows:
+            out[which] = ("gm", op.windows[which])
+        else:
+            out[which] = ("tile", tiles.pop(0))
+    return out, acc
+
+
+def _clamp(nv: str, n0: int, npc: int, N: int) -> str:
+    """The valid count of a column piece [n0, n0 + npc) of N columns of which nv are valid."""
+    c = _const(nv)
+    if c is not None:
+        return str(max(0, min(npc, c - n0)))
+    if n0 == 0 and npc == N:
+        return nv
+    return f"cvtMax<int64_t>(0, cvtMin<int64_t>({npc}, {nv} - {n0}))"
+
+
+def _piece(buf, pp: str):
+    """The byte offset of ping-pong copy ``pp`` (an expression) of a staging buffer."""
+    one = buf.bytes // max(buf.copies, 1)
+    return str(buf.offset) if pp == "0" else f"{buf.offset} + {pp} * {one}"
