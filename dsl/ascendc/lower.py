@@ -95,7 +95,7 @@ class LoweredKernel:
     tiling_struct: str          # the C name of the tiling struct
     tiling_header: str          # <name>_tiling.h
     tiling_fields: list
-    params: list                # (C name, IR Param) of the GM arguments in order (tensors, then workspace)
+    params: list                # (C name, IR Param) of the GM tensor arguments in order (then workspace, tiling)
     kernel_type: str            # KERNEL_TYPE_...
     workspace_bytes_per_block: int
     slot_area_bytes: int = 0    # GM workspace one core group's slots take (the launcher allocates blocks x this)
@@ -133,7 +133,8 @@ class _Lowering(CubeRules):
     def run(self) -> LoweredKernel:
         k = self.k
         entry = self.namer.entry(k.name)
-        struct = "".join(p.capitalize() for p in entry[:-len("_kernel")].split("_") if p) + "Tiling"
+        # <Name>KernelTiling: never one of the Ascend C library's own global <Name>Tiling structs
+        struct = "".join(p[:1].upper() + p[1:] for p in entry.split("_") if p) + "Tiling"
         struct = self.namer.ident(struct)
         programs = k.programs()
         if not programs:
@@ -154,7 +155,7 @@ class _Lowering(CubeRules):
                 fields.append(TilingField(self.namer.ident(f"{name}_value"), ct, ("scalar", i)))
                 scalars.append((name, v, fields[-1]))
         self.fields = {f.source: f for f in fields}
-        arg_list = ", ".join(f"GM_ADDR {n}" for n, _, _ in gm_params)
+        arg_list = ", ".join(f"GM_ADDR {n}" for n, p, _ in gm_params if p.kind == "tensor")
         arg_list = (arg_list + ", " if arg_list else "") + "GM_ADDR workspace, GM_ADDR tiling"
         self.emit(f"extern \"C\" __global__ __aicore__ void {entry}({arg_list})")
         self.emit("{")
@@ -174,10 +175,11 @@ class _Lowering(CubeRules):
                 self.emit(f"GlobalTensor<{ct}> {g};")
                 self.emit(f"{g}.SetGlobalBuffer(reinterpret_cast<__gm__ {ct}*>({name}), {numel});")
             else:
-                self.emit(f"GlobalTensor<{ct}> {g};   // this core group's slots: {k.slot_area_bytes} bytes")
-                group = "GetBlockIdx()" if not self.mix else "(GetBlockIdx() / GetTaskRatio())"
-                self.emit(f"{g}.SetGlobalBuffer(reinterpret_cast<__gm__ {ct}*>(workspace + {group} * "
-                          f"{k.slot_area_bytes}), {k.slot_area_bytes // max(v.type.dtype.bits // 8, 1)});")
+                # every channel's slots are a view of the one workspace (the windows hold the group offset:
+                # slot_area_bytes per core group)
+                self.emit(f"GlobalTensor<{ct}> {g};   // channel slots: {k.slot_area_bytes} bytes per core group")
+                self.emit(f"{g}.SetGlobalBuffer(reinterpret_cast<__gm__ {ct}*>(workspace), GetBlockNum() * "
+                          f"{k.slot_area_bytes // max(v.type.dtype.bits // 8, 1)});")
         self.api |= {"GlobalTensor", "KERNEL_TASK_TYPE_DEFAULT"}
         self.emit_flag_ids(programs)
         for core in ("aic", "aiv"):
@@ -187,7 +189,7 @@ class _Lowering(CubeRules):
         self.emit("}")
         src = self._file_head(entry, struct) + "\n".join(self.lines) + "\n"
         header = _tiling_header(struct, fields, k)
-        params = [(n, p) for n, p, _ in gm_params]
+        params = [(n, p) for n, p, _ in gm_params if p.kind == "tensor"]
         return LoweredKernel(entry, src, struct, header, fields, params, kind, k.workspace_bytes,
                              k.slot_area_bytes, self.scratch_top, set(self.api))
 
@@ -203,12 +205,12 @@ class _Lowering(CubeRules):
             "",
             "using namespace AscendC;",
             "",
-            "#ifndef CVT_CHECK",
+            "#ifndef CVTILE_KERNEL_HELPERS   // once per translation unit (the twin host includes every kernel)",
+            "#define CVTILE_KERNEL_HELPERS",
             "#ifdef CVTILE_TWIN",
             "#define CVT_CHECK(cond, msg) do { if (!(cond)) { cvtile_twin::Fail(\"CVT_CHECK\", \"%s\", msg); } } while (0)",
             "#else",
             "#define CVT_CHECK(cond, msg) do { if (!(cond)) { __builtin_trap(); } } while (0)",
-            "#endif",
             "#endif",
             "",
             "__aicore__ inline int64_t cvtFloorDiv(int64_t a, int64_t b)",
@@ -219,7 +221,7 @@ class _Lowering(CubeRules):
             "__aicore__ inline int64_t cvtMod(int64_t a, int64_t b) { return a - cvtFloorDiv(a, b) * b; }",
             "template <typename T> __aicore__ inline T cvtMin(T a, T b) { return a < b ? a : b; }",
             "template <typename T> __aicore__ inline T cvtMax(T a, T b) { return a > b ? a : b; }",
-            "", ""])
+            "#endif", "", ""])
 
     def emit_flag_ids(self, programs: dict):
         """One named constant per cross-core flag (``cvtFlagC1V1Ready = 0``): the ids insert_sync chose."""
@@ -456,17 +458,25 @@ class _Lowering(CubeRules):
         self.names[iv.id] = name
         self.emit(f"for (int64_t {name} = {self.ref(lo)}; {name} < {self.ref(hi)}; {name} += {self.ref(step)}) {{")
         self.depth += 1
-        self.loop_stack = getattr(self, "loop_stack", []) + [(carried, op)]
+        saved = getattr(self, "yield_to", None)
+        self.yield_to = list(carried)
         self.block(body)
-        self.loop_stack.pop()
+        self.yield_to = saved
         self.depth -= 1
         self.emit("}")
 
     def carry_in(self, arg: Value, init: Value, result: Value):
-        """A loop-carried value: a mutable C local (scalar) or the shared buffer (tile, planned together)."""
+        """A loop-carried value: a mutable C local (scalar), or the body argument's planned buffer (tile; the
+        initial value is copied in when the plan put it elsewhere). The loop's result is the same variable."""
         if arg.is_tile:
-            name = self.tile(init)
-            self.names[arg.id] = name
+            # UB: the argument's own planned buffer; L0C/L1 accumulators work in place in the initial value's
+            # buffer (the mma rules write their result there)
+            if arg.id in self.plan.buffer_of and arg.type.space.name == "UB":
+                name = self.tile(arg)
+                self.copy_tile(arg, name, init, self.tile(init))
+            else:
+                name = self.tile(init)
+                self.names[arg.id] = name
             self.names[result.id] = name
             return
         ct = _SCALAR_CTYPE[arg.type.dtype.name]
@@ -475,25 +485,54 @@ class _Lowering(CubeRules):
         self.names[arg.id] = name
         self.names[result.id] = name
 
+    def copy_tile(self, dst: Value, a: str, src: Value, b: str):
+        """UB tile ``src`` (C name b) copied whole into ``dst``'s buffer (a): DataCopy when the capacity is a
+        whole number of 32-byte blocks, else an exact Muls by 1 (count form), else a scalar loop."""
+        if a == b:
+            return
+        if dst.type.space.name != "UB":
+            raise AscendCUnsupported(f"a loop-carried {dst.type.space.name} tile the plan puts in two buffers",
+                                     dst.owner.loc if dst.owner else None)
+        n = src.type.numel
+        nbytes = n * src.type.dtype.bits // 8
+        ct = CTYPE[src.type.dtype.name]
+        if nbytes % _BLOCK == 0:
+            self.emit(f"DataCopy({a}, {b}, {n});")
+            self.api.add("DataCopy")
+        elif src.type.dtype.name in ("float32", "float16", "int32", "int16"):
+            self.emit(f"Muls({a}, {b}, static_cast<{ct}>(1), {n});")
+            self.api.add("Muls")
+        else:
+            i = self.namer.ident("i")
+            self.emit("PipeBarrier<PIPE_ALL>();")
+            self.emit(f"for (int64_t {i} = 0; {i} < {n}; ++{i}) {{")
+            self.emit(f"    {a}.SetValue({i}, {b}.GetValue({i}));")
+            self.emit("}")
+            self.emit("PipeBarrier<PIPE_ALL>();")
+        self.emit("PipeBarrier<PIPE_V>();")
+
     def op_yield(self, op):
+        """The yielded values become the loop's carried variables (or the if's results): scalars assigned
+        (through temporaries when one yielded value is another carried variable), tiles copied when the plan
+        gave them different buffers."""
         target = getattr(self, "yield_to", None)
         if target is None:
             return
-        for dst, v in zip(target, op.args):
-            self.assign(dst, v)
-
-    def assign(self, dst: Value, v: Value):
-        if dst.is_tile:
-            a, b = self.tile(dst), self.tile(v)
-            if a != b:
-                nbytes = v.type.numel * v.type.dtype.bits // 8
-                if nbytes % _BLOCK:
-                    raise AscendCError(f"a carried tile of {nbytes} bytes is not a whole number of 32-byte blocks")
-                self.emit(f"DataCopy({a}, {b}, {v.type.numel});")
-                self.api.add("DataCopy")
-            return
-        if self.names[dst.id] != self.ref(v):
-            self.emit(f"{self.names[dst.id]} = {self.ref(v)};")
+        pairs = list(zip(target, op.args))
+        dst_names = {self.names.get(d.id) for d, _ in pairs if not d.is_tile}
+        staged = {}
+        for d, v in pairs:
+            if not d.is_tile and self.ref(v) in dst_names and self.ref(v) != self.names.get(d.id):
+                tmp = self.namer.ident("next")
+                self.emit(f"const {_SCALAR_CTYPE[d.type.dtype.name]} {tmp} = {self.ref(v)};")
+                staged[d.id] = tmp
+        for d, v in pairs:
+            if d.is_tile:
+                self.copy_tile(d, self.tile(d), v, self.tile(v))
+            else:
+                src = staged.get(d.id, self.ref(v))
+                if self.names[d.id] != src:
+                    self.emit(f"{self.names[d.id]} = {src};")
 
     def op_if(self, op):
         for r in op.results:
@@ -502,10 +541,11 @@ class _Lowering(CubeRules):
             name = self.namer.ident(r.name or "r")
             self.emit(f"{_SCALAR_CTYPE[r.type.dtype.name]} {name};")
             self.names[r.id] = name
-        tile_results = [r for r in op.results if r.is_tile]
-        if tile_results:
-            # the plan gives an if's tile results the buffer of the arms' values; the first arm's yield names it
-            pass
+        # an if's tile results have buffers of their own in the plan (shared with the arms' values where the
+        # plan put them together): declared before the branch, so both arms and the code after see them
+        for r in op.results:
+            if r.is_tile and r.id not in self.names and r.id in self.plan.buffer_of:
+                self.tile(r)
         self.emit(f"if ({self.ref(op.args[0])}) {{")
         for i, blk in enumerate(op.blocks):
             if i == 1:
@@ -513,9 +553,6 @@ class _Lowering(CubeRules):
             self.depth += 1
             saved = getattr(self, "yield_to", None)
             self.yield_to = list(op.results)
-            for r in tile_results:
-                if r.id not in self.names and r.id in self.plan.buffer_of:
-                    self.tile(r)
             self.block(blk)
             self.yield_to = saved
             self.depth -= 1
@@ -715,8 +752,9 @@ class _Lowering(CubeRules):
         dst = self.tile(op.result)
         n = self.count(op.result)
         ct = CTYPE[t.dtype.name]
-        self.emit(f"ArithProgression<{ct}>({dst}, {self.scalar_as(start, t.dtype)}, static_cast<{ct}>(1), "
-                  f"{_cast('int32_t', n)});")
+        call = f"ArithProgression<{ct}>({dst}, {self.scalar_as(start, t.dtype)}, static_cast<{ct}>(1), " \
+               f"{_cast('int32_t', n)});"
+        self.emit(call if n.isdigit() else f"if ({n} > 0) {{ {call} }}")
         self.api.add("ArithProgression")
 
     def scalar_as(self, x, dt) -> str:
@@ -779,9 +817,15 @@ class _Lowering(CubeRules):
         if c == target:
             return
         rows = self.rows_of(chunk)
+        row_bytes = _cols(chunk.type) * chunk.type.dtype.bits // 8
         n = _mul(rows, str(_cols(chunk.type)))
-        self.emit(f"DataCopy({target}, {c}, {_cast('uint32_t', n)});")
-        self.api.add("DataCopy")
+        if row_bytes % _BLOCK == 0:
+            self.emit(f"DataCopy({target}, {c}, {_cast('uint32_t', n)});")
+            self.api.add("DataCopy")
+        else:   # an exact element count (a DataCopy would round up to 32 bytes and write past the chunk)
+            ct = CTYPE[chunk.type.dtype.name]
+            self.emit(f"Muls({target}, {c}, static_cast<{ct}>(1), {_cast('int32_t', n)});")
+            self.api.add("Muls")
 
     def op_ewise(self, op):
         kind = op.attrs["op"]

@@ -6,32 +6,43 @@ A mixin of ``lower._Lowering``: the methods here use its helpers (``emit``, ``re
 Model
 -----
 * Layouts (``include/README.md`` section 4). An L1 tile of capacity (R0, C) is NZ as ``Nd2NzParams``
-  writes it: column blocks of C0 = 32 / sizeof(T) elements, each ``R = ceil(R0 / 16) * 16`` rows tall
-  (the capacity's rows, so the layout is static; the valid rows are written, the padding columns up to the
-  next C0 multiple are zero). L0A is Zz (A2/A3) or Nz (950), L0B Zn, L0C NZ 16x16 with ``M1 = ceil(M / 16)``
-  of the result's capacity rows; ``Mmad`` runs on whole 16-row / 16-column fractals (the rows and
-  columns past the valid extents hold values nobody stores) and sums over exactly the valid K.
+  writes it: column blocks of C0 = 32 / sizeof(T) elements, each ``ceil(R0 / 16) * 16`` rows tall (the
+  capacity's rows, so the layout is static; the valid rows are written, the padding columns up to the next
+  C0 multiple are zero). L0A is Zz (A2/A3) or Nz (950), L0B Zn. An (M, N) L0C tile is row blocks of up to
+  128 rows (the plan's base_m), each an NZ 16x16 matrix of its rows padded to 16, one after the other;
+  ``Mmad`` runs on whole 16-row / 16-column fractals (the rows and columns past the valid extents hold
+  values nobody stores) and sums over exactly the valid K.
 * ``copy{staged}`` (L1 -> L0A/L0B feeding one mma) prints nothing: L0A/L0B hold the mma's ping-pong base
   tiles (``mma@<line>.a`` / ``.b`` of the plan), which the mma fills itself piece by piece.
-* ``mma`` walks the plan's base tiles: column pieces of ``base_n`` (static), contraction pieces of
-  ``base_k`` (a loop over the valid K); per piece GM -> L1 (a GM window operand, through the plan's
-  ``.stream`` pieces), L1 -> L0A/L0B (``LoadData``) and ``Mmad`` (``cmatrixInitVal`` on the first piece
-  unless it accumulates into ``acc``). Its result is the planned L0C buffer, or (a result only stored)
-  the plan's ``mma@<line>.c`` pieces, which hold the whole result (checked) until the stores read it.
-* Synchronisation. insert_sync sees an mma as one M op; the MTE2 / MTE1 / M steps inside it are ordered
-  here with events of ids 6 and 7 (one per ping-pong copy; insert_sync uses 0 and 1 + loop depth, checked):
-  a FIX -> M fence first (the L0C pieces may have been read by an earlier Fixpipe), primed
-  ``M_MTE1`` / ``MTE1_MTE2`` credits per copy, ``MTE2_MTE1`` and ``MTE1_M`` pairs per piece, and at the end
-  the credits drained (and an ``MTE1 -> MTE2`` fence), so nothing the mma wrote or read is in flight
-  after it and the IR's own events around it stay valid.
-* A hand-off received into L1 only to be staged (the plan gives it no buffer of its own) is loaded at
-  its ``load`` -- where the channel's flags are -- into the consuming mma's ``.stream`` pieces.
-* ``store`` of an L0C tile: ``Fixpipe`` NZ2ND to GM (``quantPre`` F322F16 / F322BF16 for 16-bit outputs),
-  one call for a window with one row stride, one per row otherwise (mixed-radix or paged rows).
+* ``mma`` walks the plan's base tiles: row blocks, column pieces of ``base_n`` (a loop when they are equal)
+  and contraction pieces of ``base_k`` (a loop over the valid K); per piece L1 -> L0A/L0B (``LoadData``)
+  for the L1 operands, GM -> L1 -> L0A/L0B for a GM window operand (through the plan's ``.stream``
+  pieces), and ``Mmad`` (``cmatrixInitVal`` on the first K piece unless it accumulates into ``acc``). Its
+  result is the planned L0C buffer, or -- a result that is only stored -- the plan's ``mma@<line>.c``
+  pieces: when the whole result fits them it waits there for its store; otherwise the mma is lowered at
+  its store (only waits, events and scalars stand between them) and each piece is Fixpiped out when done.
+* A hand-off received into L1 only to be staged (the plan gives it no buffer of its own) is loaded at its
+  ``load`` -- where the channel's flags are -- into the consuming mma's ``.stream`` pieces; when it does
+  not fit them, the mma itself is lowered at the ``load``, streaming the hand-off from its slot piece by
+  piece before the slot is released.
+* Synchronisation. insert_sync sees an mma as one M op; the MTE2 / MTE1 / M / FIX steps inside it are
+  ordered here with events of ids 6 and 7 (one per ping-pong copy; insert_sync uses 0 and 1 + loop depth,
+  checked): a FIX -> M fence first (L0C may still be read by an earlier Fixpipe), primed ``M_MTE1`` credits
+  per L0 copy, an ``MTE1 -> MTE2`` fence before each GM -> L1 stream (every earlier LoadData is done),
+  ``MTE2_MTE1`` and ``MTE1_M`` pairs per piece (``M_FIX`` / ``FIX_M`` per L0C piece when streaming out),
+  and at the end the credits drained and an ``MTE1 -> MTE2`` fence, so nothing the mma read or wrote on
+  chip is in flight after it and the IR's own events around it stay valid.
+* ``store`` of an L0C tile: ``Fixpipe`` NZ2ND to GM per row block (``quantPre`` F322F16 / F322BF16 for
+  16-bit outputs), one call for a window with one row stride, one per row otherwise (mixed-radix or paged
+  rows).
+* On the 950 a hand-off's slots are read and written where the simulator keeps them (the workspace slot
+  area, through GM); the plan's on-chip slot buffers stay unused.
 * What the plan or the API subset cannot express raises ``AscendCUnsupported`` naming the construct and
-  the line: an mma with more rows than one base tile, a non-transposed B of a non-16-bit type
-  (LoadDataWithTranspose), an L1 / L0C tile whose fractal layout exceeds its planned buffer, a value the
-  plan lets another buffer overwrite before the cube reads it, non-staged copies to L0A/L0B and L0C -> L1.
+  the line: a non-transposed B of a non-16-bit type (LoadDataWithTranspose), an L1 / L0C tile whose
+  fractal layout exceeds its planned buffer, an L1 operand the plan lets another buffer (the mma's own
+  stream pieces included, when it has several pieces) overwrite before the mma read it, a streamed-out
+  result read by more than one store or by an op other than a store, resident L0A/L0B tiles (copies that
+  are not staged) and the 950's L0C -> L1 copy.
 """
 
 from __future__ import annotations
@@ -54,12 +65,32 @@ def _ceil(x: int, a: int) -> int:
 def _fold(e: str) -> str:
     """An index expression with its integer-literal arithmetic folded ("((0 / 16) * 4 + 1) * 256" -> "256")."""
     e = str(e)
-    if re.fullmatch(r"[0-9\s+*/()-]+", e) and "--" not in e:
-        try:
-            return str(eval(e.replace("/", "//"), {"__builtins__": {}}))   # non-negative literals only
+    if re.fullmatch(r"[0-9\s+*/%()]+", e):
+        try:   # non-negative literals: C's / and % agree with Python's // and %
+            return str(eval(e.replace("/", "//"), {"__builtins__": {}}))
         except Exception:          # noqa: BLE001 - left as it is
             return e
     return e
+
+
+def _lin(pairs, const: int = 0, scale: int = 1) -> str:
+    """``(sum(expr * coef) + const) * scale`` as C text, with the literal parts folded."""
+    parts = []
+    for e, k in pairs:
+        e = _fold(str(e))
+        c = _const(e)
+        if c is not None:
+            const += c * k
+        elif k:
+            parts.append(e if k == 1 else (f"{e} * {k}" if e.isidentifier() else f"({e}) * {k}"))
+    if not parts:
+        return str(const * scale)
+    if const:
+        parts.append(str(const))
+    body = " + ".join(parts)
+    if scale == 1:
+        return body
+    return f"{body} * {scale}" if len(parts) == 1 and parts[0].isidentifier() else f"({body}) * {scale}"
 
 
 def _at(t: str, idx: str) -> str:
@@ -119,7 +150,7 @@ class CubeRules:
         from ..ir import walk
         from .lower import AscendCUnsupported
 
-        mine = {"FIX_M", "M_MTE1", "MTE1_MTE2", "MTE2_MTE1", "MTE1_M"}
+        mine = {"FIX_M", "M_FIX", "M_MTE1", "MTE1_MTE2", "MTE2_MTE1", "MTE1_M"}
         for op in walk(self.k.programs()["aic"]):
             if op.kind in ("event_set", "event_wait") and op.attrs["id"] in _EV and op.attrs["event"] in mine:
                 raise AscendCUnsupported(f"an event {op.attrs['event']} with id {op.attrs['id']} (loops nested "
@@ -252,11 +283,12 @@ class CubeRules:
         c0 = 32 // size
         R = _ceil(t.shape[0], 16)
         need = R * _ceil(t.shape[1], c0) * size
-        st = self._cube()
         buf = self._buffer(op.result)
         ct = CTYPE[t.dtype.name]
         if buf is None:
             dst = self._stream_target(op, need)
+            if dst is None:
+                return       # the consuming mma streamed it from its slot (see _stream_target)
         else:
             per_copy = buf.bytes // max(buf.copies, 1)
             if need > per_copy:
@@ -264,14 +296,15 @@ class CubeRules:
                                          f"padded to 16, columns to {c0}) takes {need} bytes, more than its "
                                          f"planned {per_copy}", op.loc)
             dst = self.tile(op.result)
-        del st
         rows, cols = self._window_counts(op, w, "load")
         self.emit(f"// GM -> L1 ({ct} NZ, {R} rows per {c0}-column block)")
         self._nd2nz(op, dst, w, "0", rows, "0", cols, R, c0)
 
-    def _stream_target(self, op, need: int) -> str:
-        """A hand-off received into L1 only to be staged into one mma: its place is that mma's stream pieces
-        (the plan gives it no buffer of its own)."""
+    def _stream_target(self, op, need: int):
+        """A hand-off received into L1 only to be staged into one mma (the plan gives it no buffer of its own):
+        loaded here, where the channel's flags are, into that mma's stream pieces when it fits them (the
+        LocalTensor is returned); otherwise the mma itself is lowered here, streaming the hand-off from its
+        slot piece by piece before the slot is released (None is returned)."""
         from .lower import CTYPE, AscendCError, AscendCUnsupported
 
         st = self._cube()
@@ -292,8 +325,8 @@ class CubeRules:
             raise AscendCError(f"the memory plan has no L1 stream pieces for operand {which} of the mma at "
                                f"line {mma.loc.line if mma.loc else '?'}", op.loc)
         if need > buf.bytes:
-            raise AscendCUnsupported(f"an L1 hand-off of {need} bytes (NZ) staged through the {buf.bytes}-byte "
-                                     f"stream pieces of the mma at line {mma.loc.line if mma.loc else '?'}", op.loc)
+            self._advance_mma(op, mma, copy, which)
+            return None
         bad = self._clobbered("L1", buf.offset, buf.offset + buf.bytes, st.pos[id(op)], st.pos[id(mma)],
                               skip=[buf])
         if bad:
@@ -303,6 +336,54 @@ class CubeRules:
         name = self._local("L1", buf.offset, ct, op.result.name or "handoffL1")
         self.names[op.result.id] = name
         return name
+
+    def _advance_mma(self, load, mma, copy, which: str):
+        """Lower ``mma`` at the hand-off ``load`` it consumes, with that operand read from the load's GM slot
+        window (streamed through the mma's L1 pieces). Only flags, events, the staged copy and scalars the mma
+        does not read may stand between them; the mma's L0C result must be free from the load on."""
+        from .lower import AscendCUnsupported
+
+        st = self._cube()
+        block = next((b for b in _blocks_of(self.k.programs()["aic"]) if load in b.ops), None)
+        if block is None or mma not in block.ops:
+            raise AscendCUnsupported("an L1 hand-off larger than its mma's stream pieces, consumed in another "
+                                     "block", load.loc)
+        i, j = block.ops.index(load), block.ops.index(mma)
+        between = block.ops[i + 1:j]
+        made = {r.id for o in between for r in o.results}
+        for mid in between:
+            if not (mid is copy or mid.kind in ("flag_set", "flag_wait", "event_set", "event_wait", "barrier") or
+                    (mid.defn.category == "scalar" and mid.defn.pure)):
+                raise AscendCUnsupported(f"an L1 hand-off larger than its mma's stream pieces, followed by a "
+                                         f"{mid.kind} before the mma", load.loc)
+        if any(v.id in made and v.id != copy.result.id for v in mma.operands):
+            raise AscendCUnsupported("an L1 hand-off larger than its mma's stream pieces, whose mma reads values "
+                                     "computed after the hand-off", load.loc)
+        w = load.windows["window"]
+        ctx = self._mma_prepare(mma, {which: ("gm", w, w.tensor.type.dtype, w.shape)})
+        if ctx["defer"] is not None:
+            raise AscendCUnsupported("an mma whose hand-off operand and result both exceed its staging pieces",
+                                     mma.loc)
+        # the result's L0C place must not hold another live value from the load to the mma
+        if ctx["acc"] is not None or not ctx["streamed"]:
+            cb = self._buffer(ctx["acc"] if ctx["acc"] is not None else mma.result)
+            lo, hi = cb.offset, cb.offset + cb.bytes
+        else:
+            cb = ctx["pieces"]["c"]
+            lo, hi = cb.offset, cb.offset + cb.bytes
+        p0, p1 = st.pos[id(load)], st.pos[id(mma)]
+        for b in self._space_buffers("L0C"):
+            if b is not cb and b.offset < hi and lo < b.offset + b.bytes and b.start < p1 and b.end > p0 \
+                    and not (ctx["acc"] is not None and b.start >= p1):
+                raise AscendCUnsupported(f"the mma consuming this hand-off writes L0C that {b.name} still holds "
+                                         "at the hand-off", load.loc)
+        if ctx["streamed"]:
+            self._check_streamed_result(mma, cb, p1)
+        self.emit(f"// the hand-off exceeds the mma's L1 stream pieces: the mma at line "
+                  f"{mma.loc.line if mma.loc else '?'} runs here, streaming it from its slot")
+        self._mma_emit(ctx)
+        self.advanced = getattr(self, "advanced", set())
+        self.advanced.add(id(mma))
 
     # ------------------------------------------------------------------ on-chip copies
     def op_copy(self, op):
@@ -318,18 +399,40 @@ class CubeRules:
 
     # ------------------------------------------------------------------ mma
     def op_mma(self, op):
-        from .lower import CTYPE, AscendCError, AscendCUnsupported, _cast
-        from .names import c_string
+        if id(op) in getattr(self, "advanced", ()):
+            return           # lowered at the hand-off it consumes
+        ctx = self._mma_prepare(op)
+        if ctx["defer"] is not None:
+            # the result does not fit the L0C pieces: computed piece by piece at its store, each piece
+            # Fixpiped out as it is done (the ops in between only wait, sync and compute scalars)
+            store = ctx["defer"]
+            self.deferred = getattr(self, "deferred", {})
+            self.deferred[op.result.id] = ctx
+            self.emit(f"// mma {ctx['M']}x{ctx['N']}: streamed out of L0C piece by piece at its store "
+                      f"(line {store.loc.line if store.loc else '?'})")
+            return
+        if ctx["streamed"]:
+            self._check_streamed_result(op, ctx["pieces"]["c"], ctx["pos"])
+        self._mma_emit(ctx)
+
+    def _mma_prepare(self, op, override: dict | None = None) -> dict:
+        """Validate an mma against the plan and the API subset; what its lowering needs (``override``: operand
+        sources to use instead of the IR's, e.g. a hand-off's GM slot window)."""
+        from .lower import AscendCError, AscendCUnsupported
 
         st = self._cube()
         pos = st.pos[id(op)]
         pieces = self._mma_pieces(op)
         operands, acc = _mma_operands(op)
         trans = bool(op.attrs.get("trans_b"))
-        rt = op.result.type
-        M, N = rt.shape
+        M, N = op.result.type.shape
         src = {}
         for which, (kind, v) in operands.items():
+            if override and which in override:
+                src[which] = override[which]
+                if which + ".stream" not in pieces:
+                    raise AscendCError(f"the memory plan has no L1 stream pieces for operand {which}", op.loc)
+                continue
             if kind == "gm":
                 src[which] = ("gm", v, v.tensor.type.dtype, v.shape)
                 if which + ".stream" not in pieces:
@@ -343,11 +446,8 @@ class CubeRules:
         dt = src["a"][2]
         if src["b"][2].name != dt.name:
             raise AscendCUnsupported(f"mma of {dt} by {src['b'][2]}", op.loc)
-        size = dt.itemsize
-        c0 = 32 // size
-        fe = _FRACTAL // size
-        K = src["a"][3][1]
-        if not trans and size != 2:
+        c0 = 32 // dt.itemsize
+        if not trans and dt.itemsize != 2:
             raise AscendCUnsupported(f"mma with a non-transposed B of {dt} (L1 -> L0B needs "
                                      "LoadDataWithTranspose, outside the API subset)", op.loc)
         bm, bk = pieces["a"].shape
@@ -355,42 +455,82 @@ class CubeRules:
         if bk != bk2 or bk % c0 or bk % 16:
             raise AscendCUnsupported(f"mma base tiles {bm}x{bk} / {bk2}x{bn} ({dt}): base_k must be a multiple "
                                      f"of {max(c0, 16)}", op.loc)
-        M1 = -(-M // 16)
-        if 16 * M1 > bm:
-            raise AscendCUnsupported(f"an mma of {M} rows, more than one base tile of {bm} rows", op.loc)
-        N1 = -(-N // 16)
-        single_k = K <= bk
-        one_piece = single_k and N <= bn
+        if bm != min(_ceil(M, 16), 128):
+            raise AscendCError(f"the plan's base_m {bm} differs from the L0C row blocks of {M} rows", op.loc)
+        blocks = _l0c_blocks(M, N)
+        K = src["a"][3][1]
+        ctx = dict(op=op, pos=pos, pieces=pieces, src=src, acc=acc, trans=trans, M=M, N=N, K=K, dt=dt, bm=bm,
+                   bn=bn, bk=bk, blocks=blocks, defer=None, streamed=False)
+        need = _l0c_bytes(M, N)
+        if acc is not None:
+            cbuf = self._buffer(acc)
+            cbytes = cbuf.bytes // max(cbuf.copies, 1)
+        elif "c" in pieces:
+            cbuf = pieces["c"]
+            cbytes = cbuf.bytes
+            ctx["streamed"] = True
+            if need > cbytes:
+                ctx["defer"] = self._deferred_store(op)
+        else:
+            cbuf = self._buffer(op.result)
+            cbytes = cbuf.bytes // max(cbuf.copies, 1)
+        if need > cbytes and ctx["defer"] is None:
+            raise AscendCUnsupported(f"an mma result {M}x{N} whose L0C fractals ({need} bytes) exceed its planned "
+                                     f"{cbytes} bytes", op.loc)
+        one_piece = K <= bk and N <= bn and len(blocks) == 1
+        until = pos if ctx["defer"] is None else st.pos[id(ctx["defer"])]
         for which, s_ in src.items():
             if s_[0] == "l1":
-                self._check_source(op, s_[4], s_[1], pos, pieces, one_piece)
-        acct = CTYPE[rt.dtype.name]
-        ct = CTYPE[dt.name]
+                self._check_source(op, s_[4], s_[1], until, pieces, one_piece)
+        return ctx
+
+    def _deferred_store(self, op):
+        """The one store of a streamed-out mma result, when only waits, syncs and scalars stand between them."""
+        from .lower import AscendCUnsupported
+
+        st = self._cube()
+        users = st.users.get(op.result.id, [])
+        if len(users) != 1 or users[0].kind != "store":
+            raise AscendCUnsupported(f"an mma result of {op.result.type.shape} (more than the L0C pieces hold) "
+                                     f"read by {len(users)} ops: it streams out only to one store", op.loc)
+        store = users[0]
+        block = next((b for b in _blocks_of(self.k.programs()["aic"]) if op in b.ops), None)
+        if block is None or store not in block.ops:
+            raise AscendCUnsupported("a streamed-out mma result stored in another block", op.loc)
+        i, j = block.ops.index(op), block.ops.index(store)
+        for mid in block.ops[i + 1:j]:
+            if not (mid.kind in ("event_set", "event_wait", "flag_wait", "barrier") or
+                    (mid.defn.category == "scalar" and mid.defn.pure)):
+                raise AscendCUnsupported(f"a streamed-out mma result whose store follows a {mid.kind} (the mma is "
+                                         "computed piece by piece at its store)", op.loc)
+        return store
+
+    def _mma_emit(self, ctx: dict, store=None):
+        """The mma's pieces: (row block, column piece) x K pieces; with ``store`` each finished piece is Fixpiped
+        into the store's window from the plan's L0C pieces (ping-pong)."""
+        from .lower import CTYPE
+        from .names import c_string
+
+        op, pieces, src, acc, trans = ctx["op"], ctx["pieces"], ctx["src"], ctx["acc"], ctx["trans"]
+        M, N, K, dt, bm, bn, bk = (ctx[x] for x in ("M", "N", "K", "dt", "bm", "bn", "bk"))
+        acct = CTYPE[op.result.type.dtype.name]
         # the result in L0C: the accumulator's buffer, the planned buffer, or the plan's streamed-out pieces
         if acc is not None:
             out = self.tile(acc)
             self.names[op.result.id] = out
-            cbuf, cbytes = self._buffer(acc), None
-        elif "c" in pieces:
-            cbuf = pieces["c"]
-            cbytes = cbuf.bytes
-            self._check_streamed_result(op, cbuf, pos)
-            out = self._local("L0C", cbuf.offset, acct, op.result.name or "mmaOut")
+        elif store is not None:
+            out = None
+        elif ctx["streamed"]:
+            out = self._local("L0C", pieces["c"].offset, acct, op.result.name or "mmaOut")
             self.names[op.result.id] = out
         else:
             out = self.tile(op.result)
-            cbuf, cbytes = self._buffer(op.result), None
-        if cbytes is None:
-            cbytes = cbuf.bytes // max(cbuf.copies, 1)
-        if M1 * N1 * 1024 > cbytes:
-            raise AscendCUnsupported(f"an mma result {M}x{N} whose L0C fractals ({M1 * N1 * 1024} bytes) exceed "
-                                     f"its planned {cbytes} bytes", op.loc)
         # valid extents
         ext = {}
         for which, s_ in src.items():
             ext[which] = self._window_counts(op, s_[1], "mma operand") if s_[0] == "gm" else self.extents(s_[1])
         kv = ext["a"][1]
-        nv, kvb = (ext["b"][0], ext["b"][1]) if trans else (ext["b"][1], ext["b"][0])
+        kvb = ext["b"][1] if trans else ext["b"][0]
         if kv != kvb:
             self.emit(f"CVT_CHECK({kv} == {kvb}, {c_string('mma: the operands valid contraction extents differ')});")
         if acc is None and not (_const(kv) or 0) > 0:
@@ -398,92 +538,140 @@ class CubeRules:
         streams = [w for w, s_ in src.items() if s_[0] == "gm"]
         self.emit(f"// mma {M}x{N}, K {K} ({dt}{', B transposed' if trans else ''}): base tiles {bm}x{bn}x{bk}"
                   f"{', operand ' + ' and '.join(streams) + ' streamed from GM' if streams else ''}"
-                  f"{', accumulating' if acc is not None else ''}")
+                  f"{', accumulating' if acc is not None else ''}"
+                  f"{', each piece Fixpiped out' if store is not None else ''}")
         self.api |= {"SetFlag", "WaitFlag", "HardEvent", "LoadData", "LoadData2DParams", "Mmad", "MmadParams"}
         e0, e1 = _EV
         # L0C may still be read by an earlier Fixpipe (another mma's pieces share it); L0A / L0B copies free
-        self.emit(f"SetFlag<HardEvent::FIX_M>({e0});")
-        self.emit(f"WaitFlag<HardEvent::FIX_M>({e0});")
+        if store is None:
+            self.emit(f"SetFlag<HardEvent::FIX_M>({e0});")
+            self.emit(f"WaitFlag<HardEvent::FIX_M>({e0});")
+        else:
+            for e in _EV:
+                self.emit(f"SetFlag<HardEvent::FIX_M>({e});")
         for e in _EV:
             self.emit(f"SetFlag<HardEvent::M_MTE1>({e});")
-        for n0 in range(0, N, bn):
-            npc = min(bn, N - n0)
-            N1p = -(-npc // 16)
-            if single_k:
-                kk0, kp, pp, ev = "0", kv, "0", str(e0)
-            else:
-                kk0 = self.namer.ident("k0")
-                self.emit(f"for (int64_t {kk0} = 0; {kk0} < {kv}; {kk0} += {bk}) {{   // K pieces")
+        npieces = -(-N // bn)
+        for bi, blk in enumerate(ctx["blocks"]):
+            if N % bn == 0 and npieces > 2:     # equal column pieces: a loop
+                nvar = self.namer.ident("n0")
+                self.emit(f"for (int64_t {nvar} = 0; {nvar} < {N}; {nvar} += {bn}) {{   // column pieces")
                 self.depth += 1
-                kp = self.namer.ident("kLen")
-                self.emit(f"const int64_t {kp} = cvtMin<int64_t>({bk}, {kv} - {kk0});")
-                pp = self.namer.ident("pp")
-                self.emit(f"const int64_t {pp} = ({kk0} / {bk}) % 2;   // ping-pong copy")
-                ev = self.namer.ident("ev")
-                self.emit(f"const int32_t {ev} = {e0} + static_cast<int32_t>({pp});")
-            k1 = _fold(f"({kp} + {c0 - 1}) / {c0}")
-            if _const(k1) is None:
-                k1 = self.namer.ident("k1")
-                self.emit(f"const int64_t {k1} = ({kp} + {c0 - 1}) / {c0};   // K fractals of this piece")
-            self.emit(f"WaitFlag<HardEvent::M_MTE1>({ev});")
-            a2 = self._local("L0A", _piece(pieces["a"], pp), ct, "aL0")
-            b2 = self._local("L0B", _piece(pieces["b"], pp), ct, "bL0")
-
-            def load(which, l1, stream):
-                if which == "a":
-                    if stream:
-                        self._load_a(a2, l1, "0", k1, M1, fe)
-                    else:
-                        self._load_a(a2, l1, f"{kk0} / {c0}", k1, M1, fe)
-                elif trans:
-                    if stream:
-                        self._load_bt(b2, l1, "0", k1, N1p, N1p, 0, fe, bk // c0)
-                    else:
-                        self._load_bt(b2, l1, f"{kk0} / {c0}", k1, N1p, -(-src["b"][3][0] // 16), n0 // 16, fe,
-                                      bk // c0)
-                elif stream:
-                    self._load_b(b2, l1, "0", kp, N1p, bk // 16, 0, fe)
-                else:
-                    self._load_b(b2, l1, f"{kk0} / 16", kp, N1p, -(-src["b"][3][0] // 16), n0 // 16, fe)
-
-            # the L1 operands first (a stream piece may take an L1 operand's place once it was read)
-            for which, s_ in src.items():
-                if s_[0] == "l1":
-                    load(which, self.tile(s_[1]), False)
-            if streams:
-                # GM -> L1: every LoadData so far (this piece's, the last reader of this stream copy) is done
-                self.emit(f"SetFlag<HardEvent::MTE1_MTE2>({ev});")
-                self.emit(f"WaitFlag<HardEvent::MTE1_MTE2>({ev});")
-                stream_t = {}
-                for which in streams:
-                    t = self._local("L1", _piece(pieces[which + ".stream"], pp), ct, f"{which}Stream")
-                    stream_t[which] = t
-                    w = src[which][1]
-                    if which == "a":
-                        self._nd2nz(op, t, w, "0", ext["a"][0], kk0, kp, 16 * M1, c0)
-                    elif trans:
-                        self._nd2nz(op, t, w, str(n0), _clamp(nv, n0, npc, N), kk0, kp, 16 * N1p, c0)
-                    else:
-                        self._nd2nz(op, t, w, kk0, kp, str(n0), _clamp(nv, n0, npc, N), bk, c0)
-                self.emit(f"SetFlag<HardEvent::MTE2_MTE1>({ev});")
-                self.emit(f"WaitFlag<HardEvent::MTE2_MTE1>({ev});")
-                for which in streams:
-                    load(which, stream_t[which], True)
-            self.emit(f"SetFlag<HardEvent::MTE1_M>({ev});")
-            self.emit(f"WaitFlag<HardEvent::MTE1_M>({ev});")
-            init = "false" if acc is not None else ("true" if single_k else f"({kk0} == 0)")
-            dst = _at(out, str((n0 // 16) * M1 * 256))
-            self.emit(f"Mmad({dst}, {a2}, {b2}, MmadParams({16 * M1}, {16 * N1p}, {_cast('uint16_t', kp)}, 0, "
-                      f"false, {init}));")
-            self.emit(f"SetFlag<HardEvent::M_MTE1>({ev});")
-            if not single_k:
+                pidx = _fold(f"{bi * npieces} + {nvar} / {bn}")
+                self._mma_piece(ctx, ext, out, store, blk, nvar, bn, pidx)
                 self.depth -= 1
                 self.emit("}")
+                continue
+            for n0 in range(0, N, bn):
+                self._mma_piece(ctx, ext, out, store, blk, str(n0), min(bn, N - n0), str(bi * npieces + n0 // bn))
         # drain: nothing the mma read or wrote on chip is in flight after it
         for e in _EV:
             self.emit(f"WaitFlag<HardEvent::M_MTE1>({e});")
         self.emit(f"SetFlag<HardEvent::MTE1_MTE2>({e1});")
         self.emit(f"WaitFlag<HardEvent::MTE1_MTE2>({e1});")
+        if store is not None:
+            for e in _EV:
+                self.emit(f"WaitFlag<HardEvent::FIX_M>({e});")
+
+    def _mma_piece(self, ctx: dict, ext: dict, out, store, blk: tuple, n0: str, npc: int, pidx: str):
+        """One (row block, column piece from column n0) of an mma: its K pieces (ping-pong L0A / L0B copies, GM
+        operands streamed through the L1 pieces) accumulated into L0C; with ``store`` computed in L0C copy
+        ``pidx % 2`` of the plan's pieces and Fixpiped out once done."""
+        from .lower import CTYPE, _cast
+
+        op, pieces, src, acc, trans = ctx["op"], ctx["pieces"], ctx["src"], ctx["acc"], ctx["trans"]
+        M, N, K, dt, bk = (ctx[x] for x in ("M", "N", "K", "dt", "bk"))
+        acct, ct = CTYPE[op.result.type.dtype.name], CTYPE[dt.name]
+        c0, fe = 32 // dt.itemsize, _FRACTAL // dt.itemsize
+        mv, kv = ext["a"]
+        nv = ext["b"][0] if trans else ext["b"][1]
+        e0 = _EV[0]
+        m0, mrows, M1, cofs = blk
+        N1p = -(-npc // 16)
+        nb0 = _fold(f"{n0} / 16")
+        streams = [w for w, s_ in src.items() if s_[0] == "gm"]
+        if store is not None:
+            cp = _fold(f"({pidx}) % 2")
+            ec = _fold(f"{e0} + {cp}")
+            dst = self._local("L0C", _piece(pieces["c"], cp), acct, "cPiece")
+            self.emit(f"WaitFlag<HardEvent::FIX_M>({ec});")
+        else:
+            dst = _at(out, f"{cofs} + ({nb0}) * {M1 * 256}")
+        single_k = K <= bk
+        if single_k:
+            kk0, kp, pp, ev = "0", kv, "0", str(e0)
+        else:
+            kk0 = self.namer.ident("k0")
+            self.emit(f"for (int64_t {kk0} = 0; {kk0} < {kv}; {kk0} += {bk}) {{   // K pieces")
+            self.depth += 1
+            kp = self.namer.ident("kLen")
+            self.emit(f"const int64_t {kp} = cvtMin<int64_t>({bk}, {kv} - {kk0});")
+            pp = self.namer.ident("pp")
+            self.emit(f"const int64_t {pp} = ({kk0} / {bk}) % 2;   // ping-pong copy")
+            ev = self.namer.ident("ev")
+            self.emit(f"const int32_t {ev} = {e0} + static_cast<int32_t>({pp});")
+        k1 = _fold(f"({kp} + {c0 - 1}) / {c0}")
+        if _const(k1) is None:
+            k1 = self.namer.ident("k1")
+            self.emit(f"const int64_t {k1} = ({kp} + {c0 - 1}) / {c0};   // K fractals of this piece")
+        self.emit(f"WaitFlag<HardEvent::M_MTE1>({ev});")
+        a2 = self._local("L0A", _piece(pieces["a"], pp), ct, "aL0")
+        b2 = self._local("L0B", _piece(pieces["b"], pp), ct, "bL0")
+        nrows_b = -(-src["b"][3][0] // 16)       # 16-row blocks of B as stored (N rows transposed, K rows not)
+
+        def load(which, l1, stream):
+            if which == "a":
+                if stream:
+                    self._load_a(a2, l1, "0", k1, M1, M1, "0", fe, bk // c0)
+                else:
+                    self._load_a(a2, l1, f"{kk0} / {c0}", k1, M1, -(-M // 16), str(m0 // 16), fe, bk // c0)
+            elif trans:
+                if stream:
+                    self._load_bt(b2, l1, "0", k1, N1p, N1p, "0", fe, bk // c0)
+                else:
+                    self._load_bt(b2, l1, f"{kk0} / {c0}", k1, N1p, nrows_b, nb0, fe, bk // c0)
+            elif stream:
+                self._load_b(b2, l1, "0", kp, N1p, bk // 16, "0", fe)
+            else:
+                self._load_b(b2, l1, f"{kk0} / 16", kp, N1p, nrows_b, nb0, fe)
+
+        # the L1 operands first (a stream piece may take an L1 operand's place once it was read)
+        for which, s_ in src.items():
+            if s_[0] == "l1":
+                load(which, self.tile(s_[1]), False)
+        if streams:
+            # GM -> L1: every LoadData so far (this piece's, the last reader of this stream copy) is done
+            self.emit(f"SetFlag<HardEvent::MTE1_MTE2>({ev});")
+            self.emit(f"WaitFlag<HardEvent::MTE1_MTE2>({ev});")
+            stream_t = {}
+            for which in streams:
+                t = self._local("L1", _piece(pieces[which + ".stream"], pp), ct, f"{which}Stream")
+                stream_t[which] = t
+                w = src[which][1]
+                if which == "a":
+                    self._nd2nz(op, t, w, str(m0), _clamp(mv, m0, mrows, M), kk0, kp, 16 * M1, c0)
+                elif trans:
+                    self._nd2nz(op, t, w, n0, _clamp(nv, n0, npc, N), kk0, kp, 16 * N1p, c0)
+                else:
+                    self._nd2nz(op, t, w, kk0, kp, n0, _clamp(nv, n0, npc, N), bk, c0)
+            self.emit(f"SetFlag<HardEvent::MTE2_MTE1>({ev});")
+            self.emit(f"WaitFlag<HardEvent::MTE2_MTE1>({ev});")
+            for which in streams:
+                load(which, stream_t[which], True)
+        self.emit(f"SetFlag<HardEvent::MTE1_M>({ev});")
+        self.emit(f"WaitFlag<HardEvent::MTE1_M>({ev});")
+        init = "false" if acc is not None else ("true" if single_k else f"({kk0} == 0)")
+        self.emit(f"Mmad({dst}, {a2}, {b2}, MmadParams({16 * M1}, {16 * N1p}, {_cast('uint16_t', kp)}, 0, "
+                  f"false, {init}));")
+        self.emit(f"SetFlag<HardEvent::M_MTE1>({ev});")
+        if not single_k:
+            self.depth -= 1
+            self.emit("}")
+        if store is not None:
+            self.emit(f"SetFlag<HardEvent::M_FIX>({ec});")
+            self.emit(f"WaitFlag<HardEvent::M_FIX>({ec});")
+            self._fixpipe(store, dst, M1, str(m0), _clamp(mv, m0, mrows, M), n0, _clamp(nv, n0, npc, N))
+            self.emit(f"SetFlag<HardEvent::FIX_M>({ec});")
 
     def _check_source(self, op, copy, l1, pos: int, pieces: dict, one_piece: bool):
         """The staged L1 operand stays in place from its copy to the mma (another buffer may take its place
@@ -517,43 +705,48 @@ class CubeRules:
             raise AscendCUnsupported(f"the mma result's L0C pieces are reused by {bad[0].name} before its store",
                                      op.loc)
 
-    def _load_a(self, dst: str, src: str, kb0: str, k1: str, M1: int, fe: int):
-        """K fractals [kb0, kb0 + k1) of an NZ L1 matrix of 16 * M1 rows into L0A (Zz on A2/A3, Nz on 950)."""
+    def _load_a(self, dst: str, src: str, kb0: str, k1: str, M1p: int, M1L: int, mb0: str, fe: int, kmax: int):
+        """K fractals [kb0, kb0 + k1) x row blocks [mb0, mb0 + M1p) of an NZ L1 matrix of 16 * M1L rows into L0A:
+        Zz on A2/A3 (fractals row-major over (m1, k1)), Nz on 950 (column-major, the L1 order)."""
         if self.arch35:
-            self.emit(f"LoadData({dst}, {_at(src, f'({kb0}) * {M1 * fe}')}, LoadData2DParams(0, "
-                      f"static_cast<uint8_t>({k1} * {M1}), 1, 0, 0, false, 0));")
+            if M1p == M1L and _fold(mb0) == "0" and kmax * M1L <= 255:
+                self.emit(f"LoadData({dst}, {_at(src, _lin([(kb0, M1L * fe)]))}, LoadData2DParams(0, "
+                          f"static_cast<uint8_t>({k1} * {M1L}), 1, 0, 0, false, 0));")
+                return
+            j = self.namer.ident("kb")
+            self.emit(f"for (int64_t {j} = 0; {j} < {k1}; ++{j}) {{")
+            self.emit(f"    LoadData({dst}[{j} * {M1p * fe}], {src}[{_lin([(kb0, M1L), (j, M1L), (mb0, 1)], 0, fe)}], "
+                      f"LoadData2DParams(0, {M1p}, 1, 0, 0, false, 0));")
+            self.emit("}")
             return
-        for i in range(M1):
+        for i in range(M1p):
             d = dst if i == 0 else _at(dst, f"{k1} * {i * fe}")
-            self.emit(f"LoadData({d}, {_at(src, f'(({kb0}) * {M1} + {i}) * {fe}')}, LoadData2DParams(0, "
-                      f"static_cast<uint8_t>({k1}), {M1}, 0, 0, false, 0));")
+            self.emit(f"LoadData({d}, {_at(src, _lin([(kb0, M1L), (mb0, 1)], i, fe))}, LoadData2DParams(0, "
+                      f"static_cast<uint8_t>({k1}), {M1L}, 0, 0, false, 0));")
 
-    def _load_bt(self, dst: str, src: str, kb0: str, k1: str, N1p: int, N1L: int, nb0: int, fe: int, kmax: int):
+    def _load_bt(self, dst: str, src: str, kb0: str, k1: str, N1p: int, N1L: int, nb0: str, fe: int, kmax: int):
         """B stored [N, K] (NZ in L1, 16 * N1L rows): its NZ is L0B's Zn; n blocks [nb0, nb0 + N1p)."""
-        if N1p == N1L and nb0 == 0 and kmax * N1L <= 255:
-            self.emit(f"LoadData({dst}, {_at(src, f'({kb0}) * {N1L * fe}')}, LoadData2DParams(0, "
+        if N1p == N1L and _fold(nb0) == "0" and kmax * N1L <= 255:
+            self.emit(f"LoadData({dst}, {_at(src, _lin([(kb0, N1L * fe)]))}, LoadData2DParams(0, "
                       f"static_cast<uint8_t>({k1} * {N1L}), 1, 0, 0, false, 0));")
             return
         j = self.namer.ident("kb")
         self.emit(f"for (int64_t {j} = 0; {j} < {k1}; ++{j}) {{")
-        idx = f"{j} * {N1L * fe}" if _fold(kb0) == "0" and nb0 == 0 else f"((({kb0}) + {j}) * {N1L} + {nb0}) * {fe}"
-        self.emit(f"    LoadData({dst}[{j} * {N1p * fe}], {src}[{idx}], "
+        self.emit(f"    LoadData({dst}[{j} * {N1p * fe}], {src}[{_lin([(kb0, N1L), (j, N1L), (nb0, 1)], 0, fe)}], "
                   f"LoadData2DParams(0, {N1p}, 1, 0, 0, false, 0));")
         self.emit("}")
 
-    def _load_b(self, dst: str, src: str, kr0: str, kp: str, N1p: int, K1L: int, nb0: int, fe: int):
+    def _load_b(self, dst: str, src: str, kr0: str, kp: str, N1p: int, K1L: int, nb0: str, fe: int):
         """B stored [K, N] (NZ in L1, 16 * K1L rows): each 16 x 16 fractal transposed into L0B's Zn."""
         i = self.namer.ident("kb")
         self.emit(f"for (int64_t {i} = 0; {i} < ({kp} + 15) / 16; ++{i}) {{")
-        base = _fold(f"{nb0 * K1L} + ({kr0})")
-        idx = f"{i} * {fe}" if base == "0" else f"({base} + {i}) * {fe}"
-        self.emit(f"    LoadData({dst}[{i} * {N1p * fe}], {src}[{idx}], "
+        self.emit(f"    LoadData({dst}[{i} * {N1p * fe}], {src}[{_lin([(nb0, K1L), (kr0, 1), (i, 1)], 0, fe)}], "
                   f"LoadData2DParams(0, {N1p}, {K1L}, 0, 0, true, 0));")
         self.emit("}")
 
     # ------------------------------------------------------------------ L0C -> GM
     def cube_store(self, op):
-        from .lower import CTYPE, AscendCUnsupported, _cast, _sum
+        from .lower import AscendCUnsupported
         from .names import c_string
 
         tile = op.args[-1]
@@ -562,46 +755,70 @@ class CubeRules:
         if t.space.name != "L0C" or t.rank != 2:
             raise AscendCUnsupported(f"a store of a {t.space} tile on the cube side", op.loc)
         gdt = w.tensor.type.dtype.name
-        quant = _QUANT.get((t.dtype.name, gdt))
-        if quant is None:
+        if (t.dtype.name, gdt) not in _QUANT:
             raise AscendCUnsupported(f"a Fixpipe store of {t.dtype} to a {gdt} tensor", op.loc)
         self._cube()
-        src = self.tile(tile)
-        M1 = -(-t.shape[0] // 16)
+        deferred = getattr(self, "deferred", {}).pop(tile.id, None)
         mv, nv = self.extents(tile)
         wcounts = self._window_counts(op, w, "store")
         for i, (n, wn) in enumerate(zip((mv, nv), wcounts)):
             if n != wn:
                 self.emit(f"CVT_CHECK({n} <= {wn}, "
                           f"{c_string(f'store: the tile valid dim {i} exceeds the window valid extent')});")
-        g = self.gm[w.tensor.id]
-        gt = CTYPE[gdt]
-        d0, d1 = w.dims
-        cstart = self.ref(d1.start)
         self.api |= {"Fixpipe", "FixpipeParamsV220", "QuantMode_t", "CFG_ROW_MAJOR"}
+        if deferred is not None:
+            self._mma_emit(deferred, store=op)
+            return
+        src = self.tile(tile)
+        blocks = _l0c_blocks(*t.shape)
+        self.emit(f"// L0C -> GM (NZ2ND, {t.dtype} -> {gdt}{f', {len(blocks)} row blocks' if len(blocks) > 1 else ''})")
+        for m0, rows, M1, cofs in blocks:
+            self._fixpipe(op, _at(src, str(cofs)), M1, m0, _clamp(mv, m0, rows, t.shape[0]), 0, nv)
+
+    def _fixpipe(self, op, src: str, M1: int, m0: int, nrows: str, n0: int, ncols: str):
+        """Rows [0, nrows) x columns [0, ncols) of the L0C NZ matrix ``src`` (16 * M1 rows) into the store's
+        window from its row m0, column n0: NZ2ND, one call for rows with one stride, one per row otherwise."""
+        from .lower import CTYPE, _cast, _sum
+
+        w = op.windows["window"]
+        tile = op.args[-1]
+        gdt = w.tensor.type.dtype.name
+        quant = _QUANT[(tile.type.dtype.name, gdt)]
+        g = self.gm[w.tensor.id]
+        gt, lt = CTYPE[gdt], CTYPE[tile.type.dtype.name]
+        d0, d1 = w.dims
+        cstart = _fold(_sum(self.ref(d1.start), str(n0) if n0 else ""))
         fp = self.namer.ident("fixParams")
-        plain = len(d0.radices) == 1 and not any(d0.lookups or ())
-        self.emit(f"// L0C -> GM (NZ2ND, {t.dtype} -> {gdt})")
-        if plain:
+        if len(d0.radices) == 1 and not any(d0.lookups or ()):
             stride = self.ref(d0.strides[0])
-            base = _sum(self.ref(w.offset), f"({self.ref(d0.start)}) * {stride}", cstart)
-            dstride = stride if _const(stride) != 0 else nv
-            self.emit(f"FixpipeParamsV220 {fp}({_cast('uint16_t', nv)}, {_cast('uint16_t', mv)}, {16 * M1}, "
+            r0 = _fold(_sum(self.ref(d0.start), str(m0) if m0 else ""))
+            base = _sum(self.ref(w.offset), "0" if r0 == "0" else f"({r0}) * {stride}", cstart)
+            dstride = stride if _const(stride) != 0 else ncols
+            self.emit(f"FixpipeParamsV220 {fp}({_cast('uint16_t', ncols)}, {_cast('uint16_t', nrows)}, {16 * M1}, "
                       f"{_cast('uint32_t', dstride)}, false);")
             self.emit(f"{fp}.quantPre = QuantMode_t::{quant};")
-            self.emit(f"Fixpipe<{gt}, {CTYPE[t.dtype.name]}, CFG_ROW_MAJOR>({g}[{base}], {src}, {fp});")
+            self.emit(f"Fixpipe<{gt}, {lt}, CFG_ROW_MAJOR>({g}[{base}], {src}, {fp});")
             return
-        self.emit(f"FixpipeParamsV220 {fp}({_cast('uint16_t', nv)}, 1, {16 * M1}, "
-                  f"{_cast('uint32_t', f'cvtMax<int64_t>({nv}, 1)')}, false);")
+        one = str(max(_const(ncols), 1)) if _const(ncols) is not None else f"cvtMax<int64_t>({ncols}, 1)"
+        self.emit(f"FixpipeParamsV220 {fp}({_cast('uint16_t', ncols)}, 1, {16 * M1}, {_cast('uint32_t', one)}, "
+                  "false);")
         self.emit(f"{fp}.quantPre = QuantMode_t::{quant};")
         r = self.namer.ident("row")
-        self.emit(f"for (int64_t {r} = 0; {r} < {mv}; ++{r}) {{")
+        self.emit(f"for (int64_t {r} = 0; {r} < {nrows}; ++{r}) {{")
         self.depth += 1
-        roff = self._row_offset(d0, _sum(self.ref(d0.start), r), op)
-        self.emit(f"Fixpipe<{gt}, {CTYPE[t.dtype.name]}, CFG_ROW_MAJOR>({g}[{_sum(self.ref(w.offset), roff, cstart)}], "
+        roff = self._row_offset(d0, _sum(self.ref(d0.start), str(m0) if m0 else "", r), op)
+        self.emit(f"Fixpipe<{gt}, {lt}, CFG_ROW_MAJOR>({g}[{_sum(self.ref(w.offset), roff, cstart)}], "
                   f"{src}[{r} * 16], {fp});")
         self.depth -= 1
         self.emit("}")
+
+
+def _blocks_of(block):
+    """Every block of a program, nested ones included."""
+    yield block
+    for op in block.ops:
+        for b in op.blocks:
+            yield from _blocks_of(b)
 
 
 def _mma_operands(op):
@@ -617,14 +834,34 @@ def _mma_operands(op):
     return out, acc
 
 
-def _clamp(nv: str, n0: int, npc: int, N: int) -> str:
-    """The valid count of a column piece [n0, n0 + npc) of N columns of which nv are valid."""
-    c = _const(nv)
-    if c is not None:
-        return str(max(0, min(npc, c - n0)))
-    if n0 == 0 and npc == N:
+def _l0c_blocks(M: int, N: int) -> list:
+    """The layout of an (M, N) L0C tile: row blocks of up to 128 rows (the mma's base_m), each an NZ matrix of
+    its rows padded to 16 (M1 fractal rows) and the columns padded to 16, one after the other:
+    [(first row, rows, M1, element offset)]."""
+    mb = min(_ceil(M, 16), 128)
+    n16 = _ceil(N, 16)
+    out, off = [], 0
+    for m0 in range(0, M, mb):
+        rows = min(mb, M - m0)
+        m1 = -(-rows // 16)
+        out.append((m0, rows, m1, off))
+        off += 16 * m1 * n16
+    return out
+
+
+def _l0c_bytes(M: int, N: int) -> int:
+    _, _, m1, off = _l0c_blocks(M, N)[-1]
+    return (off + 16 * m1 * _ceil(N, 16)) * 4
+
+
+def _clamp(nv: str, n0, npc: int, N: int) -> str:
+    """The valid count of a piece [n0, n0 + npc) of N rows or columns of which nv are valid."""
+    c, s = _const(nv), _const(str(n0))
+    if c is not None and s is not None:
+        return str(max(0, min(npc, c - s)))
+    if s == 0 and npc == N:
         return nv
-    return f"cvtMax<int64_t>(0, cvtMin<int64_t>({npc}, {nv} - {n0}))"
+    return f"cvtMax<int64_t>(0, cvtMin<int64_t>({npc}, {nv} - {_fold(str(n0))}))"
 
 
 def _piece(buf, pp: str):

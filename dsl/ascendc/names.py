@@ -7,7 +7,9 @@ kernel's name, its parameters, the names of IR values) goes through
 ``Namer.ident``: characters outside ``[A-Za-z0-9_]`` become ``_``, a leading
 digit gets a prefix, C and C++ keywords, the backend's own reserved prefixes
 (``cvt``, ``Cvt``, ``CVT``, ``_``) and the Ascend C names the kernel uses
-get the prefix ``user_``, and the result is made unique within its scope. The
+and names a header may define as a macro (all capitals, such as the Ascend C
+headers' ``UB_ADDR``; the C library's ``errno``, ``si_pid``, ...) get the
+prefix ``user_``, and the result is made unique within its scope. The
 kernel entry, the one name at global scope beside the C library's, always
 ends in ``_kernel`` (``Namer.entry``), so no user name can collide with a libc
 function or typedef (a kernel called ``time``, ``free`` or ``u_int``). Strings that go
@@ -48,7 +50,7 @@ class Namer:
         base = re.sub(r"[^A-Za-z0-9_]", "_", str(name or "v")) or "v"
         if base[0].isdigit():
             base = "v" + base
-        if base in C_KEYWORDS or base.startswith(_RESERVED_PREFIX):
+        if base in C_KEYWORDS or base.startswith(_RESERVED_PREFIX) or _macro_like(base):
             base = "user_" + base.lstrip("_")
         base = base[:48]
         out, k = base, 2
@@ -68,6 +70,17 @@ class Namer:
             return base
         self.used.discard(base)
         return self.ident(base + "_kernel")
+
+
+def _macro_like(name: str) -> bool:
+    """Names a header may define as a macro: all capitals (the Ascend C headers define about a thousand,
+    e.g. UB_ADDR, DT_FLOAT) and the C library's lower-case macros."""
+    return (name.upper() == name and any(c.isalpha() for c in name)) or name in _LIBC_MACROS
+
+
+_LIBC_MACROS = frozenset("""errno stdin stdout stderr assert offsetof si_pid si_uid si_status si_addr si_band
+si_value si_int si_ptr sa_handler sa_sigaction st_atime st_mtime st_ctime minor major makedev
+""".split())
 
 
 def comment(text: str) -> str:

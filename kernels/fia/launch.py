@@ -156,7 +156,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
 
     ncores = len(cores)
     if rows:
-        fia_attention[ncores](
+        fia_attention.on(tiling.platform)[ncores](
             q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
             np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
             ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap, PSE=pse_shift is not None,
@@ -173,7 +173,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         wptr[1:] = np.cumsum([len(w.pieces) for w in vw])
         r_cap = tiling.m_fd_base
         nvec = len(vw)
-        fia_fd_combine[nvec](out_k, lse_arg, sink, ws_o, ws_ml, fd_tab, work, wptr, qlen, qoff,
+        fia_fd_combine.on(tiling.platform)[nvec](out_k, lse_arg, sink, ws_o, ws_ml, fd_tab, work, wptr, qlen, qoff,
                              LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, R=r_cap,
                              DV=dv, LSE=bool(softmax_lse_flag), SINK=learnable_sink is not None,
                              EMPTY_LSE=float(empty_lse), serial=serial, order=order)

@@ -138,6 +138,8 @@ def test_hostile_names_cannot_change_the_emitted_c(tmp_path):
     idents = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", lk.source))
     # the kernel and its parameters are renamed away from C keywords and the backend's own names
     assert "void user_int_kernel(" in lk.source
+    # the tiling struct is <Entry>Tiling: never one of the library's global <Name>Tiling structs
+    assert lk.tiling_struct == "UserIntKernelTiling"
     for bad in ("GM_ADDR int", "GM_ADDR main", "GM_ADDR new", "GM_ADDR delete", "GM_ADDR cvtT"):
         assert bad not in lk.source
     assert {"user_main", "user_new", "user_delete_value", "user_cvtT_value", "user_template", "class_"} <= idents
@@ -153,6 +155,8 @@ def test_namer_sanitises_everything():
     n = Namer()
     assert n.ident("int") == "user_int"
     assert n.entry("u_int") == "u_int_kernel" and n.entry("time") == "time_kernel"
+    # names the Ascend C headers or libc may define as macros (UB_ADDR, DT_FLOAT, errno)
+    assert n.ident("UB_ADDR") == "user_UB_ADDR" and n.ident("errno") == "user_errno"
     assert n.ident("noyau_é") == "noyau__"
     assert n.ident("9lives") == "v9lives"
     assert n.ident("a;system(\"rm\")") == "a_system__rm__"

@@ -21,7 +21,7 @@ constexpr uint32_t QH = 34816; // half[1024]   [-300, 300]
 constexpr uint32_t ROWS = 36864; // float[5 x 37] rows for DataCopyPad (GM only)
 constexpr uint32_t kInBytes = 40960;
 constexpr uint32_t OUT = 40960;  // 8 KB result region
-constexpr uint32_t MASK = 49152; // 256 B
+constexpr uint32_t MASK_AT = 49152; // 256 B (not MASK: the arch35 headers have AscendC::MASK)
 constexpr uint32_t TMP = 50176;  // 8 KB work
 constexpr uint32_t BR = 58368;   // 512 B broadcast blocks
 constexpr uint32_t kSec = 8192;
@@ -79,7 +79,7 @@ extern "C" __global__ __aicore__ void vec_ops(GM_ADDR in, GM_ADDR out)
     LocalTensor<half> oh = At<half>(c, OUT);
     LocalTensor<bfloat16_t> ob = At<bfloat16_t>(c, OUT);
     LocalTensor<int8_t> o8 = At<int8_t>(c, OUT);
-    LocalTensor<uint8_t> mask = At<uint8_t>(c, MASK);
+    LocalTensor<uint8_t> mask = At<uint8_t>(c, MASK_AT);
 
     // 0-5: float binary
     Begin(c); Add(o, x, y, 1024); End(c);
