@@ -2,8 +2,8 @@
 
 ``cvtile emit fia [case options] -o DIR [--target T] [--check] [--run]`` records the kernels one
 FusedInferAttentionScore call launches (the attention kernel and, with flash-decode, its combine
-kernel) on the case the options describe (the ``cvtile run`` options; no option: the default decode
-case), and writes them as one project. ``cvtile emit FILE.py -o DIR`` does the same for whatever the
+kernel) on the case the options describe (the ``cvtile run`` options), and writes them as one project
+in DIR; with no case option, each of ``cvtile run``'s default cases into ``DIR/<case name>``. ``cvtile emit FILE.py -o DIR`` does the same for whatever the
 file's ``main()`` launches (every example has one). ``--check`` runs the declaration-header syntax check
 (arch22 and arch35, AIC and AIV macro sets), ``--run`` builds the project against the CPU twin, runs it
 and compares every output with the simulator's pipelined-order result, printing PASS/FAIL per output.
@@ -39,15 +39,25 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _record_fia(args):
-    from .cases import DEFAULT_CASES, make_inputs, with_options
-    from .kernels.fia.api import npu_fused_infer_attention_score
-    from .kernels.precision import tolerance
-    from .dsl.jit import record_launches
+def _fia_specs(args):
+    """(case spec, project directory) pairs: the default cases into DIR/<case name> when no case option is
+    given, else the one case into DIR."""
+    from .cases import DEFAULT_CASES, with_options
     from .cli import case_options_of
 
-    spec = with_options(DEFAULT_CASES[0], name="custom", **case_options_of(args))
-    q, k, v, kw = make_inputs(spec, args.seed)
+    given = case_options_of(args)
+    if not given:
+        return [(spec, args.output / spec.name) for spec in DEFAULT_CASES]
+    return [(with_options(DEFAULT_CASES[0], name="custom", **given), args.output)]
+
+
+def _record_fia(spec, seed):
+    from .cases import make_inputs
+    from .dsl.jit import record_launches
+    from .kernels.fia.api import npu_fused_infer_attention_score
+    from .kernels.precision import tolerance
+
+    q, k, v, kw = make_inputs(spec, seed)
     with record_launches() as rec:
         npu_fused_infer_attention_score(q, k, v, target=spec.target, **kw)
     return rec.launches, tolerance, spec.describe()
@@ -74,34 +84,54 @@ def _record_file(path: Path):
 
 
 def run_emit(args) -> int:
-    from .dsl import ascendc
     from .dsl.errors import CompilationError
     from .kernels.errors import UnsupportedParameterError
     from .tiling.errors import ParamError
 
     try:
         if args.what == "fia":
-            records, tol, what = _record_fia(args)
+            jobs = [(lambda spec=spec: _record_fia(spec, args.seed), out) for spec, out in _fia_specs(args)]
         elif args.what.endswith(".py"):
-            records, tol, what = _record_file(Path(args.what))
+            jobs = [(lambda: _record_file(Path(args.what)), args.output)]
         else:
             return _fail(f"unknown kernel or operator {args.what!r}: give 'fia' or a .py file with a main()")
-        if not records:
-            return _fail(f"{what}: launched no cvtile kernel")
-        t0 = time.perf_counter()
-        launches = [ascendc.Launch.of(r) for r in records]
-        for L in launches:
-            ascendc.lowered(L.kernel)
-        t_lower = time.perf_counter() - t0
-        res = ascendc.emit(str(args.output), launches, tolerance=tol)
+        failed = False
+        for record, out in jobs:
+            failed |= _emit_one(args, record, out)
     except (ParamError, UnsupportedParameterError, FileNotFoundError, AttributeError) as e:
         return _fail(str(e).splitlines()[0])
-    except ascendc.AscendCError as e:
+    except _Unsupported as e:
         return _fail(f"not supported by the Ascend C backend: {str(e).splitlines()[0]}")
     except CompilationError as e:
         return _fail(str(e).splitlines()[0])
+    except _UserError as e:
+        return _fail(str(e))
+    print("FAIL" if failed else "PASS")
+    return 1 if failed else 0
+
+
+class _UserError(Exception):
+    pass
+
+
+from .dsl.ascendc import AscendCError as _Unsupported  # noqa: E402
+
+
+def _emit_one(args, record, out: Path) -> bool:
+    """Record, emit, check and run one project; True when a check or the comparison failed."""
+    from .dsl import ascendc
+
+    records, tol, what = record()
+    if not records:
+        raise _UserError(f"{what}: launched no cvtile kernel")
+    t0 = time.perf_counter()
+    launches = [ascendc.Launch.of(r) for r in records]
+    for L in launches:
+        ascendc.lowered(L.kernel)
+    t_lower = time.perf_counter() - t0
+    res = ascendc.emit(str(out), launches, tolerance=tol)
     kernels = res["kernels"]
-    print(f"{what}: {len(records)} launch(es) of {len(kernels)} kernel(s) written to {args.output} "
+    print(f"{what}: {len(records)} launch(es) of {len(kernels)} kernel(s) written to {out} "
           f"(lowering {t_lower:.2f} s)")
     for lk in kernels:
         n = lk.source.count("\n")
@@ -110,11 +140,11 @@ def run_emit(args) -> int:
     if args.check:
         try:
             t0 = time.perf_counter()
-            done = ascendc.check_project(str(args.output), kernels)
+            done = ascendc.check_project(str(out), kernels)
             print(f"  syntax check PASS: {len(done)} file x macro-set checks (arch22/arch35 x AIC/AIV) in "
                   f"{time.perf_counter() - t0:.1f} s")
         except ascendc.NoCompiler as e:
-            return _fail(str(e))
+            raise _UserError(str(e)) from None
         except ascendc.CheckFailed as e:
             failed = True
             print(f"  syntax check FAIL: {e}")
@@ -122,14 +152,13 @@ def run_emit(args) -> int:
         arch = ascendc.arch_of(launches[0].kernel.platform)
         try:
             t0 = time.perf_counter()
-            report = ascendc.run_project(str(args.output), arch)
+            report = ascendc.run_project(str(out), arch)
             print(f"  twin run ({arch}) in {time.perf_counter() - t0:.1f} s:")
             for line in report.splitlines():
                 print(f"    {line}")
         except ascendc.NoCompiler as e:
-            return _fail(str(e))
+            raise _UserError(str(e)) from None
         except ascendc.CheckFailed as e:
             failed = True
             print(f"  twin run ({arch}) FAIL: {e}")
-    print("FAIL" if failed else "PASS")
-    return 1 if failed else 0
+    return failed

@@ -329,9 +329,7 @@ class _Lowering(CubeRules):
             return self.tile(owner.args[0])
         if owner is not None and owner.kind == "slice_rows":
             x, row, _ = owner.args
-            base = self.tile(x)
-            cols = _cols(x.type)
-            return f"{base}[({self.ref(row)}) * {cols}]"
+            return _row_at(self.tile(x), x.type, self.ref(row))
         buf = self.plan.buffer_of.get(v.id)
         if buf is None:
             raise AscendCError(f"tile {v!r} has no buffer in the memory plan", owner.loc if owner else None)
@@ -807,14 +805,41 @@ class _Lowering(CubeRules):
         pass   # a view: its consumers broadcast the rank-1 tile
 
     def op_slice_rows(self, op):
-        pass   # a view: tile() addresses the parent's rows
+        """A view of rows [row, row + rows) of a tile. A rank-1 tile's chunk whose capacity is not a whole
+        number of 32-byte blocks may start anywhere inside a block, where the vector unit cannot address it:
+        it is gathered into a scratch block of its own (scalar UB accesses, fenced)."""
+        x, row, n = op.args
+        if x.type.rank != 1 or (op.result.type.shape[0] * x.type.dtype.bits // 8) % _BLOCK == 0:
+            return   # an aligned view: tile() addresses the parent's rows
+        v = op.result
+        ct = CTYPE[v.type.dtype.name]
+        off = self.need_scratch(f"row chunk of value {v.id}", v.type.shape[0] * v.type.dtype.bits // 8)
+        name = self.namer.ident((x.name or "chunk") + "Rows")
+        src = self.tile(x)
+        i = self.namer.ident("i")
+        self.emit(f"LocalTensor<{ct}> {name} = ub[{off}].ReinterpretCast<{ct}>();")
+        self.emit("PipeBarrier<PIPE_ALL>();")
+        self.emit(f"for (int64_t {i} = 0; {i} < {self.ref(n)}; ++{i}) {{")
+        self.emit(f"    {name}.SetValue({i}, {src}.GetValue({self.ref(row)} + {i}));")
+        self.emit("}")
+        self.emit("PipeBarrier<PIPE_ALL>();")
+        self.names[v.id] = name
+        self.api |= {"LocalTensor::GetValue", "LocalTensor::SetValue", "PipeBarrier"}
 
     def op_insert_rows(self, op):
         full, chunk, row = op.args
         f, c = self.tile(full), self.tile(chunk)
         self.names[op.result.id] = f
-        target = f"{f}[({self.ref(row)}) * {_cols(full.type)}]"
+        target = _row_at(f, full.type, self.ref(row))
         if c == target:
+            return
+        if full.type.rank == 1 and (chunk.type.shape[0] * chunk.type.dtype.bits // 8) % _BLOCK:
+            i = self.namer.ident("i")   # an unaligned rank-1 chunk: scalar stores (see op_slice_rows)
+            self.emit("PipeBarrier<PIPE_ALL>();")
+            self.emit(f"for (int64_t {i} = 0; {i} < {self.rows_of(chunk) if chunk.type.rank == 2 else self.extents(chunk)[0]}; ++{i}) {{")
+            self.emit(f"    {f}.SetValue({self.ref(row)} + {i}, {c}.GetValue({i}));")
+            self.emit("}")
+            self.emit("PipeBarrier<PIPE_ALL>();")
             return
         rows = self.rows_of(chunk)
         row_bytes = _cols(chunk.type) * chunk.type.dtype.bits // 8
@@ -1103,6 +1128,14 @@ def _scalar_expr(kind: str, vals: list, dt: str, op) -> str:
 
 
 # ---------------------------------------------------------------------- text helpers
+def _row_at(base: str, t: TileType, row: str) -> str:
+    """The LocalTensor of row ``row`` of tile ``base`` (rank 2: row pitch = the capacity's columns; rank 1:
+    one element per row)."""
+    if row == "0":
+        return base
+    return f"{base}[{_mul(row, str(t.shape[1]))}]" if t.rank == 2 else f"{base}[{row}]"
+
+
 def _cols(t: TileType) -> int:
     return t.shape[-1] if t.rank == 2 else t.shape[0]
 

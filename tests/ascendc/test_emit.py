@@ -205,27 +205,39 @@ def _fia_launches(**case):
     return rec.launches
 
 
-def _check_combine(tmp_path, launches):
+def _check_launches(tmp_path, launches, only=None):
     from cvtile.kernels.precision import tolerance
 
-    comb = [A.Launch.of(r) for r in launches if r.kernel.name == "fia_fd_combine"]
-    assert comb, "the case does not use flash-decode"
-    res = A.emit(str(tmp_path), comb, tolerance=tolerance)
+    chosen = [A.Launch.of(r) for r in launches if only is None or r.kernel.name == only]
+    assert chosen
+    res = A.emit(str(tmp_path), chosen, tolerance=tolerance)
     A.check_project(str(tmp_path), res["kernels"])
-    report = A.run_project(str(tmp_path), "arch22")
+    report = A.run_project(str(tmp_path), A.arch_of(chosen[0].kernel.platform))
     assert report.count("PASS") == len(res["outputs"]) >= 1, report
     return report
 
 
 @needs_gxx
 def test_fia_flash_decode_combine_runs_on_the_twin(tmp_path):
-    """The flash-decode combine (AIV only: merged-dim loads and stores, masks, where) of a small decode."""
-    report = _check_combine(tmp_path, _fia_launches(batch=1, num_heads=8, num_kv_heads=1, kv_seqlen=8192,
-                                                    actual_kv=(5000,)))
+    """The flash-decode combine alone (AIV only: merged-dim loads and stores, masks, where): bitwise."""
+    report = _check_launches(tmp_path, _fia_launches(batch=1, num_heads=8, num_kv_heads=1, kv_seqlen=8192,
+                                                     actual_kv=(5000,)), only="fia_fd_combine")
     assert "bitwise equal" in report, report
 
 
 @needs_gxx
+def test_fia_decode_with_flash_decode_runs_on_the_twin(tmp_path):
+    """The mix attention kernel (AIC + 2 AIV, flags, workspace slots, row chunks) and its combine, as one
+    project: every output (attention_out, lse and the flash-decode partials) within the golden tolerance."""
+    report = _check_launches(tmp_path, _fia_launches(batch=1, num_heads=8, num_kv_heads=1, kv_seqlen=8192,
+                                                     actual_kv=(5000,)))
+    assert "out" in report and "ws_o" in report
+
+
+@needs_gxx
 @pytest.mark.slow
-def test_fia_default_decode_combine_runs_on_the_twin(tmp_path):
-    _check_combine(tmp_path, _fia_launches())
+@pytest.mark.parametrize("target", ["Ascend910B1", "Ascend950"])
+def test_fia_default_decode_runs_on_the_twin(tmp_path, target):
+    """cvtile run's default decode case (B=4, Nq=32, Nkv=8, Skv=16384): the attention kernel (and, with the
+    A2/A3 tiling, the flash-decode combine) on the twin of the target's architecture."""
+    _check_launches(tmp_path, _fia_launches(target=target))
