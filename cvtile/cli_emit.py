@@ -60,7 +60,13 @@ def _record_fia(spec, seed):
     q, k, v, kw = make_inputs(spec, seed)
     with record_launches() as rec:
         npu_fused_infer_attention_score(q, k, v, target=spec.target, **kw)
-    return rec.launches, tolerance, spec.describe()
+
+    def tol(dtype, name):
+        # the flash-decode partials (ws_*) are float32 sums inside a computation whose result has the query's
+        # dtype, in a different summation order than the simulator's BLAS: judged under that dtype's class
+        return tolerance(q.dtype if name.startswith("ws_") else dtype)
+
+    return rec.launches, tol, spec.describe()
 
 
 def _record_file(path: Path):
@@ -129,7 +135,9 @@ def _emit_one(args, record, out: Path) -> bool:
     for L in launches:
         ascendc.lowered(L.kernel)
     t_lower = time.perf_counter() - t0
-    res = ascendc.emit(str(out), launches, tolerance=tol)
+    from .kernels.precision import MAX_FAIL_RATIO
+
+    res = ascendc.emit(str(out), launches, tolerance=tol, max_fail_ratio=MAX_FAIL_RATIO)
     kernels = res["kernels"]
     print(f"{what}: {len(records)} launch(es) of {len(kernels)} kernel(s) written to {out} "
           f"(lowering {t_lower:.2f} s)")

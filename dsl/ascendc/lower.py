@@ -1073,9 +1073,12 @@ class _Lowering(CubeRules):
         self.emit(f"PipeBarrier<{_PIPE[op.attrs['pipe']]}>();")
         self.api.add("PipeBarrier")
 
-    def op_flag_set(self, op):
+    def op_flag_set(self, op, postponed: bool = False):
         """Mode 2 (A2/A3): one set reaches both AIVs of the group (or, from the AIVs, counts once both have
-        set). Mode 4 (950): per-AIV counters, so the AIC sets id for AIV 0 and id + 16 for AIV 1."""
+        set). Mode 4 (950): per-AIV counters, so the AIC sets id for AIV 0 and id + 16 for AIV 1. A set the cube
+        rules postponed (a slot still read by a later mma) is printed where they say."""
+        if not postponed and id(op) in getattr(self, "skip_ops", ()):
+            return
         mode, pipe, name = op.attrs.get("mode", 2), _PIPE[op.attrs["pipe"]], f"cvtFlag{op.attrs['name']}"
         ids = [name, f"{name} + 16"] if mode == 4 and self.core == "aic" else [name]
         for fid in ids:

@@ -362,8 +362,24 @@ class CubeRules:
         w = load.windows["window"]
         ctx = self._mma_prepare(mma, {which: ("gm", w, w.tensor.type.dtype, w.shape)})
         if ctx["defer"] is not None:
-            raise AscendCUnsupported("an mma whose hand-off operand and result both exceed its staging pieces",
-                                     mma.loc)
+            # the result exceeds the L0C pieces too: the mma runs at its store (each piece Fixpiped out as it
+            # is done), still reading the operand from its slot, so the slot's release (the flag sets between
+            # the hand-off and the mma) moves to after that store. The core then waits for the store's slot
+            # while it holds the operand's slot; with slots of depth >= 2 on both channels the producer never
+            # needs the held slot to free the awaited one (the twin's watchdog would report a deadlock).
+            store = ctx["defer"]
+            sets = [mid for mid in between if mid.kind == "flag_set"]
+            self.postponed = getattr(self, "postponed", {})
+            self.postponed[id(store)] = sets
+            self.skip_ops = getattr(self, "skip_ops", set()) | {id(x) for x in sets}
+            self.deferred = getattr(self, "deferred", {})
+            self.deferred[mma.result.id] = ctx
+            self.advanced = getattr(self, "advanced", set())
+            self.advanced.add(id(mma))
+            self.emit(f"// the hand-off and the result of the mma at line {mma.loc.line if mma.loc else '?'} both "
+                      f"exceed its pieces: it runs at its store (line {store.loc.line if store.loc else '?'}), "
+                      "streaming the hand-off from its slot, which is released after that store")
+            return
         # the result's L0C place must not hold another live value from the load to the mma
         if ctx["acc"] is not None or not ctx["streamed"]:
             cb = self._buffer(ctx["acc"] if ctx["acc"] is not None else mma.result)
@@ -768,6 +784,8 @@ class CubeRules:
         self.api |= {"Fixpipe", "FixpipeParamsV220", "QuantMode_t", "CFG_ROW_MAJOR"}
         if deferred is not None:
             self._mma_emit(deferred, store=op)
+            for fs in getattr(self, "postponed", {}).pop(id(op), []):
+                self.op_flag_set(fs, postponed=True)
             return
         src = self.tile(tile)
         blocks = _l0c_blocks(*t.shape)

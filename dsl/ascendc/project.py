@@ -223,7 +223,8 @@ python3 compare.py
 """
 
 COMPARE_PY = '''"""Compare data/output_<arg>.bin with data/golden_<arg>.bin (written by cvtile) under the manifest's
-tolerance; prints one PASS/FAIL line per output with the worst element, exits 1 on any FAIL."""
+tolerance (|a - g| <= atol + rtol |g| for all but max_fail_ratio of the elements, no gross outlier, no NaN/inf
+mismatch); prints one PASS/FAIL line per output with the worst element, exits 1 on any FAIL."""
 import json
 import sys
 
@@ -250,22 +251,28 @@ def main():
     for out in m["outputs"]:
         got = load(f"data/output_{out['name']}.bin", out["dtype"], out["shape"])
         want = load(f"data/golden_{out['name']}.bin", out["dtype"], out["shape"])
-        diff = np.abs(got - want)
-        both_nan = np.isnan(got) & np.isnan(want)
-        diff[both_nan] = 0
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+        diff = np.where(same, 0.0, np.abs(got - want))
         diff[np.isnan(diff)] = np.inf
-        tol = out["atol"] + out["rtol"] * np.abs(want)
+        tol = out["atol"] + out["rtol"] * np.where(np.isfinite(want), np.abs(want), 0.0)
         bad = diff > tol
+        # the upstream tests' rule: at most max_fail_ratio of the elements outside the tolerance, none of them a
+        # gross outlier, and no NaN/inf where the golden has none (or the other way round)
+        nonfinite = ~same & ~(np.isfinite(got) & np.isfinite(want))
+        scale = np.maximum(np.maximum(np.abs(got), np.abs(want)), 2.0 ** -14 / 0.005)
+        outlier = bad & ~(diff / scale < out.get("max_outlier", 10.0))
         worst = int(np.argmax(diff)) if diff.size else 0
         idx = np.unravel_index(worst, want.shape) if diff.size else ()
-        exact = bool(np.array_equal(got, want, equal_nan=True))
-        res = "PASS" if not bad.any() else "FAIL"
+        exact = bool(same.all())
+        ratio = float(bad.mean()) if bad.size else 0.0
+        ok_out = ratio <= out.get("max_fail_ratio", 0.0) and not outlier.any() and not nonfinite.any()
+        res = "PASS" if ok_out else "FAIL"
         ok &= res == "PASS"
         how = "bitwise equal" if exact else ("within" if res == "PASS" else "beyond") + \
             " atol %g rtol %g" % (out["atol"], out["rtol"])
         print(f"{res}: {out['name']} {how}"
               f", largest difference {diff.max() if diff.size else 0:.3g} at {tuple(int(i) for i in idx)}"
-              f", {int(bad.sum())} elements out of tolerance")
+              f", {int(bad.sum())} elements out of tolerance ({100 * ratio:.3g} %)")
     sys.exit(0 if ok else 1)
 
 
@@ -305,7 +312,7 @@ def write_project(dir_: str, lks: list, launches: list, soc: str, arch35: bool, 
             put(f"data/golden_{name}.bin", g.tobytes(), "wb")
             rtol, atol = data["tolerances"][name]
             outs.append({"name": name, "dtype": _dtype_name(g.dtype), "shape": list(g.shape), "rtol": rtol,
-                         "atol": atol})
+                         "atol": atol, "max_fail_ratio": data.get("max_fail_ratio", 0.0), "max_outlier": 10.0})
         put("data/manifest.json", json.dumps({"outputs": outs}, indent=1))
     return paths
 

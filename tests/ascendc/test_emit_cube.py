@@ -4,7 +4,7 @@ simulator's pipelined-order results (within tolerance: Mmad sums k = 0..K-1 in f
 in its own order); what the plan or the API subset cannot express is an ``AscendCUnsupported`` naming the
 line.
 
-Skips when no g++ is on PATH (the reason is printed). The FIA cases are ``slow``."""
+Skips when no g++ is on PATH (the reason is printed). The FIA cases are ``wide`` (run by hand)."""
 
 from __future__ import annotations
 
@@ -405,8 +405,8 @@ def _fia_spec(kind: str, target: str):
                     dtype="float16", layout="BNSD", lse=True, target=target)
 
 
-# the FIA API compiles its kernels for the default target (A2/A3); the 950 tiling still changes the launches
-@pytest.mark.slow
+# the FIA API compiles its kernels for the tiling's platform (A2/A3 or Ascend 950)
+@pytest.mark.wide
 @needs_gxx
 @pytest.mark.parametrize("kind", ["prefill", "decode"])
 def test_fia_lowers_and_checks(tmp_path, kind):
@@ -420,7 +420,7 @@ def test_fia_lowers_and_checks(tmp_path, kind):
     A.check_project(d, res["kernels"])
 
 
-@pytest.mark.slow
+@pytest.mark.wide
 @needs_gxx
 @pytest.mark.parametrize("kind", ["prefill", "decode"])
 @pytest.mark.parametrize("target", TARGETS)

@@ -56,7 +56,7 @@ def test_fia_flash_decode_default(fia_kit, params):
     _run_fd(fia_kit, params)
 
 
-@pytest.mark.slow
+@pytest.mark.wide
 @pytest.mark.parametrize("params", SLOW)
 def test_fia_flash_decode_grid(fia_kit, params):
     _run_fd(fia_kit, params)

@@ -159,7 +159,7 @@ def test_fia_kernel_default(fia_kit, params):
     _run(fia_kit, params)
 
 
-@pytest.mark.slow
+@pytest.mark.wide
 @pytest.mark.parametrize("params", SLOW)
 def test_fia_kernel_grid(fia_kit, params):
     _run(fia_kit, params)

@@ -131,7 +131,7 @@ def test_feature_sample_covers_every_feature_set(fia_path):
         f for c in cases if str(c.id) in ids for f in c.features()}
 
 
-@pytest.mark.slow
+@pytest.mark.wide
 def test_st_corpus_feature_sample(fia_path):
     """CI's share of the corpus: every feature set once (measured 2026-11-29: 43 cases, 17 passed, 25 unsupported, 1 error (70, fixed since))."""
     res = run_st_corpus(fia_path, v4_api, golden=fia_golden_lowp, select=_feature_sample(fia_path))
