@@ -1,9 +1,11 @@
 """The Ascend C backend: a kernel after the passes, printed as a buildable Ascend C kernel-launch project.
 
-* ``lower`` : the lowering rules (IR after the pipeline + memory plan -> the kernel's C++ source);
+* ``lower`` / ``lower_cube`` : the lowering rules (IR after the pipeline + memory plan -> the kernel's C++
+  source; the vector, scalar, control and sync rules, and the cube rules);
 * ``project``: the project around it (tiling header, host launcher, CMake, run script, compare script, data);
 * ``check`` : the declaration-header syntax check and the CPU-twin build and run;
-* ``names`` : sanitised C identifiers.
+* ``names`` : sanitised C identifiers;
+* ``real_headers`` : the opt-in check against the real public Ascend C headers (a generated intrinsic stub).
 
 ``lowered(ck)`` prints a compiled kernel (cached on it); ``emit(ck, dir, args, grid)`` writes the project of
 one launch, with the inputs and the simulator's pipelined-order results as goldens; ``check_project`` and

@@ -20,12 +20,21 @@ backend reads nothing else: not the kernel library, not the tiling mirror.
   the whole pitch (the pad columns hold values nobody stores). Row reductions
   and stores use the valid columns.
 * The vector API temporaries (the row-broadcast block of ``Brcb``, the
-  ``ReduceMax`` work area, the divisor row of a tile/scalar division) live in
-  a scratch area placed after the planned UB peak; ``AscendCError`` when it
+  ``ReduceMax`` work area, the divisor row of a tile/scalar division, the
+  run row of a merged-dim copy, gathered unaligned row chunks) live in a
+  scratch area placed after the planned UB peak; ``AscendCError`` when it
   does not fit.
-* Scalars are C++ locals (``int64_t``, ``float``, ``bool``); ``//`` and ``%``
-  keep Python's floor semantics (``cvtFloorDiv`` / ``cvtMod``). Runtime scalar
-  parameters and the GM tensors' shapes come from the tiling struct.
+* Elementwise ops the vector API has no form for here (compares and bool
+  logic, ``where`` with broadcast or scalar arms, integer ``//`` / ``%``) are a
+  loop of scalar UB accesses fenced by ``PipeBarrier<PIPE_ALL>``: exact, slow.
+* Scalars are C++ locals (``int64_t``, ``float``, ``bool``; unnamed ones are
+  inlined into their uses); ``//`` and ``%`` keep Python's floor semantics
+  (``cvtFloorDiv`` / ``cvtMod``). Runtime scalar parameters and the GM
+  tensors' shapes come from the tiling struct; the channels' workspace
+  parameters are views of the one ``workspace`` argument.
+* Loop-carried and branch values are assigned at ``yield`` (UB tiles copied
+  when the plan gave them different buffers; L0C/L1 accumulators stay in
+  place). The cube ops' rules are ``lower_cube.CubeRules``.
 * ``check`` ops become ``CVT_CHECK(cond, "message")``: the twin reports the
   message and stops; on the chip it traps.
 * Every statement block carries a ``// line N: source`` comment of the DSL

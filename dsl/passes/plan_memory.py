@@ -25,7 +25,9 @@ the budget is judged on the split programs).
   ``depth`` slots are a UB buffer of each AIV (cube -> vector; its rows of a
   row-split tile) or an L1 buffer (vector -> cube) for the whole program.
 * Ping-pong. A tile loaded (MTE2) inside a pipelined loop gets two copies, so
-  the next iteration's copy can land while this one is read.
+  the next iteration's copy can land while this one is read; a program whose
+  plan does not fit with them is planned again without (single copies), and
+  only then is over budget.
 * Lifetimes are ``liveness.Liveness``; a buffer lives over the union of its
   values' ranges; a result may take the place of an operand it reads for the
   last time only with the same size and element width (in place, never a
@@ -188,6 +190,9 @@ def plan_kernel(kernel: Kernel, platform) -> MemoryPlan:
     for core, body in progs.items():
         slots = [ch for ch in kernel.channels if ch.kind == "data" and ch.route == "onchip" and ch.dst == core]
         spaces, mmas, of = _plan_program(body, SPACES_OF[core], platform, slots)
+        if not all(sp.fits for sp in spaces.values()):
+            # ping-pong is an overlap optimisation: a program that does not fit with it is planned without
+            spaces, mmas, of = _plan_program(body, SPACES_OF[core], platform, slots, pingpong=False)
         plans[core] = spaces
         mma_plans += mmas
         buffer_of.update(of)
@@ -215,13 +220,13 @@ class _Groups:
             self.parent[ra] = rb
 
 
-def _plan_program(body: Block, spaces: tuple, platform, slots=()):
+def _plan_program(body: Block, spaces: tuple, platform, slots=(), pingpong: bool = True):
     lv = Liveness(body)
     groups = _Groups()
     skip: set[int] = set()           # values that are no buffer of their own (views, staging, streams)
     staged: dict[int, list] = {}      # id(mma op) -> streamed operand notes
     mmas = []
-    pipelined = _pipelined_values(body)
+    pipelined = _pipelined_values(body) if pingpong else set()
     for op in walk(body):
         k = op.kind
         if k in _VIEWS and op.results:

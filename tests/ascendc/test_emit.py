@@ -218,6 +218,7 @@ def _check_launches(tmp_path, launches, only=None):
 
 
 @needs_gxx
+@pytest.mark.slow
 def test_fia_flash_decode_combine_runs_on_the_twin(tmp_path):
     """The flash-decode combine alone (AIV only: merged-dim loads and stores, masks, where): bitwise."""
     report = _check_launches(tmp_path, _fia_launches(batch=1, num_heads=8, num_kv_heads=1, kv_seqlen=8192,

@@ -43,7 +43,7 @@ def test_run_json_is_machine_readable(capsys):
     assert case["sim_seconds"] >= 0 and case["golden_seconds"] >= 0
 
 
-@pytest.mark.slow
+@pytest.mark.wide
 def test_run_order_pipelined_gives_bitwise_the_program_order_outputs(capsys):
     code, out = run_cli(capsys, "run", *SMALL, "--json")
     program = json.loads(out)[0]

@@ -383,7 +383,7 @@ def _sweep(start, n, e16, ebf):
     return bad
 
 
-@pytest.mark.slow
+@pytest.mark.wide
 def test_every_float32_pattern(request):
     """All 2**32 inputs: encode vs numpy/ml_dtypes, round == decode(encode).
 
