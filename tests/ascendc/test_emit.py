@@ -218,7 +218,7 @@ def _check_launches(tmp_path, launches, only=None):
 
 
 @needs_gxx
-@pytest.mark.slow
+@pytest.mark.wide
 def test_fia_flash_decode_combine_runs_on_the_twin(tmp_path):
     """The flash-decode combine alone (AIV only: merged-dim loads and stores, masks, where): bitwise."""
     report = _check_launches(tmp_path, _fia_launches(batch=1, num_heads=8, num_kv_heads=1, kv_seqlen=8192,
@@ -236,7 +236,7 @@ def test_fia_decode_with_flash_decode_runs_on_the_twin(tmp_path):
 
 
 @needs_gxx
-@pytest.mark.slow
+@pytest.mark.wide
 def test_fia_default_decode_runs_on_the_ascend950_twin(tmp_path):
     """cvtile run's default decode case (B=4, Nq=32, Nkv=8, Skv=16384) with the Ascend 950 tiling: the
     attention kernel (mode-4 flags, 950 fractal layouts) on the arch35 twin."""
