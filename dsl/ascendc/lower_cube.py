@@ -724,16 +724,8 @@ class CubeRules:
     def _load_a(self, dst: str, src: str, kb0: str, k1: str, M1p: int, M1L: int, mb0: str, fe: int, kmax: int):
         """K fractals [kb0, kb0 + k1) x row blocks [mb0, mb0 + M1p) of an NZ L1 matrix of 16 * M1L rows into L0A:
         Zz on A2/A3 (fractals row-major over (m1, k1)), Nz on 950 (column-major, the L1 order)."""
-        if self.arch35:
-            if M1p == M1L and _fold(mb0) == "0" and kmax * M1L <= 255:
-                self.emit(f"LoadData({dst}, {_at(src, _lin([(kb0, M1L * fe)]))}, LoadData2DParams(0, "
-                          f"static_cast<uint8_t>({k1} * {M1L}), 1, 0, 0, false, 0));")
-                return
-            j = self.namer.ident("kb")
-            self.emit(f"for (int64_t {j} = 0; {j} < {k1}; ++{j}) {{")
-            self.emit(f"    LoadData({dst}[{j} * {M1p * fe}], {src}[{_lin([(kb0, M1L), (j, M1L), (mb0, 1)], 0, fe)}], "
-                      f"LoadData2DParams(0, {M1p}, 1, 0, 0, false, 0));")
-            self.emit("}")
+        if self.arch35:   # the L1 NZ order copied unchanged: the same fractal walk as B stored [N, K]
+            self._load_bt(dst, src, kb0, k1, M1p, M1L, mb0, fe, kmax)
             return
         for i in range(M1p):
             d = dst if i == 0 else _at(dst, f"{k1} * {i * fe}")
