@@ -20,6 +20,10 @@ Commands
     an Ascend C kernel-launch project; ``--check`` syntax-checks them against
     the declaration header, ``--run`` runs them on the CPU twin against the
     simulator (see ``cli_emit``).
+``cvtile cost [tiling's shape options] [--json]`` / ``cvtile trace [case options] -o DIR``
+    The cost model on a FusedInferAttentionScore call: estimated time, bound,
+    per-pipe busy fractions and critical path; ``trace`` also writes a Chrome
+    trace and timeline/roofline PNGs (see ``cli_cost``).
 ``cvtile cases PATH [--arch A] [--limit N] [--json]``
     Runs a corpus: an op_host tiling UT CSV (verdict and tiling-key agreement)
     or an st JSON corpus (random inputs in each case's ranges, run through the
@@ -33,6 +37,7 @@ import json
 import sys
 from pathlib import Path
 
+from .cli_cost import add_cost_parsers
 from .cli_emit import add_emit_parser
 from .cli_tiling import add_tiling_parser, run_tiling, run_ut_cases
 
@@ -90,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tiling_parser(sub).set_defaults(func=run_tiling)
     add_emit_parser(sub, _case_options)
+    add_cost_parsers(sub, _case_options)
 
     cases = sub.add_parser("cases", help="run a corpus: an op_host UT CSV or an st JSON file")
     cases.add_argument("path", type=Path)

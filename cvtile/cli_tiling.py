@@ -20,7 +20,7 @@ import sys
 from cvtile.tiling import DEFAULT_TARGET, FiaParams, ParamError, TensorMeta
 from cvtile.tiling.fia import format_tiling, tile_fia
 
-__all__ = ["add_tiling_parser", "run_tiling", "build_params", "run_ut_cases"]
+__all__ = ["add_tiling_parser", "add_shape_options", "run_tiling", "build_params", "build_call", "run_ut_cases"]
 
 _LAYOUTS = ("BSH", "BSND", "BNSD", "TND", "NTD", "BSH_NBSD", "BSND_NBSD", "BNSD_NBSD", "TND_NTD", "NTD_TND",
             "BNSD_BSND", "BSND_BNSD", "BSH_BNSD")
@@ -29,6 +29,14 @@ _LAYOUTS = ("BSH", "BSND", "BNSD", "TND", "NTD", "BSH_NBSD", "BSND_NBSD", "BNSD_
 def add_tiling_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("tiling", help="show the op_host tiling decisions of a FusedInferAttentionScore call",
                               description=__doc__.split("\n\n")[1], formatter_class=argparse.RawTextHelpFormatter)
+    add_shape_options(p)
+    p.add_argument("--json", action="store_true", help="print FiaTiling.to_dict() as JSON")
+    p.set_defaults(func=run_tiling)
+    return p
+
+
+def add_shape_options(p) -> None:
+    """The shape options of a FusedInferAttentionScore call (``cvtile tiling`` and ``cvtile cost``)."""
     p.add_argument("--batch", "-b", type=int, default=4, help="B (default 4)")
     p.add_argument("--num-heads", "-n", type=int, default=32, help="query heads N (default 32)")
     p.add_argument("--num-kv-heads", type=int, default=None,
@@ -50,9 +58,6 @@ def add_tiling_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--inner-precise", type=int, default=0)
     p.add_argument("--lse", action="store_true", help="softmax_lse_flag: also output the log-sum-exp")
     p.add_argument("--target", "-t", default=DEFAULT_TARGET, help=f"platform (default {DEFAULT_TARGET})")
-    p.add_argument("--json", action="store_true", help="print FiaTiling.to_dict() as JSON")
-    p.set_defaults(func=run_tiling)
-    return p
 
 
 def _shape(layout: str, b: int, n: int, s: int, d: int) -> tuple:
@@ -73,6 +78,13 @@ def _shape(layout: str, b: int, n: int, s: int, d: int) -> tuple:
 
 def build_params(args) -> FiaParams:
     """A FiaParams (metadata only) for the ``cvtile tiling`` options."""
+    tensors, attrs = build_call(args)
+    return FiaParams.from_api(tensors, attrs, source="cvtile tiling")
+
+
+def build_call(args) -> tuple:
+    """The FusedInferAttentionScore call of the ``cvtile tiling`` options: (tensor name -> TensorMeta or length
+    list, attribute name -> value), with torch_npu's names."""
     b, n, s1, s2 = args.batch, args.num_heads, args.q_seqlen, args.kv_seqlen
     nkv = args.num_kv_heads or (8 if n % 8 == 0 else n)
     d = args.head_dim
@@ -123,7 +135,7 @@ def build_params(args) -> FiaParams:
     attrs = {"num_heads": n, "num_key_value_heads": nkv, "input_layout": args.layout, "scale": d ** -0.5,
              "sparse_mode": args.sparse_mode, "pre_tokens": args.pre_tokens, "next_tokens": args.next_tokens,
              "block_size": args.block_size, "inner_precise": args.inner_precise, "softmax_lse_flag": bool(args.lse)}
-    return FiaParams.from_api(tensors, attrs, source="cvtile tiling")
+    return tensors, attrs
 
 
 def run_tiling(args) -> int:

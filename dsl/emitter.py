@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 from .errors import CompilationError
 from .ir import Block, Loc, Lookup, Op, Value, WDim, Window
+from .ops import SCALAR_BINARY
 from .shapes import ValidExtents
 from .types import (BOOL, F32, GM, INDEX, L0A, L0B, L0C, L1, UB, DType, ScalarType, Space, TileType, bfloat16,
                     bool_, float16, float32, int8, int32, dtype_of, space_of)
@@ -552,33 +553,7 @@ def _identity(op, a, b):
 
 def _fold(op, a, b, builder):
     try:
-        if op == "add":
-            return a + b
-        if op == "sub":
-            return a - b
-        if op == "mul":
-            return a * b
-        if op == "truediv":
-            return a / b
-        if op == "floordiv":
-            return a // b
-        if op == "mod":
-            return a % b
-        if op == "min":
-            return min(a, b)
-        if op == "max":
-            return max(a, b)
-        if op == "and":
-            return a and b if isinstance(a, bool) else a & b
-        if op == "or":
-            return a or b if isinstance(a, bool) else a | b
-        if op == "xor":
-            return a ^ b
-        if op == "lshift":
-            return a << b
-        if op == "rshift":
-            return a >> b
-        return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b, "eq": a == b, "ne": a != b}[op]
+        return SCALAR_BINARY[op](a, b)
     except ZeroDivisionError:
         builder.error(f"division by zero in a compile-time expression ({a} {op} {b})")
 

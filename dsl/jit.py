@@ -85,7 +85,11 @@ _RECORDERS: list = []
 class record_launches:
     """``with record_launches() as rec:`` collects every kernel launch made inside (``rec.launches``, a list of
     ``LaunchRecord`` in launch order): what an operator API such as FusedInferAttentionScore launches, for the
-    Ascend C backend to emit as one project."""
+    Ascend C backend to emit as one project. ``record_launches(run=False)`` records without running the
+    kernels (the cost model needs only the launches; outputs stay as they were)."""
+
+    def __init__(self, run: bool = True):
+        self.run = run
 
     def __enter__(self):
         self.launches: list[LaunchRecord] = []
@@ -146,7 +150,15 @@ class CompiledKernel:
     def launch(self, grid: int, args: list, *, serial: bool = False, order: str = "program"):
         for rec in _RECORDERS:
             rec.launches.append(LaunchRecord(self, grid, args))
+        if any(not rec.run for rec in _RECORDERS):
+            return None
         return self.runner("numba", order).launch(grid, args, serial=serial)
+
+    def cost(self, grid: int, args: list, **kw):
+        """The cost model's estimate of one launch (``cvtile.sim.cost.estimate``): time, bound, busy fractions."""
+        from cvtile.sim.cost import estimate
+
+        return estimate(self, grid, args, **kw)
 
     @property
     def ascendc(self) -> str:
@@ -207,6 +219,12 @@ class JITFunction:
             return compiled.launch(grid, runtime, serial=serial, order=order)
 
         return launcher
+
+    def cost(self, grid: int, *args, **kwargs):
+        """The cost model's estimate of ``kernel[grid](*args, **kwargs)`` on this kernel's target (nothing runs):
+        ``.estimated_us``, ``.bound``, ``.busy``, the critical path (``cvtile.sim.cost.LaunchCost``)."""
+        compiled, runtime = self._specialise(args, kwargs)
+        return compiled.cost(grid, runtime)
 
     def compile(self, *args, **kwargs) -> CompiledKernel:
         """Compile (or fetch from the cache) the specialisation for these arguments."""

@@ -32,12 +32,13 @@ way. Adding an op is one record here plus one lowering rule per backend.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Callable
 
 from .types import L0A, L0B, L0C, L1, UB, TileType
 
-__all__ = ["OpDef", "OPS", "opdef"]
+__all__ = ["OpDef", "OPS", "opdef", "SCALAR_BINARY"]
 
 
 @dataclass(frozen=True)
@@ -284,6 +285,21 @@ _DEFS = [
 ]
 
 OPS: dict[str, OpDef] = {d.kind: d for d in _DEFS}
+
+
+def _logic(bitwise, boolean):
+    return lambda a, b: boolean(a, b) if isinstance(a, bool) else bitwise(a, b)
+
+
+#: what each ``sbin`` op computes on Python numbers (the frontend's constant folding and the cost model's
+#: scalar interpretation; integer division and modulo floor, as the simulator's int64 arithmetic does)
+SCALAR_BINARY: dict = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+    "floordiv": operator.floordiv, "mod": operator.mod, "min": min, "max": max,
+    "and": _logic(operator.and_, lambda a, b: a and b), "or": _logic(operator.or_, lambda a, b: a or b),
+    "xor": operator.xor, "lshift": operator.lshift, "rshift": operator.rshift,
+    "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq, "ne": operator.ne,
+}
 
 
 def opdef(kind: str) -> OpDef:

@@ -3,10 +3,13 @@
 Model
 -----
 Every hardware number cvtile uses (core counts, on-chip buffer sizes, clock,
-cube and vector throughput, memory rates) comes from this one table. The DSL
-verifier reads the buffer budgets, the simulator and the cost model read the
-rates, and the tiling mirror reads the core counts and L2 size exactly as the
-real op_host reads them from the platform (``GetCoreNumAic`` and friends).
+HBM bandwidth, and the cost model's per-pipe rates and latencies) comes from
+this one table. The DSL verifier reads the buffer budgets, the cost model
+reads the chip's clock and HBM bandwidth here and the per-pipe constants in
+its generation's cost table (``Platform.cost``: ``dav_c220`` for A2/A3,
+``dav_c310`` for 950; every entry carries its unit and source), and the
+tiling mirror reads the core counts and L2 size exactly as the real op_host
+reads them from the platform (``GetCoreNumAic`` and friends).
 
 Invariants
 ----------
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
-__all__ = ["Platform", "get_platform", "platform_names", "ut_platform", "DEFAULT_TARGET", "UnknownPlatformError"]
+__all__ = ["Platform", "CostTable", "CostEntry", "cost_table", "get_platform", "platform_names", "ut_platform", "DEFAULT_TARGET", "UnknownPlatformError"]
 
 DEFAULT_TARGET = "Ascend910B1"
 
@@ -54,14 +57,10 @@ class Platform:
     l0c: int
     l2: int
     hbm_bytes: int
-    cube_macs_per_cycle: dict = field(hash=False)
-    vector_bytes_per_cycle: int = 256
-    gm_bytes_per_cycle: int = 32
-    l2_read_bytes_per_cycle: int = 110
-    l2_write_bytes_per_cycle: int = 86
-    l1_to_l0a_bytes_per_cycle: int = 256
-    l1_to_l0b_bytes_per_cycle: int = 128
-    fixpipe_bytes_per_cycle: int = 64
+    #: the chip's HBM bandwidth (GB/s), the cap every core's GM traffic shares
+    hbm_gbytes_per_s: float = 1600.0
+    #: the name of this chip's core-generation cost table (``cost_tables`` in platforms.json)
+    cost_table: str = "dav_c220"
     cube_to_vector_on_chip: bool = False
     preload_depth: int = 2
     #: byte alignment of a buffer's start per on-chip space (memory planning)
@@ -88,6 +87,48 @@ class Platform:
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @property
+    def cost(self) -> "CostTable":
+        """The cost model's constants for this chip (its generation's table in ``cost_tables``)."""
+        return cost_table(self.cost_table)
+
+
+@dataclass(frozen=True)
+class CostEntry:
+    """One cost constant: its value, unit and where the number came from."""
+
+    name: str
+    value: object
+    unit: str
+    source: str
+
+
+class CostTable:
+    """The cost constants of one core generation (``cost_tables[name]`` in platforms.json): ``table.x`` is the
+    value of entry ``x``; ``table.entries`` every entry with its unit and source. An entry the cost model asks
+    for that the table lacks is a ``KeyError`` naming the table (never a default in code)."""
+
+    def __init__(self, name: str, raw: dict):
+        self.name = name
+        self.doc = raw.get("_doc", "")
+        self.entries = {k: CostEntry(k, v["value"], v["unit"], v["source"]) for k, v in raw.items()
+                        if not k.startswith("_")}
+
+    def __getattr__(self, key: str):
+        try:
+            return self.__dict__["entries"][key].value
+        except KeyError:
+            raise AttributeError(f"cost table {self.__dict__.get('name')!r} has no entry {key!r}") from None
+
+
+@lru_cache(maxsize=None)
+def cost_table(name: str) -> CostTable:
+    """The cost table ``name`` (``dav_c220`` for Atlas A2/A3, ``dav_c310`` for Ascend 950)."""
+    tables = _table()["cost_tables"]
+    if name not in tables:
+        raise UnknownPlatformError(f"cost_table={name!r} is not in the platform table; known: {', '.join(tables)}")
+    return CostTable(name, tables[name])
 
 
 @lru_cache(maxsize=1)

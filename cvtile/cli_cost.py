@@ -1,0 +1,131 @@
+"""The ``cvtile cost`` and ``cvtile trace`` commands: the cost model on a FusedInferAttentionScore call.
+
+``cvtile cost [the shape options of cvtile tiling] [--op fia] --target T [--json]`` builds the call the
+options describe (zero data: only shapes and lengths matter), runs the operator's host side and times
+every launch it makes with the cost model (``cvtile.sim.cost``): the estimated time, what bounds it
+(cube / vector / memory / sync / scalar / launch), the per-pipe busy fractions and the critical path's
+top source lines. ``cvtile trace [case options] -o DIR`` does the same for a ``cvtile run`` case (the
+default decode case with no option) and writes ``DIR/trace.json`` (Chrome trace: Perfetto or
+chrome://tracing opens it), ``DIR/timeline.png`` and ``DIR/roofline.png``. Exit status 0, or 2 with
+one line on stderr for a call op_host rejects or cvtile does not support.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["add_cost_parsers", "arrays_of_call"]
+
+
+def add_cost_parsers(sub, case_options) -> None:
+    from .cli_tiling import add_shape_options
+
+    doc = __doc__.split("\n\n")[1]
+    p = sub.add_parser("cost", help="estimate how fast the chip runs a FusedInferAttentionScore call",
+                       description=doc)
+    add_shape_options(p)
+    p.add_argument("--op", choices=("fia", "fas"), default="fia",
+                   help="the operator: fia = FusedInferAttentionScore (default); fas = FlashAttentionScore")
+    p.add_argument("--json", action="store_true", help="the report as JSON (estimated_us, bound, busy, ...)")
+    p.set_defaults(func=run_cost)
+    t = sub.add_parser("trace", help="write the cost model's timeline (Chrome trace) and PNGs for a case",
+                       description=doc)
+    case_options(t)
+    t.add_argument("-o", "--output", required=True, type=Path, help="directory for trace.json and the PNGs")
+    t.add_argument("--all-blocks", action="store_true",
+                   help="record every block of every core (default: the critical block only)")
+    t.set_defaults(func=run_trace)
+
+
+def _fail(cmd: str, msg: str) -> int:
+    print(f"cvtile {cmd}: {msg}", file=sys.stderr)
+    return 2
+
+
+def arrays_of_call(tensors: dict) -> dict:
+    """numpy stand-ins for a call's tensor metadata: zeros of each shape and dtype, the 2048x2048 mask template
+    for a sparse-mode mask, a block table numbering the blocks in order; length lists pass through."""
+    from .kernels.golden import mask_template
+    from .kernels.golden.dtypes import numpy_dtype
+
+    out = {}
+    for name, meta in tensors.items():
+        if not hasattr(meta, "shape"):
+            out[name] = list(meta)
+            continue
+        if name == "block_table":
+            out[name] = np.arange(int(np.prod(meta.shape)), dtype=np.int32).reshape(meta.shape)
+        elif name == "atten_mask" and tuple(meta.shape) == (2048, 2048):
+            out[name] = mask_template()
+        elif name in ("attention_out", "softmax_lse"):
+            continue
+        else:
+            out[name] = np.zeros(meta.shape, numpy_dtype(meta.dtype))
+    return out
+
+
+def run_cost(args) -> int:
+    from .cli_tiling import build_call
+    from .dsl.errors import CompilationError
+    from .kernels.errors import UnsupportedParameterError
+    from .kernels.fia.cost import fia_cost
+    from .sim.cost import ModelError
+    from .tiling.errors import ParamError
+    from .tiling.platform import UnknownPlatformError, get_platform
+
+    if args.op == "fas":
+        return _fail("cost", "--op fas: FlashAttentionScore is not implemented in cvtile yet (no kernel to time)")
+    try:
+        get_platform(args.target)
+        tensors, attrs = build_call(args)
+        arrays = arrays_of_call(tensors)
+        q, k, v = arrays.pop("query"), arrays.pop("key"), arrays.pop("value")
+        report = fia_cost(q, k, v, target=args.target, **arrays, **attrs)
+    except (ParamError, UnsupportedParameterError, UnknownPlatformError, ModelError, CompilationError) as e:
+        return _fail("cost", str(e).splitlines()[0])
+    if args.json:
+        print(report.to_json())
+    else:
+        print(report.summary())
+        for lc in report.launches:
+            print(f"  {lc.kernel}: critical path (block {lc.critical_block}) "
+                  + ", ".join(f"{k} {v / max(1e-9, sum(lc.path.values())):.0%}" for k, v in lc.path.items() if v))
+            for cycles, line, kind, pipe in lc.path_lines[:5]:
+                print(f"    {cycles / lc.clock_mhz:9.3f} us  {line:<28} {kind} ({pipe})")
+    return 0
+
+
+def run_trace(args) -> int:
+    from .cases import DEFAULT_CASES, make_inputs, with_options
+    from .cli import case_options_of
+    from .dsl.errors import CompilationError
+    from .kernels.errors import UnsupportedParameterError
+    from .kernels.fia.cost import fia_cost
+    from .sim.cost import ModelError, write_chrome_trace
+    from .sim.cost.plots import roofline_png, timeline_png
+    from .tiling.errors import ParamError
+    from .tiling.platform import UnknownPlatformError, get_platform
+
+    given = case_options_of(args)
+    spec = with_options(DEFAULT_CASES[0], name="custom", **given) if given else DEFAULT_CASES[0]
+    try:
+        platform = get_platform(spec.target)
+        q, k, v, kw = make_inputs(spec, args.seed)
+        report = fia_cost(q, k, v, target=spec.target, record="all" if args.all_blocks else "critical", **kw)
+    except (ParamError, UnsupportedParameterError, UnknownPlatformError, ModelError, CompilationError) as e:
+        return _fail("trace", str(e).splitlines()[0])
+    out = args.output
+    out.mkdir(parents=True, exist_ok=True)
+    trace = write_chrome_trace(report, out / "trace.json")
+    timeline = timeline_png(report, out / "timeline.png")
+    flops = sum(lc.flops for lc in report.launches)
+    roof = roofline_png(report, platform, out / "roofline.png", flops)
+    (out / "cost.json").write_text(report.to_json())
+    print(f"{spec.name}: {spec.describe()}")
+    print(report.summary())
+    print(f"wrote {trace}, {timeline}, {roof}, {out / 'cost.json'}")
+    return 0

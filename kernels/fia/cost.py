@@ -1,0 +1,58 @@
+"""The cost of a FusedInferAttentionScore call: the cost model on exactly what the operator launches.
+
+``fia_cost(query, key, value, **kwargs)`` takes the arguments of
+``npu_fused_infer_attention_score`` (torch_npu's names) plus ``target``,
+runs the operator's host side (checks, tiling, the kernels' compilation for
+the target) with launches recorded but not run, and times every launch with
+``cvtile.sim.cost`` (the attention kernel, then the flash-decode combine when
+the tiling splits the KV). The inputs' values matter only where the kernels
+read scalars (actual lengths, block tables, the tiling's per-core tables);
+zeros are a fine stand-in for the data.
+
+``useful_flops`` is the call's matmul work, 2·S1·S2·(D + Dv) per (batch,
+head) over the actual lengths, counted only for calls with no mask (sparse
+mode 0, no atten_mask; else 0 and no TFLOPS figure is claimed).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...dsl.jit import record_launches
+from ...sim.cost import CostReport, estimate_calls
+from .api import npu_fused_infer_attention_score
+
+__all__ = ["fia_cost", "useful_flops"]
+
+
+def fia_cost(query, key, value, *, target: str, record: str = "critical", **kwargs) -> CostReport:
+    """The cost report of ``npu_fused_infer_attention_score(query, key, value, target=target, **kwargs)``."""
+    with record_launches(run=False) as rec:
+        npu_fused_infer_attention_score(query, key, value, target=target, **kwargs)
+    return estimate_calls(rec.launches, target, flops=useful_flops(query, key, value, **kwargs), record=record)
+
+
+def useful_flops(query, key, value, *, input_layout="BSH", num_heads=1, actual_seq_lengths=None,
+                 actual_seq_lengths_kv=None, atten_mask=None, sparse_mode=0, block_table=None, **_) -> float:
+    if atten_mask is not None or sparse_mode != 0 or block_table is not None:
+        return 0.0
+    lay = input_layout.split("_")[0]
+    q, k, v = (np.asarray(x) for x in (query, key, value))
+    d, dv = q.shape[-1], v.shape[-1]
+    if lay in ("TND", "NTD"):
+        cq = [0] + list(actual_seq_lengths)
+        ck = [0] + list(actual_seq_lengths_kv)
+        pairs = sum((cq[i + 1] - cq[i]) * (ck[i + 1] - ck[i]) for i in range(len(cq) - 1))
+        return 2.0 * num_heads * pairs * (d + dv)
+    if lay == "BSH":
+        b, s1 = q.shape[0], q.shape[1]
+        s2 = k.shape[1]
+        d = q.shape[2] // num_heads
+        dv = d * v.shape[2] // k.shape[2] if k.shape[2] else d
+    elif lay == "BSND":
+        b, s1, s2 = q.shape[0], q.shape[1], k.shape[1]
+    else:  # BNSD
+        b, s1, s2 = q.shape[0], q.shape[2], k.shape[2]
+    lq = list(actual_seq_lengths) if actual_seq_lengths is not None else [s1] * b
+    lk = list(actual_seq_lengths_kv) if actual_seq_lengths_kv is not None else [s2] * b
+    return 2.0 * num_heads * sum(x * y for x, y in zip(lq, lk)) * (d + dv)

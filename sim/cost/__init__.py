@@ -1,0 +1,129 @@
+"""The cost model: how long the chip would run a kernel, and what bounds it.
+
+It times exactly the programs the chip runs: the final IR after every pass
+(the AIC and AIV programs, pipelined, with the flags and events insert_sync
+placed and the memory plan), interpreted with one launch's real arguments
+(``schedule``), with per-op durations from the target's cost table in the
+platform table (``durations``; ``Platform.cost``). ``report`` turns the
+schedule into the estimate: time, bound, per-pipe busy fractions and the
+critical path; ``chrome_trace`` writes the timeline for Perfetto, ``plots``
+the timeline and roofline PNGs.
+
+Entry points: ``estimate(compiled, grid, args)`` for one launch,
+``estimate_calls(launch_records, target)`` for what an operator API
+launched (``cvtile.dsl.record_launches(run=False)``), and ``k.cost(...)`` on
+a compiled kernel.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .chrome_trace import short_loc, write_chrome_trace
+from .report import CostReport, LaunchCost, categorise
+from .schedule import Launch, ModelError, run_group, tensors_of
+
+__all__ = ["estimate", "estimate_calls", "CostReport", "LaunchCost", "ModelError", "write_chrome_trace"]
+
+
+def _physical_cores(kernel, platform) -> int:
+    programs = kernel.programs()
+    if "aic" in programs:
+        return platform.aic
+    return platform.aiv
+
+
+def estimate(compiled, grid: int, args: list, *, flops: float = 0.0, record: str = "critical") -> LaunchCost:
+    """Time one launch of ``compiled`` (a ``CompiledKernel``) on ``grid`` blocks with runtime ``args``.
+    ``record``: whose spans to keep for a trace: ``"critical"`` (the block that finishes last), ``"all"``
+    (every block, placed on its core's timeline) or ``"none"``."""
+    if record not in ("critical", "all", "none"):
+        raise ValueError(f"record must be 'critical', 'all' or 'none', got {record!r}")
+    kernel = compiled.compilation.final
+    platform = compiled.platform
+    cost = platform.cost
+    tensors, scalars = tensors_of(kernel, args, grid)
+    launch = Launch(kernel, platform, grid, tensors, scalars, gm_rate_scale=1.0)
+    ncores = min(grid, _physical_cores(kernel, platform))
+    block_cycles, per_core, starts, recorded = [], [0.0] * ncores, [], []
+    busy_sum: dict = defaultdict(lambda: defaultdict(float))
+    instances: dict = defaultdict(int)
+    for blk in range(grid):
+        cycles, clocks = run_group(launch, blk, record=record == "all")
+        block_cycles.append(cycles)
+        starts.append(per_core[blk % ncores] + cost.block_start_cycles)
+        per_core[blk % ncores] += cycles + cost.block_start_cycles
+        if record == "all":
+            recorded.append((blk, starts[-1], [s for c in clocks for s in c.spans]))
+        for c in clocks:
+            ctype = "aic" if c.role == "aic" else "aiv"
+            instances[ctype] += 1
+            for pipe, b in c.busy.items():
+                if b:
+                    busy_sum[ctype][pipe] += b
+    compute = max(per_core) if per_core else 0.0
+    waves = -(-grid // ncores) if ncores else 0
+    # busy fractions over the time each instance's physical core exists: (instances / waves) cores of that type
+    busy = {}
+    for ctype, d in busy_sum.items():
+        cores_of_type = instances[ctype] / max(1, waves)
+        busy[ctype] = {p: b / (cores_of_type * compute) for p, b in sorted(d.items())} if compute else {}
+    crit = max(range(grid), key=lambda b: block_cycles[b]) if grid else 0
+    if record == "all":
+        spans = recorded[crit][2]
+    else:
+        _, clocks = run_group(launch, crit, record=True)
+        spans = [s for c in clocks for s in c.spans]
+        if record == "critical":
+            recorded = [(crit, starts[crit], spans)]
+    path, lines = _critical_path(spans)
+    gm_bytes = _gm_bytes(kernel, args)
+    hbm_floor = gm_bytes / (platform.hbm_gbytes_per_s * 1e9) * platform.clock_mhz * 1e6
+    return LaunchCost(kernel=compiled.name, target=platform.name, grid=grid, cores=ncores, waves=waves,
+                      clock_mhz=platform.clock_mhz, launch_cycles=cost.launch_cycles, compute_cycles=compute,
+                      hbm_floor_cycles=hbm_floor, gm_bytes=gm_bytes, busy=busy, path=path, path_lines=lines,
+                      block_cycles=block_cycles, recorded=recorded, critical_block=crit, flops=flops)
+
+
+def _gm_bytes(kernel, args) -> int:
+    """Compulsory HBM traffic: every user tensor argument once (read or written)."""
+    import numpy as np
+
+    return int(sum(np.asarray(a).nbytes for a in args if hasattr(a, "shape") and np.ndim(a) > 0))
+
+
+def _critical_path(spans: list) -> tuple:
+    """Follow the causes back from the last span: cycles per category, and the top source lines on the path."""
+    path = {"cube": 0.0, "vector": 0.0, "memory": 0.0, "sync": 0.0, "scalar": 0.0}
+    if not spans:
+        return path, []
+    by_line: dict = defaultdict(float)
+    meta: dict = {}
+    cur = max(spans, key=lambda s: s.end)
+    seen = set()
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        dur = cur.end - cur.start
+        cat = categorise(cur.pipe)
+        path[cat] += dur
+        key = short_loc(cur.op.loc if cur.op is not None else None)
+        by_line[key] += dur
+        meta[key] = (cur.op.kind if cur.op is not None else "?", cur.pipe)
+        prev = cur.cause
+        gap = cur.start - (prev.end if prev is not None else 0.0)
+        if gap > 0:
+            via_sync = cur.flow is not None or (prev is not None and prev.role != cur.role) or \
+                (prev is not None and prev.pipe != cur.pipe and prev.op is not cur.op)
+            path["sync" if via_sync else "scalar"] += gap
+        cur = prev
+    top = sorted(by_line.items(), key=lambda kv: -kv[1])[:8]
+    return path, [(c, line, *meta[line]) for line, c in top]
+
+
+def estimate_calls(records: list, target=None, *, flops: float = 0.0, record: str = "critical") -> CostReport:
+    """The estimate of launches an operator API made (``record_launches`` records), run one after another
+    (``flops``: the call's useful work, credited to its first launch for the TFLOPS figure)."""
+    launches = [estimate(r.kernel, r.grid, r.args, flops=flops if i == 0 else 0.0, record=record)
+                for i, r in enumerate(records)]
+    name = target.name if hasattr(target, "name") else (target or (launches[0].target if launches else "?"))
+    return CostReport(launches, name)

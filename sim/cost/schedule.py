@@ -1,0 +1,524 @@
+"""Scheduling the programs the chip runs: each core's pipes, its events, the flags between a group's cores.
+
+Model
+-----
+The input is the final IR (after every pass: the AIC and AIV programs,
+pipelined, with their memory plan and every flag and event insert_sync
+placed) and one launch's runtime arguments. Each program is *interpreted*:
+scalars are computed exactly (loop bounds, branch conditions, valid
+extents; scalar GM reads read the real argument), tiles are only their valid
+extents, so the time of every op follows from what it really moves.
+
+One core = one in-order scalar issue unit feeding in-order pipe queues (MTE2,
+MTE1, M, FIX, V, MTE3; S is the issue unit itself), as on the chip:
+
+* a tile op is issued at the issue clock (which advances by one scalar op) and
+  starts when its pipe is free: ``start = max(issue, pipe_free[pipe])``; it
+  holds the pipe for its duration (``durations``);
+* ``event_set{src, dst}`` fires when pipe src has finished its earlier work;
+  ``event_wait`` holds pipe dst until the matching set fired (sets and waits
+  pair in FIFO order per (src, dst, id), as the hardware counts them);
+  ``barrier`` holds later work of its pipe (all pipes for PIPE_ALL) until the
+  earlier work is done;
+* ``flag_set{pipe}`` fires when that pipe has finished its earlier work and
+  arrives ``flag_latency_cycles`` later; ``flag_wait`` blocks the issue unit
+  until the flag has arrived (the AIC's wait needs both AIVs' sets, an AIV's
+  wait the AIC's set: mode 2 of CrossCoreSetFlag, as the simulator counts);
+* scalar ops advance the issue clock by their cost.
+
+A core group (one AIC, two AIVs) runs its three programs as coroutines that
+meet only at flags: a program runs until it waits on a flag nobody has set
+yet, then the next one runs; the k-th wait on a flag takes the k-th set, so
+the result does not depend on the interleaving. A round in which no program
+moves is a deadlock (``ModelError``). A block's time is the latest pipe or
+issue clock of its programs.
+
+Blocks beyond the core count run in waves: block b runs on physical core
+b mod cores after the previous block on it (plus the per-block dispatch
+cost); the kernel time is the launch overhead plus the busiest core's time,
+and never less than the compulsory HBM traffic at the chip's bandwidth.
+
+Invariants: deterministic (no wall clock, no randomness); every op of every
+program is visited in its program's order; a recorded span's ``cause`` names
+what decided its start (its pipe, the issue clock, an event or a flag), which
+is what the critical path follows.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import deque
+
+import numpy as np
+
+from ...dsl.errors import CompilationError
+from ...dsl.ir import Value
+from ...dsl.ops import SCALAR_BINARY
+from .durations import scalar_cost, tile_cost
+from .loop_memo import core_local, free_inputs, relevant_values
+
+__all__ = ["ModelError", "Span", "CoreClock", "run_group"]
+
+PIPES = ("S", "MTE2", "MTE1", "M", "FIX", "V", "MTE3")
+
+
+class ModelError(CompilationError):
+    """The cost model cannot time this program (a deadlock, an event waited before it is ever set)."""
+
+
+class Span:
+    """One op on one pipe of one core: [start, end) in cycles from the block's start."""
+
+    __slots__ = ("role", "pipe", "start", "end", "op", "cause", "flow")
+
+    def __init__(self, role, pipe, start, end, op, cause, flow=None):
+        self.role, self.pipe, self.start, self.end, self.op, self.cause, self.flow = \
+            role, pipe, start, end, op, cause, flow
+
+
+class CoreClock:
+    """The issue clock and pipe clocks of one program instance (one AIC or one AIV)."""
+
+    def __init__(self, role: str, record: bool):
+        self.role = role
+        self.t = 0.0
+        self.free = dict.fromkeys(PIPES, 0.0)
+        self.last = dict.fromkeys(PIPES, None)       # the span that last held each pipe (record mode)
+        self.busy = dict.fromkeys(PIPES, 0.0)
+        self.flag_stall = 0.0
+        self.events: dict = {}
+        self.spans: list | None = [] if record else None
+        self.issue_cause = None
+
+    def run(self, pipe: str, cycles: float, op, earliest: float = 0.0, after=None) -> float:
+        """Issue ``op`` on ``pipe`` for ``cycles``, not before ``earliest`` (the previous piece ``after``)."""
+        free = self.free[pipe]
+        start = max(self.t, free, earliest)
+        end = start + cycles
+        self.free[pipe] = end
+        self.busy[pipe] += cycles
+        if self.spans is not None:
+            if start == earliest and after is not None:
+                cause = after
+            elif start == free:
+                cause = self.last[pipe]
+            else:
+                cause = self.issue_cause
+            span = Span(self.role, pipe, start, end, op, cause)
+            self.spans.append(span)
+            self.last[pipe] = span
+            return span
+        return end
+
+    def finish(self) -> float:
+        return max(self.t, max(self.free.values()))
+
+    # ---- loop replay (see loop_memo): the state relative to the issue clock, and a loop's effect on it
+    def normalise(self) -> None:
+        """Move pipe free times and pending event sets that lie before the issue clock up to it (neutral for
+        every later op: each starts at max(issue, free) and an event only ever raises a free time)."""
+        t = self.t
+        for p, f in self.free.items():
+            if f < t:
+                self.free[p] = t
+        for q in self.events.values():
+            for i, (w, src) in enumerate(q):
+                if w < t:
+                    q[i] = (t, src)
+
+    def relative_state(self) -> tuple:
+        t = self.t
+        return (tuple(self.free[p] - t for p in PIPES),
+                tuple(sorted((k, tuple(w - t for w, _ in q)) for k, q in self.events.items() if q)))
+
+    def snapshot(self) -> tuple:
+        return self.t, dict(self.busy)
+
+    def effect_since(self, snap) -> tuple:
+        t0, busy0 = snap
+        return (self.t - t0, self.relative_state(), {p: b - busy0[p] for p, b in self.busy.items() if b != busy0[p]})
+
+    def replay(self, effect) -> None:
+        dt, (free, events), dbusy = effect
+        self.t += dt
+        t = self.t
+        for p, f in zip(PIPES, free):
+            self.free[p] = t + f
+        self.events = {k: deque((t + w, None) for w in q) for k, q in events}
+        for p, b in dbusy.items():
+            self.busy[p] += b
+
+
+class _Env:
+    """Runtime values: scalars as Python numbers, tiles as their valid extents (tuples of ints)."""
+
+    __slots__ = ("vals",)
+
+    def __init__(self):
+        self.vals: dict = {}
+
+    def __call__(self, x):
+        if isinstance(x, Value):
+            if x.const is not None:
+                return x.const
+            return self.vals[x.id]
+        return x
+
+
+def _sbin(fn):
+    """A scalar binary op as the cost model evaluates it: a division by zero gives 0 (the simulator reports it;
+    here it only decides a count that the check op before it would have rejected)."""
+    def run(a, b):
+        try:
+            return fn(a, b)
+        except ZeroDivisionError:
+            return 0
+    return run
+
+
+class Launch:
+    """What every program of one launch reads: the kernel, the target's cost table, the argument arrays."""
+
+    def __init__(self, kernel, platform, grid: int, tensors: dict, scalars: dict, gm_rate_scale: float):
+        self.kernel = kernel
+        self.platform = platform
+        self.cost = platform.cost
+        self.grid = grid
+        self.tensors = tensors          # value id -> flat numpy array (user dtype) and its shape
+        self.scalars = scalars          # value id -> Python scalar
+        self.gm_rate_scale = gm_rate_scale
+        self._steps: dict = {}
+
+    def steps(self, core: str) -> list:
+        """The compiled steps of program ``core`` (built once per launch; their tile memos are shared)."""
+        got = self._steps.get(core)
+        if got is None:
+            block = self.kernel.programs()[core]
+            got = self._steps[core] = _compile_block(block, self, relevant_values(block))
+        return got
+
+
+class _Group:
+    """The flags between the AIC and the AIVs of one core group (arrival times, FIFO per flag)."""
+
+    def __init__(self, n_aiv: int):
+        self.to_aiv = [dict() for _ in range(n_aiv)]
+        self.to_aic = [dict() for _ in range(n_aiv)]
+        self.progress = 0
+
+
+_S_SCALAR, _S_FOR, _S_IF, _S_YIELD, _S_SYNC, _S_TILE = range(6)
+
+_SBIN = {name: _sbin(fn) for name, fn in SCALAR_BINARY.items()}
+
+
+def _getter(x):
+    """A function of the value table giving operand ``x`` (a constant, a Value's runtime value, or an int)."""
+    if isinstance(x, Value):
+        if x.const is not None:
+            c = x.const
+            return lambda vals: c
+        return operator.itemgetter(x.id)
+    return lambda vals: x
+
+
+def _scalar_fn(op, launch):
+    kind = op.kind
+    rid = op.results[0].id if op.results else None
+    g = [_getter(x) for x in op.args]
+    if kind == "const":
+        c = op.results[0].const
+        return lambda vals, blk, sub: vals.__setitem__(rid, c)
+    if kind == "sbin":
+        name = op.attrs["op"]
+        ga, gb = g
+        f = _SBIN.get(name)
+        if f is None:
+            raise ModelError(f"cost model: scalar op {name!r} is not modelled", op.loc)
+        return lambda vals, blk, sub: vals.__setitem__(rid, f(ga(vals), gb(vals)))
+    if kind == "sun":
+        name = op.attrs["op"]
+        (ga,) = g
+        f = {"neg": operator.neg, "not": operator.not_, "abs": abs}[name]
+        return lambda vals, blk, sub: vals.__setitem__(rid, f(ga(vals)))
+    if kind == "scast":
+        to = op.results[0].type.dtype
+        f = float if to.is_float else bool if to.is_bool else int
+        (ga,) = g
+        return lambda vals, blk, sub: vals.__setitem__(rid, f(ga(vals)))
+    if kind == "sselect":
+        gc, ga, gb = g
+        return lambda vals, blk, sub: vals.__setitem__(rid, ga(vals) if gc(vals) else gb(vals))
+    if kind == "sload":
+        tid = op.args[0].id
+        go = g[1]
+
+        def sload(vals, blk, sub):
+            x = vals[tid][0][int(go(vals))]
+            vals[rid] = x.item() if hasattr(x, "item") else x
+        return sload
+    if kind == "dim":
+        tid, axis = op.args[0].id, op.attrs["axis"]
+        return lambda vals, blk, sub: vals.__setitem__(rid, int(vals[tid][1][axis]))
+    if kind == "block_idx":
+        return lambda vals, blk, sub: vals.__setitem__(rid, blk)
+    if kind == "block_num":
+        grid = launch.grid
+        return lambda vals, blk, sub: vals.__setitem__(rid, grid)
+    if kind == "subblock_idx":
+        return lambda vals, blk, sub: vals.__setitem__(rid, sub)
+    if kind == "check":
+        return lambda vals, blk, sub: None
+    raise ModelError(f"cost model: scalar op {kind!r} is not modelled", op.loc)
+
+
+class _TileStep:
+    """A tile op with its memo: (operand extents, valid scalars) -> (result extents, spans)."""
+
+    __slots__ = ("op", "rid", "tile_ids", "scalar_gs", "window_gs", "memo", "launch")
+
+    def __init__(self, op, launch):
+        self.op = op
+        self.launch = launch
+        self.rid = op.results[0].id if op.results else None
+        self.tile_ids = tuple(v.id for v in op.args if v.is_tile)
+        self.scalar_gs = tuple(_getter(v) for v in op.args if not v.is_tile)
+        self.window_gs = tuple(_getter(d.valid) for w in op.windows.values() for d in w.dims)
+        self.memo = {}
+
+    def resolve(self, vals):
+        key = (tuple(vals[i] for i in self.tile_ids), tuple(g(vals) for g in self.scalar_gs),
+               tuple(g(vals) for g in self.window_gs))
+        got = self.memo.get(key)
+        if got is None:
+            got = self.memo[key] = self._compute(vals)
+        return got
+
+    def _compute(self, vals):
+        op, launch = self.op, self.launch
+        env = _Env()
+        env.vals = vals
+
+        def ext_of(v):
+            return vals[v.id]
+
+        def window_ext(w):
+            return tuple(int(env(d.valid)) for d in w.dims)
+
+        ext = tuple(int(env(e)) for e in op.defn.valid(op, ext_of)) if self.rid is not None else None
+        if self.rid is not None:
+            vals[self.rid] = ext       # tile_cost reads the result's extents
+        pieces = []
+        for p in tile_cost(op, ext_of, window_ext, launch.cost):
+            cycles = p.cycles * launch.gm_rate_scale if p.pipe == "MTE2" else p.cycles
+            pieces.append((p.pipe, cycles, p.overlap))
+        return ext, tuple(pieces)
+
+
+def _compile_block(block, launch, relevant: set) -> list:
+    steps = []
+    for op in block.ops:
+        kind = op.kind
+        cat = op.defn.category
+        if cat == "scalar":
+            steps.append((_S_SCALAR, _scalar_fn(op, launch), scalar_cost(op, launch.cost)))
+        elif kind == "for":
+            body = op.blocks[0]
+            iv, *carried = body.args
+            memo = (*free_inputs(op, relevant), {}) if core_local(op) else None
+            steps.append((_S_FOR, tuple(_getter(x) for x in op.args[:3]), iv.id, tuple(a.id for a in carried),
+                          tuple(_getter(x) for x in op.args[3:]), _compile_block(body, launch, relevant),
+                          tuple(r.id for r in op.results), memo))
+        elif kind == "if":
+            steps.append((_S_IF, _getter(op.args[0]), _compile_block(op.blocks[0], launch, relevant),
+                          _compile_block(op.blocks[1], launch, relevant) if len(op.blocks) > 1 else None,
+                          tuple(r.id for r in op.results)))
+        elif kind == "yield":
+            steps.append((_S_YIELD, tuple(_getter(x) for x in op.args)))
+        elif cat == "sync":
+            steps.append((_S_SYNC, op))
+        else:
+            steps.append((_S_TILE, _TileStep(op, launch)))
+    return steps
+
+
+def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, group: _Group, clock: CoreClock):
+    """Interpret one program on ``clock``; yields when it waits on a flag that has not been set yet."""
+    vals: dict = {}
+    for vid, arr in launch.tensors.items():
+        vals[vid] = arr
+    vals.update(launch.scalars)
+    cost = launch.cost
+    loop_cycles = cost.scalar_op_cycles
+    n_aiv = len(group.to_aiv)
+    record = clock.spans is not None
+
+    def run_steps(steps):
+        for st in steps:
+            tag = st[0]
+            if tag == _S_SCALAR:
+                st[1](vals, blk, sub)
+                clock.t += st[2]
+            elif tag == _S_TILE:
+                step = st[1]
+                ext, pieces = step.resolve(vals)
+                if step.rid is not None:
+                    vals[step.rid] = ext
+                clock.t += loop_cycles
+                earliest, prev = 0.0, None
+                for pipe, cycles, overlap in pieces:
+                    got = clock.run(pipe, cycles, step.op, earliest, prev)
+                    if record:
+                        prev, end = got, got.end
+                    else:
+                        end = got
+                    earliest = end - cycles + cycles / overlap if overlap > 1 else end
+            elif tag == _S_FOR:
+                glo, ghi, gstep = st[1]
+                iv, carried, inits, body, results, memo = st[2], st[3], st[4], st[5], st[6], st[7]
+                clock.normalise()
+                key = None
+                if memo is not None and not record:
+                    key = (tuple(vals.get(i) for i in memo[0]), tuple(vals.get(i) for i in memo[1]),
+                           clock.relative_state())
+                    hit = memo[2].get(key)
+                    if hit is not None:
+                        clock.replay(hit[0])
+                        for r, v in zip(results, hit[1]):
+                            vals[r] = v
+                        continue
+                    start = clock.snapshot()
+                cur = [g(vals) for g in inits]
+                for i in range(int(glo(vals)), int(ghi(vals)), int(gstep(vals))):
+                    vals[iv] = i
+                    for a, v in zip(carried, cur):
+                        vals[a] = v
+                    cur = yield from run_steps(body)
+                    clock.t += loop_cycles
+                for r, v in zip(results, cur):
+                    vals[r] = v
+                if key is not None:
+                    memo[2][key] = (clock.effect_since(start), tuple(cur))
+            elif tag == _S_IF:
+                clock.t += loop_cycles
+                arm = st[2] if st[1](vals) else st[3]
+                if arm is not None:
+                    got = yield from run_steps(arm)
+                    for r, v in zip(st[4], got):
+                        vals[r] = v
+            elif tag == _S_YIELD:
+                return [g(vals) for g in st[1]]
+            else:
+                yield from _sync(st[1])
+        return []
+
+    def _sync(op):
+        kind = op.kind
+        a = op.attrs
+        if kind == "event_set":
+            key = (a["src"], a["dst"], a["id"])
+            when = max(clock.t, clock.free[a["src"]]) + cost.event_latency_cycles
+            clock.events.setdefault(key, deque()).append((when, clock.last[a["src"]]))
+        elif kind == "event_wait":
+            key = (a["src"], a["dst"], a["id"])
+            q = clock.events.get(key)
+            if not q:
+                raise ModelError(f"cost model: event {a['src']}->{a['dst']} id {a['id']} is waited before it is "
+                                 f"set in program order ({role})", op.loc)
+            when, src_span = q.popleft()
+            dst = a["dst"]
+            if when > clock.free[dst]:
+                clock.free[dst] = when
+                if record:
+                    clock.last[dst] = src_span
+        elif kind == "barrier":
+            pipe = a["pipe"]
+            if pipe == "ALL":
+                clock.t = clock.finish() + cost.barrier_cycles
+            else:
+                clock.free[pipe] = max(clock.free[pipe], clock.t) + cost.barrier_cycles
+        elif kind == "flag_set":
+            pipe = a["pipe"]
+            when = max(clock.t, clock.free[pipe]) + cost.flag_latency_cycles
+            item = (when, clock.last[pipe], op)
+            fid = a["id"]
+            if role == "aic":
+                for k in range(n_aiv):
+                    group.to_aiv[k].setdefault(fid, deque()).append(item)
+            else:
+                group.to_aic[sub].setdefault(fid, deque()).append(item)
+            group.progress += 1
+        elif kind == "flag_wait":
+            fid = a["id"]
+            queues = group.to_aic if role == "aic" else [group.to_aiv[sub]]
+            while any(not q.get(fid) for q in queues):
+                yield op
+            arrivals = [q[fid].popleft() for q in queues]
+            when, src_span, set_op = max(arrivals, key=lambda x: x[0])
+            group.progress += 1
+            if when > clock.t:
+                clock.flag_stall += when - clock.t
+                clock.t = when
+                if record:
+                    clock.issue_cause = src_span
+                    clock.spans.append(Span(role, "S", when, when, op, src_span, flow=set_op))
+        else:
+            raise ModelError(f"cost model: sync op {kind!r} is not modelled", op.loc)
+
+    return (yield from run_steps(steps))
+
+
+def run_group(launch: Launch, blk: int, record: bool = False) -> tuple:
+    """Run core group (or single core) ``blk`` of the launch: (cycles, [CoreClock per program instance])."""
+    programs = launch.kernel.programs()
+    n_aiv = launch.platform.cv_ratio if "aic" in programs else 1
+    group = _Group(n_aiv if "aiv" in programs else 0)
+    runs = []
+    if "aic" in programs:
+        clock = CoreClock("aic", record)
+        runs.append((clock, _program_gen(launch, launch.steps("aic"), "aic", 0, blk, group, clock)))
+    if "aiv" in programs:
+        for k in range(n_aiv):
+            clock = CoreClock(f"aiv{k}", record)
+            runs.append((clock, _program_gen(launch, launch.steps("aiv"), f"aiv{k}", k, blk, group, clock)))
+    alive = list(runs)
+    waiting: dict = {}
+    while alive:
+        before = group.progress
+        still = []
+        for clock, gen in alive:
+            try:
+                waiting[clock.role] = next(gen)
+                still.append((clock, gen))
+            except StopIteration:
+                waiting.pop(clock.role, None)
+                group.progress += 1
+        if still and group.progress == before:
+            sites = "; ".join(f"{role} waits on flag {op.attrs.get('name')} (id {op.attrs.get('id')}) at {op.loc}"
+                              for role, op in waiting.items())
+            raise ModelError(f"cost model: deadlock in core group {blk}: {sites}")
+        alive = still
+    clocks = [c for c, _ in runs]
+    return max(c.finish() for c in clocks), clocks
+
+
+def tensors_of(kernel, args: list, grid: int) -> tuple:
+    """The launch's GM tensors (value id -> (flat array, shape)) and scalars (value id -> number)."""
+    from ..launch import workspace_views
+
+    tensors, scalars = {}, {}
+    params = [p for p in kernel.params if p.kind != "constexpr"]
+    user = [p for p in params if p.kind != "workspace"]
+    values = dict(zip([p.name for p in user], args))
+    ws = iter(workspace_views(kernel, grid))
+    for p, v in zip(params, kernel.args):
+        if p.kind == "workspace":
+            arr = next(ws)
+            tensors[v.id] = (arr, arr.shape)
+        elif p.kind == "tensor":
+            arr = np.asarray(values[p.name])
+            tensors[v.id] = (arr.reshape(-1), arr.shape)
+        else:
+            x = values[p.name]
+            scalars[v.id] = x.item() if hasattr(x, "item") else x
+    return tensors, scalars
