@@ -20,7 +20,7 @@ table (``Platform.cost``; each entry names its source):
 * vector ops (V): an instruction head plus the elements (valid rows times the
   valid columns rounded up to a 32-byte block, as the vector unit reads UB)
   at the rate of the op's class (binary, scalar operand, exp, div, cast,
-  compare/select, dup, per-row reduce), plus a per-row cost where an operand
+  compare/select, dup; a row reduce adds a per-row term), plus a per-row cost where an operand
   is broadcast along the rows (the chip expands it first);
 * views (``expand``, ``slice_rows``) cost nothing; scalar ops cost a scalar
   issue; a scalar GM read the data-cache miss.
@@ -158,7 +158,7 @@ def _vector_cycles(op, ext_of, cost) -> float:
         x = op.args[0]
         r, c = _rows_cols(ext_of(x))
         elems = r * _block_cols(c, x.type.dtype.itemsize)
-        return cost.vec_reduce_head_cycles + elems / cost.vec_reduce_elems_per_cycle
+        return cost.vec_reduce_head_cycles + elems / cost.vec_reduce_elems_per_cycle + r * cost.vec_reduce_row_cycles
     elems = rows * _block_cols(cols, t.dtype.itemsize)
     extra = 0.0
     if kind in ("create", "iota"):

@@ -1,0 +1,252 @@
+"""The cost model: its table, its schedule's invariants, what it says bounds a kernel, and its outputs.
+
+The kernels here are small DSL kernels whose character is known by construction (a matmul loop with
+nothing else is cube work; a long elementwise chain on a tile already in UB is vector work; a copy of
+a large tensor is GM traffic; a one-element kernel is launch overhead), plus the FIA kernels on the
+``cvtile run`` default cases and every example.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cvtile.dsl as ct
+from cvtile.cases import DEFAULT_CASES, make_inputs
+from cvtile.dsl.jit import record_launches
+from cvtile.kernels.fia.cost import fia_cost, useful_flops
+from cvtile.sim.cost import ModelError, estimate, estimate_calls, write_chrome_trace
+from cvtile.sim.cost.plots import roofline_png, timeline_png
+from cvtile.tiling.platform import cost_table, get_platform, platform_names
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@ct.jit
+def matmul_loop(a, b, out, K: ct.constexpr, STEPS: ct.constexpr):
+    with ct.cube():
+        a1 = ct.load(a[0:256, 0:K])
+        b1 = ct.load(b[0:K, 0:128])
+        c = ct.mma(a1, b1)
+        for _ in range(STEPS):
+            c = ct.mma(a1, b1, acc=c)                   # 256x64 @ 64x128: its L1->L0 moves are shorter than it
+        ct.store(out[0:256, 0:128], c)                  # L0C -> GM through the fixpipe (casts to fp16)
+
+
+@ct.jit
+def vector_chain(x, out, STEPS: ct.constexpr):
+    with ct.vector():
+        t = ct.load(x[0:64, 0:256])
+        for _ in range(STEPS):
+            t = ct.exp(t * 0.5) - t
+        ct.store(out[0:64, 0:256], t)
+
+
+@ct.jit
+def copy_rows(x, out, N: ct.constexpr, BLOCK: ct.constexpr):
+    for r0 in range(ct.block_idx() * BLOCK, N, ct.block_num() * BLOCK):
+        n = min(BLOCK, N - r0)
+        with ct.vector():
+            ct.store(out[ct.ds(r0, BLOCK, valid=n), 0:256], ct.load(x[ct.ds(r0, BLOCK, valid=n), 0:256]))
+
+
+def _matmul(steps=64, grid=1, target="Ascend910B2"):
+    a = np.zeros((256, 64), np.float16)
+    b = np.zeros((64, 128), np.float16)
+    out = np.zeros((256, 128), np.float16)
+    return matmul_loop.on(target).cost(grid, a, b, out, K=64, STEPS=steps)
+
+
+def _example(name):
+    spec = importlib.util.spec_from_file_location(f"cost_{name}", ROOT / "examples" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ------------------------------------------------------------------ the table
+
+
+def test_every_cost_entry_has_a_value_a_unit_and_a_source():
+    names = {get_platform(p).cost_table for p in platform_names()}
+    assert names == {"dav_c220", "dav_c310"}
+    keys = None
+    for name in names:
+        table = cost_table(name)
+        for e in table.entries.values():
+            assert e.unit and len(e.source) > 10, e
+        keys = keys or set(table.entries)
+        assert set(table.entries) == keys, f"{name} lacks or adds entries: {set(table.entries) ^ keys}"
+
+
+def test_the_measured_chips_are_in_the_platform_table():
+    b2, b3 = get_platform("Ascend910B2"), get_platform("Ascend910B3")
+    assert (b2.aic, b2.aiv, b2.clock_mhz, b2.hbm_gbytes_per_s) == (24, 48, 1800, 1600)
+    assert (b3.aic, b3.aiv, b3.clock_mhz) == (20, 40, 1800)
+
+
+def test_a_missing_cost_entry_is_an_error_naming_it():
+    with pytest.raises(AttributeError, match="no entry 'no_such_rate'"):
+        cost_table("dav_c220").no_such_rate
+
+
+# ------------------------------------------------------------------ the schedule
+
+
+def test_the_estimate_is_deterministic():
+    a, b = _matmul(), _matmul()
+    assert a.block_cycles == b.block_cycles and a.estimated_us == b.estimated_us
+
+
+def test_a_matmul_loop_is_cube_bound_and_scales_with_its_work():
+    short, long = _matmul(steps=16), _matmul(steps=64)
+    assert long.bound == "cube"
+    assert long.busy["aic"]["M"] > 0.8
+    # 256x64x128 fp16 = 16*4*8 fractals per mma at one cycle each plus the head
+    per_mma = (long.compute_cycles - short.compute_cycles) / 48
+    table = get_platform("Ascend910B2").cost
+    assert per_mma == pytest.approx(16 * 4 * 8 + table.mma_head_cycles, rel=0.02)
+
+
+def test_a_vector_chain_is_vector_bound():
+    x = np.zeros((64, 256), np.float32)
+    lc = vector_chain.cost(1, x, np.zeros_like(x), STEPS=40)
+    assert lc.bound == "vector" and lc.busy["aiv"]["V"] > 0.8
+
+
+def test_a_large_copy_is_memory_bound_and_a_tiny_kernel_launch_bound():
+    big = np.zeros((1 << 16, 256), np.float16)
+    lc = copy_rows.cost(48, big, np.zeros_like(big), N=1 << 16, BLOCK=64)
+    assert lc.bound == "memory"
+    tiny = np.zeros((8, 256), np.float16)
+    assert copy_rows.cost(1, tiny, np.zeros_like(tiny), N=8, BLOCK=8).bound == "launch"
+
+
+def test_blocks_beyond_the_cores_run_in_waves():
+    one, two = _matmul(grid=24), _matmul(grid=48)
+    assert (one.waves, two.waves, two.cores) == (1, 2, 24)
+    table = get_platform("Ascend910B2").cost
+    assert two.compute_cycles == pytest.approx(2 * one.compute_cycles, rel=1e-9)
+    assert two.cycles - one.cycles == pytest.approx(one.compute_cycles, rel=1e-9)
+    assert one.launch_cycles == table.launch_cycles
+
+
+def test_replayed_loops_time_exactly_as_interpreted_ones():
+    """Loop replay (loop_memo) is off while spans are recorded: both runs must agree."""
+    spec = DEFAULT_CASES[1]
+    q, k, v, kw = make_inputs(spec, 0)
+    fast = fia_cost(q, k, v, target=spec.target, record="none", **kw)
+    full = fia_cost(q, k, v, target=spec.target, record="all", **kw)
+    for a, b in zip(fast.launches, full.launches):
+        assert a.block_cycles == pytest.approx(b.block_cycles, rel=1e-9)
+
+
+def test_a_dropped_flag_is_a_deadlock_the_model_reports():
+    mod = _example("03_flash_attention")
+    S, D = 128, 64
+    q = np.zeros((S, D), np.float16)
+    ck = mod.flash_attention.compile(q, q, q, q, 0.125, S=S, D=D, BM=64, BN=64)
+    broken = copy.copy(ck)
+    final = copy.deepcopy(ck.compilation.final)
+    aiv = final.programs()["aiv"]
+    for block in [aiv]:
+        for i, op in enumerate(block.ops):
+            if op.kind == "flag_set":
+                del block.ops[i]
+                break
+    broken.compilation = copy.copy(ck.compilation)
+    broken.compilation.final = final
+    with pytest.raises(ModelError, match="deadlock"):
+        estimate(broken, 1, [q, q, q, q, 0.125])
+
+
+# ------------------------------------------------------------------ the operators and examples
+
+
+@pytest.fixture(scope="module")
+def default_reports():
+    out = {}
+    for spec in DEFAULT_CASES:
+        q, k, v, kw = make_inputs(spec, 0)
+        out[spec.name] = fia_cost(q, k, v, target=spec.target, **kw)
+    return out
+
+
+def test_the_default_cases_have_estimates_with_every_figure(default_reports):
+    decode = default_reports["gqa-decode-flash-decode"]
+    assert [lc.kernel for lc in decode.launches] == ["fia_attention", "fia_fd_combine"]
+    assert decode.bound == "memory"      # a decode streams the KV cache
+    for rep in default_reports.values():
+        d = rep.to_dict()
+        assert d["estimated_us"] > 0 and d["bound"] in ("cube", "vector", "memory", "sync", "scalar", "launch")
+        assert all(0 <= f <= 1.0 + 1e-9 for c in d["busy"].values() for f in c.values())
+        assert d["launches"][0]["critical_path_top"]
+
+
+def test_the_decode_estimate_is_near_its_kv_streaming_floor(default_reports):
+    spec = DEFAULT_CASES[0]
+    kv_bytes = 2 * spec.batch * spec.num_kv_heads * spec.kv_seqlen * spec.head_dim * 2
+    floor_us = kv_bytes / (get_platform(spec.target).hbm_gbytes_per_s * 1e3)
+    assert floor_us < default_reports[spec.name].estimated_us < 1.5 * floor_us
+
+
+@pytest.mark.parametrize("name", ["01_vector_add", "02_softmax_rows", "03_flash_attention",
+                                  "05_cube_vector_subblocks"])
+def test_every_example_kernel_has_an_estimate(name):
+    mod = _example(name)
+    with record_launches(run=False) as rec:
+        import contextlib
+        import io
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            mod.main()
+    assert rec.launches
+    rep = estimate_calls(rec.launches)
+    assert rep.estimated_us > 0
+
+
+def test_useful_flops_counts_both_matmuls_over_the_actual_lengths():
+    q = np.zeros((2, 4, 8, 64), np.float16)
+    k = np.zeros((2, 4, 32, 64), np.float16)
+    assert useful_flops(q, k, k, input_layout="BNSD", num_heads=4) == 2 * 4 * 2 * 8 * 32 * 128
+    assert useful_flops(q, k, k, input_layout="BNSD", num_heads=4, actual_seq_lengths_kv=[32, 16]) == \
+        2 * 4 * 8 * 48 * 128
+    assert useful_flops(q, k, k, input_layout="BNSD", num_heads=4, sparse_mode=3) == 0.0
+
+
+# ------------------------------------------------------------------ outputs
+
+
+def test_the_chrome_trace_is_valid_and_names_ops_lines_and_flags(default_reports, tmp_path):
+    path = write_chrome_trace(default_reports["gqa-decode-flash-decode"], tmp_path / "t.json")
+    doc = json.loads(path.read_text())
+    events = doc["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert spans and all({"ts", "dur", "pid", "tid", "name"} <= set(e) for e in spans)
+    assert any(e["name"] == "mma" and e["args"]["line"].startswith("kernel.py:") for e in spans)
+    starts = {e["id"] for e in events if e["ph"] == "s"}
+    ends = {e["id"] for e in events if e["ph"] == "f"}
+    assert starts and starts == ends
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"aic MTE2", "aic M", "aiv0 V"} <= names
+
+
+def test_the_pngs_are_written(default_reports, tmp_path):
+    rep = default_reports["gqa-decode-flash-decode"]
+    plat = get_platform(DEFAULT_CASES[0].target)
+    for path in (timeline_png(rep, tmp_path / "timeline.png"),
+                 roofline_png(rep, plat, tmp_path / "roofline.png", sum(lc.flops for lc in rep.launches))):
+        data = path.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_tflops_are_reported_only_for_an_unmasked_call(default_reports):
+    decode = default_reports["gqa-decode-flash-decode"].to_dict()["launches"][0]
+    assert decode["tflops"] is not None and decode["tflops"] > 0
+    assert not math.isnan(decode["tflops"])
