@@ -31,6 +31,9 @@ def add_tiling_parser(subparsers) -> argparse.ArgumentParser:
                               description=__doc__.split("\n\n")[1], formatter_class=argparse.RawTextHelpFormatter)
     add_shape_options(p)
     p.add_argument("--json", action="store_true", help="print FiaTiling.to_dict() as JSON")
+    p.add_argument("--compare", action="store_true",
+                   help="also time op_host's plan and its neighbours (M/S2 bases halved and doubled, all cores) "
+                        "with the cost model and show the best against op_host's")
     p.set_defaults(func=run_tiling)
     return p
 
@@ -148,11 +151,37 @@ def run_tiling(args) -> int:
         else:
             print(f"rejected: {e}")
         return 1
+    search = _compare(args) if getattr(args, "compare", False) else None
+    if isinstance(search, int):
+        return search
     if args.json:
-        print(json.dumps(t.to_dict(), indent=2))
+        doc = t.to_dict()
+        if search is not None:
+            doc["plan_search"] = search.to_dict()
+        print(json.dumps(doc, indent=2))
     else:
         print(format_tiling(t))
+        if search is not None:
+            print(search.format())
     return 0
+
+
+def _compare(args):
+    """The plan search of ``--compare`` (``kernels.fia.plan_search``), or exit status 2 for a call cvtile
+    cannot time."""
+    from cvtile.cli_cost import arrays_of_call
+    from cvtile.dsl.errors import CompilationError
+    from cvtile.kernels.errors import UnsupportedParameterError
+    from cvtile.kernels.fia.plan_search import search_plans
+
+    tensors, attrs = build_call(args)
+    arrays = arrays_of_call(tensors)
+    q, k, v = arrays.pop("query"), arrays.pop("key"), arrays.pop("value")
+    try:
+        return search_plans(q, k, v, target=args.target, **arrays, **attrs)
+    except (UnsupportedParameterError, CompilationError, ValueError) as e:
+        print(f"cvtile tiling --compare: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
 
 
 def run_ut_cases(path, arch: str | None = None, as_json: bool = False) -> int:

@@ -22,8 +22,12 @@ __all__ = ["Draft"]
 
 
 class Draft:
-    def __init__(self, view: TilingView, platform_name: str, q_lens: tuple, kv_lens: tuple):
+    def __init__(self, view: TilingView, platform_name: str, q_lens: tuple, kv_lens: tuple,
+                 overrides: dict | None = None):
         self.view = view
+        #: plan-search overrides of op_host's choices (``m_base``, ``s2_base``, ``cores``); only planners that
+        #: read them accept them (``tile_view`` refuses the others)
+        self.overrides = dict(overrides or {})
         self.platform = platform_name
         self.q_lens = tuple(q_lens)
         self.kv_lens = tuple(kv_lens)

@@ -37,17 +37,22 @@ from .platform import DEFAULT_TARGET, Platform, get_platform
 from .result import FiaTiling
 from .view import TilingView, view_from_info
 
-__all__ = ["tile_fia", "tile_view", "format_tiling"]
+__all__ = ["tile_fia", "tile_view", "format_tiling", "UnsupportedPlanOverride"]
 
 
-def tile_fia(params, platform: Platform | str = DEFAULT_TARGET) -> FiaTiling:
-    """Tile one FusedInferAttentionScore call on ``platform`` (raises ``ParamError`` when op_host would reject it)."""
+class UnsupportedPlanOverride(ValueError):
+    """Plan-search overrides given for a template whose planner does not read them."""
+
+
+def tile_fia(params, platform: Platform | str = DEFAULT_TARGET, overrides: dict | None = None) -> FiaTiling:
+    """Tile one FusedInferAttentionScore call on ``platform`` (raises ``ParamError`` when op_host would reject it).
+    ``overrides`` (plan search): replace op_host's ``m_base``, ``s2_base`` or core count (``cores``) by these."""
     from .verdict import check_fia
 
     plat = platform if isinstance(platform, Platform) else get_platform(platform)
     info = check_fia(params, plat)
     view = view_from_info(info)
-    t = tile_view(view, plat)
+    t = tile_view(view, plat, overrides)
     route = getattr(info, "route", None)
     if route is not None:
         t.decisions.insert(0, _route_decision(route))
@@ -64,13 +69,13 @@ def _route_decision(route):
     return Decision("template", where, f"{route.reason}{pr}")
 
 
-def tile_view(view: TilingView, plat: Platform) -> FiaTiling:
+def tile_view(view: TilingView, plat: Platform, overrides: dict | None = None) -> FiaTiling:
     """The decision half on an already checked problem (a :class:`~.view.TilingView`)."""
     from . import plan_arch22, plan_arch35, plan_fai, plan_legacy
 
     q0 = per_batch_lengths(view.batch, view.s1, view.actual_q, cumulative=view.accum_q) if view.batch else ()
     kv0 = per_batch_lengths(view.batch, view.s2, view.actual_kv, cumulative=view.accum_kv) if view.batch else ()
-    d = Draft(view, plat.name, q0, kv0)
+    d = Draft(view, plat.name, q0, kv0, overrides)
     arch22 = {"FiaTilingEmptyTensor": plan_arch22.plan_empty, "FiaTilingNonQuantMla": plan_arch22.plan_mla,
               "FiaTilingNonQuant": plan_arch22.plan_gqa}
     arch35 = {"FiaTilingNonQuantArch35": plan_arch35.plan_gqa, "FiaTilingNonQuantMlaArch35": plan_arch35.plan_mla,
@@ -78,6 +83,9 @@ def tile_view(view: TilingView, plat: Platform) -> FiaTiling:
               "FiaTilingFullQuantGqaArch35": plan_arch35.plan_fullquant_gqa,
               "FusedInferAttentionScoreTilingImpl": plan_arch35.plan_impl}
     legacy = {"ifa": plan_legacy.plan_ifa, "pfa": plan_legacy.plan_pfa, "fai": plan_fai.plan_fai}
+    if overrides and not (view.arch == "arch22" and view.route not in legacy and view.template == "FiaTilingNonQuant"):
+        raise UnsupportedPlanOverride(f"plan overrides {sorted(overrides)} apply to the arch22 FiaTilingNonQuant "
+                                      f"template only; this call routes to {view.route}/{view.template}")
     if view.arch == "arch22" and view.route in legacy:
         legacy[view.route](d, plat)
     else:

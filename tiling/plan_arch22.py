@@ -26,11 +26,13 @@ Invariants
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .block_grid import BlockGrid, GridSpec, per_batch_lengths
 from .blocks import arch22_gqa_blocks, arch22_mla_blocks
 from .draft import Draft
 from .platform import Platform
-from .split_core import search_bounds, split_core, split_fd
+from .split_core import plan_for_cores, search_bounds, split_core, split_fd
 from .tasks import core_work, vector_work_v1
 from .tiling_key import ARCH22_EMPTY_TENSOR_KEY, DTYPE_CODE, decode_arch22, encode_arch22
 from .workspace import arch22_gqa_workspace, arch22_mla_workspace, fixed_workspace
@@ -65,7 +67,12 @@ def _key_digits(v, q_map, kv_map, flags: int, tail: int) -> dict:
 
 
 def _split(d: Draft, plat: Platform, grid: BlockGrid, rule: str) -> None:
-    plan = split_core(grid, plat.aic)
+    forced = d.overrides.get("cores")
+    if forced is not None:
+        plan = plan_for_cores(grid, max(1, min(int(forced), plat.aic, grid.total_blocks or 1)))
+        rule = f"plan search: {plan.used_cores} cores forced"
+    else:
+        plan = split_core(grid, plat.aic)
     cores, fd_tasks = core_work(grid, plan)
     d.cores, d.fd_tasks = cores, fd_tasks
     lo, hi = search_bounds(grid.total_blocks, plat.aic)
@@ -102,6 +109,11 @@ def plan_gqa(d: Draft, plat: Platform) -> None:
                                   max_workspace=True)
         flags = paged_bit
     else:
+        if "s2_base" in d.overrides or "m_base" in d.overrides:
+            blocks = replace(blocks, s2_base=int(d.overrides.get("s2_base", blocks.s2_base)),
+                             s2_base_aligned=int(d.overrides.get("s2_base", blocks.s2_base_aligned)),
+                             m_base=int(d.overrides.get("m_base", blocks.m_base)),
+                             reasons={**blocks.reasons, "s2_base": "plan search override", "m_base": "plan search override"})
         d.s2_base = d.decide("s2_base", blocks.s2_base, blocks.reasons["s2_base"])
         d.m_base = d.decide("m_base", blocks.m_base, blocks.reasons["m_base"])
         d.decide("softmax_brcb", blocks.softmax_brcb, blocks.reasons["softmax_brcb"])
@@ -143,6 +155,11 @@ def plan_mla(d: Draft, plat: Platform) -> None:
                                   max_workspace=True)
         fd_bit = 0
     else:
+        if "s2_base" in d.overrides or "m_base" in d.overrides:
+            blocks = replace(blocks, s2_base=int(d.overrides.get("s2_base", blocks.s2_base)),
+                             s2_base_aligned=int(d.overrides.get("s2_base", blocks.s2_base_aligned)),
+                             m_base=int(d.overrides.get("m_base", blocks.m_base)),
+                             reasons={**blocks.reasons, "s2_base": "plan search override", "m_base": "plan search override"})
         d.s2_base = d.decide("s2_base", blocks.s2_base, blocks.reasons["s2_base"])
         d.m_base = d.decide("m_base", blocks.m_base, blocks.reasons["m_base"])
         _grid_split(d, plat, blocks, s2_eff, with_prefix=False, rule="FiaTilingNonQuantMla -> split_core")

@@ -112,21 +112,28 @@ _V1_ATTRS = ("num_heads", "scale", "pre_tokens", "next_tokens", "input_layout", 
              "key_antiquant_mode", "value_antiquant_mode")
 
 
-def _simulate_v1_names(given: dict, learnable_sink=None):
+def v1_call_parts(given: dict, learnable_sink=None) -> tuple:
+    """(optional inputs, attributes) of a V1-named call (``given``: every V1 parameter by name)."""
     optional = {name: given[name] for name in _V1_TENSORS}
     optional["learnable_sink"] = learnable_sink
     attrs = {name: given[name] for name in _V1_ATTRS}
     attrs["softmax_lse_flag"] = bool(attrs["softmax_lse_flag"])
+    return optional, attrs
+
+
+def _simulate_v1_names(given: dict, learnable_sink=None, overrides=None):
+    optional, attrs = v1_call_parts(given, learnable_sink)
     return simulate_fia(given["query"], given["key"], given["value"], optional, attrs, given["target"],
-                        given.get("order", "program"))
+                        given.get("order", "program"), overrides)
 
 
 def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = DEFAULT_TARGET,
-                 order: str = "program"):
+                 order: str = "program", overrides: dict | None = None):
     """Check, tile and run one call given as the operator's (V1-named) optional inputs and attributes; the
-    shared body of the V1 and V2 APIs. Returns ``(attention_out, softmax_lse)`` in the inputs' kind."""
+    shared body of the V1 and V2 APIs. Returns ``(attention_out, softmax_lse)`` in the inputs' kind.
+    ``overrides``: the plan search's replacements of op_host's block sizes or core count (``tile_fia``)."""
     torch_out = any(_is_torch(x) for x in (query, key, value))
-    arrays, tiling = prepare_fia(query, key, value, optional, attrs, target)
+    arrays, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides)
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
@@ -148,7 +155,7 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     return out, lse
 
 
-def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str):
+def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, overrides: dict | None = None):
     """Check the call as the operator would and plan it: returns (numpy arrays by name, FiaTiling).
 
     Raises ``ParamError`` (the operator rejects the call) or ``UnsupportedParameterError``
@@ -178,7 +185,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str):
         metas["softmax_lse"] = TensorMeta(lse_shape, "float32")
     params = FiaParams.from_api(metas, attrs)
     try:
-        tiling = tile_fia(params, target)
+        tiling = tile_fia(params, target, overrides)
         layout_error = shape_error
     except ParamError as err:
         # a complaint about the placeholder output is a complaint about the layout

@@ -16,20 +16,30 @@ mode 0, no atten_mask; else 0 and no TFLOPS figure is claimed).
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from ...dsl.jit import record_launches
 from ...sim.cost import CostReport, estimate_calls
-from .api import npu_fused_infer_attention_score
+from .api import npu_fused_infer_attention_score, prepare_fia, simulate_fia, v1_call_parts
 
 __all__ = ["fia_cost", "useful_flops"]
 
 
-def fia_cost(query, key, value, *, target: str, record: str = "critical", **kwargs) -> CostReport:
-    """The cost report of ``npu_fused_infer_attention_score(query, key, value, target=target, **kwargs)``."""
+def fia_cost(query, key, value, *, target: str, record: str = "critical", overrides: dict | None = None,
+             **kwargs) -> CostReport:
+    """The cost report of ``npu_fused_infer_attention_score(query, key, value, target=target, **kwargs)``;
+    ``overrides`` replaces op_host's block sizes or core count (the plan search, ``tile_fia``)."""
+    bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, target=target, **kwargs)
+    bound.apply_defaults()
+    optional, attrs = v1_call_parts(dict(bound.arguments))
+    _, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides)
     with record_launches(run=False) as rec:
-        npu_fused_infer_attention_score(query, key, value, target=target, **kwargs)
-    return estimate_calls(rec.launches, target, flops=useful_flops(query, key, value, **kwargs), record=record)
+        simulate_fia(query, key, value, optional, attrs, target, "program", overrides)
+    report = estimate_calls(rec.launches, target, flops=useful_flops(query, key, value, **kwargs), record=record)
+    report.tiling = tiling
+    return report
 
 
 def useful_flops(query, key, value, *, input_layout="BSH", num_heads=1, actual_seq_lengths=None,

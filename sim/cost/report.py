@@ -88,6 +88,8 @@ class CostReport:
 
     launches: list
     target: str
+    #: the operator's tiling when the report is of an operator call (``kernels.fia.cost``), else None
+    tiling: object = None
 
     @property
     def estimated_us(self) -> float:

@@ -38,7 +38,9 @@ b mod cores after the previous block on it (plus the per-block dispatch
 cost); the kernel time is the launch overhead plus the busiest core's time,
 and never less than the compulsory HBM traffic at the chip's bandwidth.
 
-Invariants: deterministic (no wall clock, no randomness); every op of every
+Invariants: deterministic (no wall clock, no randomness); every duration is
+a whole number of cycles (rounded up), so the schedule's arithmetic is exact
+and a loop replay (``loop_memo``) reproduces it bit for bit; every op of every
 program is visited in its program's order; a recorded span's ``cause`` names
 what decided its start (its pipe, the issue clock, an event or a flag), which
 is what the critical path follows.
@@ -46,6 +48,7 @@ is what the critical path follows.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections import deque
 
@@ -311,6 +314,7 @@ class _TileStep:
         pieces = []
         for p in tile_cost(op, ext_of, window_ext, launch.cost):
             cycles = p.cycles * launch.gm_rate_scale if p.pipe == "MTE2" else p.cycles
+            cycles = math.ceil(cycles - 1e-9)       # whole cycles: the schedule's arithmetic is exact
             pieces.append((p.pipe, cycles, p.overlap))
         return ext, tuple(pieces)
 
@@ -321,7 +325,7 @@ def _compile_block(block, launch, relevant: set) -> list:
         kind = op.kind
         cat = op.defn.category
         if cat == "scalar":
-            steps.append((_S_SCALAR, _scalar_fn(op, launch), scalar_cost(op, launch.cost)))
+            steps.append((_S_SCALAR, _scalar_fn(op, launch), math.ceil(scalar_cost(op, launch.cost))))
         elif kind == "for":
             body = op.blocks[0]
             iv, *carried = body.args
@@ -372,7 +376,7 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
                         prev, end = got, got.end
                     else:
                         end = got
-                    earliest = end - cycles + cycles / overlap if overlap > 1 else end
+                    earliest = end - cycles + -(-cycles // overlap) if overlap > 1 else end
             elif tag == _S_FOR:
                 glo, ghi, gstep = st[1]
                 iv, carried, inits, body, results, memo = st[2], st[3], st[4], st[5], st[6], st[7]
