@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-from cvtile.kernels.fia.api import fused_infer_attention_score_v4
 from cvtile.kernels.fia.cost import fia_cost
 from cvtile.kernels.st_runner import run_st_corpus
 
@@ -34,12 +33,12 @@ def main(argv=None) -> int:
     times = []
 
     def timed_api(query, key, value, *, target="Ascend910B1", learnable_sink=None, query_quant_mode=0, **kw):
+        if learnable_sink is not None or query_quant_mode != 0:
+            return _zeros(query)              # V4-only inputs: fia_cost takes the V1 call
         t0 = time.perf_counter()
         rep = fia_cost(query, key, value, target=target, record="critical", **kw)
         times.append((time.perf_counter() - t0, rep.estimated_us, rep.bound, query.shape, key.shape))
-        return fused_infer_attention_score_v4(query, key, value, target=target, learnable_sink=learnable_sink,
-                                              query_quant_mode=query_quant_mode, **kw) if False else \
-            _zeros(query, kw)
+        return _zeros(query)
 
     run_st_corpus(args.path, timed_api, limit=args.limit)
     if not times:
@@ -53,7 +52,8 @@ def main(argv=None) -> int:
     return 0
 
 
-def _zeros(query, kw):
+def _zeros(query):
+    """Stand-in outputs: the runner's comparison with the golden is not what this benchmark measures."""
     import numpy as np
 
     return np.zeros_like(query), np.empty((0,), np.float32)
