@@ -70,13 +70,16 @@ def backend(name: str) -> Callable:
 
 class LaunchRecord:
     """One recorded launch: the compiled kernel, its grid, its runtime arguments (the live objects) and a copy
-    of every array argument as it was before the launch (``before``, by ``id``)."""
+    of every array argument as it was before the launch (``before``, by ``id``; empty for a recording that
+    does not run the launch)."""
 
-    def __init__(self, kernel: "CompiledKernel", grid: int, args: list):
+    def __init__(self, kernel: "CompiledKernel", grid: int, args: list, snapshot: bool = True):
         import numpy as np
 
         self.kernel, self.grid, self.args = kernel, grid, list(args)
-        self.before = {id(a): np.array(a, copy=True) for a in args if isinstance(a, np.ndarray)}
+        #: the arrays as they were before the launch (only when the launch runs: a recording that does not
+        #: run, for the cost model, keeps none)
+        self.before = {id(a): np.array(a, copy=True) for a in args if isinstance(a, np.ndarray)} if snapshot else {}
 
 
 _RECORDERS: list = []
@@ -149,7 +152,7 @@ class CompiledKernel:
 
     def launch(self, grid: int, args: list, *, serial: bool = False, order: str = "program"):
         for rec in _RECORDERS:
-            rec.launches.append(LaunchRecord(self, grid, args))
+            rec.launches.append(LaunchRecord(self, grid, args, snapshot=rec.run))
         if any(not rec.run for rec in _RECORDERS):
             return None
         return self.runner("numba", order).launch(grid, args, serial=serial)

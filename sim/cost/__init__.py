@@ -104,7 +104,7 @@ def _critical_path(spans: list) -> tuple:
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
         dur = cur.end - cur.start
-        cat = categorise(cur.pipe)
+        cat = "sync" if cur.flow is not None else categorise(cur.pipe)   # a flag-wait stall
         path[cat] += dur
         key = short_loc(cur.op.loc if cur.op is not None else None)
         by_line[key] += dur

@@ -6,8 +6,9 @@ One process per physical core (core group) of the chip, one thread per
 (program, pipe): ``aic MTE2``, ``aiv0 V``, ... Every span the scheduler
 recorded becomes a complete event (``ph: X``) named by its DSL op (``mma``,
 ``ewise.exp``, ``store``) with the kernel source line, the op's pipe and its
-cycles in ``args``; a flag's set and the wait it released are joined by a
-flow arrow (``ph: s`` / ``ph: f``). Times are microseconds at the target's
+cycles in ``args``; a flag wait that stalled is a slice on the issue unit's
+track (``S``) from the stall to the flag's arrival, joined to the set on the
+other core by a flow arrow (``ph: s`` / ``ph: f``). Times are microseconds at the target's
 clock. Blocks that ran in later waves are placed after the earlier blocks of
 their core, each with its dispatch cost. Several launches (an operator call)
 follow one another on the same timeline.
@@ -71,18 +72,18 @@ def trace_events(report) -> list:
                 if tid is None:
                     tid = tids[key] = len(tids) + 1
                 ts = t0 + s.start / clock
-                if s.flow is not None and s.cause is not None:
+                if s.flow is not None and s.cause is not None:   # a flag wait: an arrow from the set
                     flow_id += 1
                     src = s.cause
                     src_tid = tids.setdefault((pid, src.role, src.pipe), len(tids) + 1)
                     events.append({"name": op_label(s.flow), "cat": "flag", "ph": "s", "id": flow_id,
                                    "ts": t0 + src.end / clock, "pid": pid, "tid": src_tid})
                     events.append({"name": op_label(s.flow), "cat": "flag", "ph": "f", "bp": "e", "id": flow_id,
-                                   "ts": ts, "pid": pid, "tid": tid})
-                    continue
+                                   "ts": t0 + s.end / clock, "pid": pid, "tid": tid})
                 if s.end <= s.start:
                     continue
-                events.append({"name": op_label(s.op), "cat": categorise(s.pipe), "ph": "X", "ts": ts,
+                cat = "sync" if s.flow is not None else categorise(s.pipe)
+                events.append({"name": op_label(s.op), "cat": cat, "ph": "X", "ts": ts,
                                "dur": (s.end - s.start) / clock, "pid": pid, "tid": tid,
                                "args": {"line": short_loc(s.op.loc if s.op is not None else None),
                                         "source": (s.op.loc.text.strip() if s.op is not None and s.op.loc

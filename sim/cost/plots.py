@@ -4,7 +4,7 @@ Model
 -----
 ``timeline_png``: the critical block of the call's longest launch as a Gantt
 chart, one row per (program, pipe), bars coloured by category (cube, vector,
-memory, scalar), flag waits marked; the title states the estimate and the
+memory, scalar; a flag wait's stall on the issue unit's row ``S``); the title states the estimate and the
 bound. ``roofline_png``: the target's roofs (the cube peak of every core at
 the core clock, fp16: 16x16x16 MACs per cycle per fractal of the cost table,
 and the HBM bandwidth line) on log-log axes of arithmetic intensity (useful
@@ -45,14 +45,9 @@ def timeline_png(report, path) -> Path:
     clock = lc.clock_mhz
     for cat in _COLORS:
         bars = [(s.start / clock, (s.end - s.start) / clock, index[(s.role, s.pipe)]) for s in spans
-                if s.end > s.start and categorise(s.pipe) == cat]
+                if s.end > s.start and ("sync" if s.flow is not None else categorise(s.pipe)) == cat]
         for y in sorted({b[2] for b in bars}):
             ax.broken_barh([(x, w) for x, w, yy in bars if yy == y], (y - 0.4, 0.8), facecolors=_COLORS[cat])
-    waits = [(s.start / clock, s.role) for s in spans if s.flow is not None]
-    for x, role in waits:
-        ys = [i for (r, _), i in index.items() if r == role]
-        if ys:
-            ax.plot([x, x], [min(ys) - 0.45, max(ys) + 0.45], color=_COLORS["sync"], lw=0.6)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([f"{r} {p}" for r, p in rows])
     ax.invert_yaxis()

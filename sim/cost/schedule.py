@@ -461,11 +461,12 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
             when, src_span, set_op = max(arrivals, key=lambda x: x[0])
             group.progress += 1
             if when > clock.t:
+                waited_from = clock.t
                 clock.flag_stall += when - clock.t
                 clock.t = when
-                if record:
+                if record:       # the stall as a span of the issue unit, its cause the set on the other core
                     clock.issue_cause = src_span
-                    clock.spans.append(Span(role, "S", when, when, op, src_span, flow=set_op))
+                    clock.spans.append(Span(role, "S", waited_from, when, op, src_span, flow=set_op))
         else:
             raise ModelError(f"cost model: sync op {kind!r} is not modelled", op.loc)
 
