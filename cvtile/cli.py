@@ -181,11 +181,15 @@ def _cases(args) -> int:
 def _st_cases(args) -> int:
     from .kernels.fia.api import fused_infer_attention_score_v4
     from .kernels.golden import fia_golden, fia_golden_lowp
-    from .kernels.st_runner import run_st_corpus
+    from .kernels.st_runner import RAU_KIND, corpus_kind, rau_golden, run_st_corpus
 
-    golden = fia_golden if args.golden == "exact" else fia_golden_lowp
-    result = run_st_corpus(args.path, fused_infer_attention_score_v4, golden=golden, limit=args.limit,
-                           seed=args.seed, select=args.case)
+    if corpus_kind(args.path) is RAU_KIND:   # RingAttentionUpdate: its own API and golden (no P rounding)
+        from .kernels.ring_attention_update import npu_ring_attention_update
+
+        api, golden = npu_ring_attention_update, rau_golden
+    else:
+        api, golden = fused_infer_attention_score_v4, (fia_golden if args.golden == "exact" else fia_golden_lowp)
+    result = run_st_corpus(args.path, api, golden=golden, limit=args.limit, seed=args.seed, select=args.case)
     bad = result.count("failed") + result.count("error")
     if args.json:
         print(result.to_json(indent=2))

@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import cvtile.dsl as ct
 
+from ..merge_state import guarded_max, guarded_sum, rescaled, state_lse
+
 #: lse written for rows with no visible KV position.
 LSE_EMPTY = float("inf")
 
@@ -292,25 +294,24 @@ def fia_fd_combine(out, lse, sink, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, 
                     sk = ct.cast(ct.load(sink_rows(sink, n2, s1, ORDER, G)[ct.ds(m0 + r0, R, valid=nr)]),
                                  ct.float32)
                     gmax = ct.where(gmax == -ct.inf, gmax, ct.maximum(gmax, sk))
-                gs = ct.where(gmax == -ct.inf, 0.0, gmax)
+                gs = guarded_max(gmax)
                 total = ct.zeros((R,), ct.float32, valid=nr)
                 if SINK:
                     total = ct.where(gmax == -ct.inf, 0.0, ct.exp(sk - gs))
                 for i in range(splits):
                     mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
                     li = ct.load(ws_ml[slot + i, 1, ct.ds(r0, R, valid=nr)])
-                    total = total + ct.exp(mi - gs) * li
-                ok = total != 0.0
-                tsafe = ct.where(ok, total, 1.0)
+                    total = total + rescaled(mi, li, gs)
+                ok, tsafe = guarded_sum(total)
                 acc = ct.zeros((R, DV), ct.float32, valid=(nr, DV))
                 for i in range(splits):
                     mi = ct.load(ws_ml[slot + i, 0, ct.ds(r0, R, valid=nr)])
                     li = ct.load(ws_ml[slot + i, 1, ct.ds(r0, R, valid=nr)])
                     oi = ct.load(ws_o[slot + i, ct.ds(r0, R, valid=nr), 0:DV])
-                    wi = ct.exp(mi - gs) * li / tsafe
+                    wi = rescaled(mi, li, gs) / tsafe
                     acc = acc + oi * wi[:, None]
                 ov = fold_rows(out, b, n2, s1, q0, LAYOUT, ORDER, G)
                 ct.store(ov[ct.ds(m0 + r0, R, valid=nr), 0:DV], ct.cast(acc, out.dtype))
                 if LSE:
                     lv = lse_rows(lse, b, n2, s1, q0, TOKEN, ORDER, G)
-                    ct.store(lv[ct.ds(m0 + r0, R, valid=nr)], ct.where(ok, gs + ct.log(tsafe), EMPTY_LSE))
+                    ct.store(lv[ct.ds(m0 + r0, R, valid=nr)], ct.where(ok, state_lse(gs, tsafe), EMPTY_LSE))
