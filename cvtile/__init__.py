@@ -12,7 +12,9 @@ __version__ = "0.1.0"
 
 from . import sim as _sim  # noqa: E402,F401  (registers the simulator backend)
 from .kernels import (  # noqa: E402
-    UnsupportedParameterError, npu_fused_infer_attention_score, npu_fused_infer_attention_score_v2)
+    UnsupportedParameterError, npu_attention_update, npu_fused_infer_attention_score, npu_fused_infer_attention_score_v2,
+    npu_ring_attention_update)
 from .tiling import ParamError  # noqa: E402
 
-__all__ = ["npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2", "UnsupportedParameterError", "ParamError", "__version__"]
+__all__ = ["npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2", "npu_ring_attention_update",
+           "npu_attention_update", "UnsupportedParameterError", "ParamError", "__version__"]

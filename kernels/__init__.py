@@ -2,6 +2,8 @@
 
 * ``fia``: FusedInferAttentionScore (the non-quant GQA kernel with flash-decode
   and its combine kernel, the host launcher, and ``npu_fused_infer_attention_score``).
+* ``ring_attention_update`` / ``attention_update``: RingAttentionUpdate and AttentionUpdate (merging partial
+  attention results, vector-only kernels built on the ``merge_state`` primitives) and their APIs.
 * ``golden``: float64 references written from the documented semantics.
 * ``precision``: the comparison helper with the upstream tolerance classes.
 * ``st_cases`` / ``st_runner``: the system-test corpus reader and runner.
@@ -10,11 +12,14 @@
 from .errors import UnsupportedParameterError
 from .fia.api import npu_fused_infer_attention_score
 from .fia.api_v2 import npu_fused_infer_attention_score_v2
+from .attention_update import npu_attention_update
+from .ring_attention_update import npu_ring_attention_update
 from .golden import fia_golden, fia_golden_lowp, mask_template
 from .precision import Report, compare, tolerance
 from .st_cases import StCase, load_st_cases
 from .st_runner import golden_api, run_st_corpus
 
-__all__ = ["UnsupportedParameterError", "npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2", "fia_golden", "fia_golden_lowp",
+__all__ = ["UnsupportedParameterError", "npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2",
+           "npu_ring_attention_update", "npu_attention_update", "fia_golden", "fia_golden_lowp",
            "mask_template", "Report", "compare", "tolerance", "StCase", "load_st_cases", "golden_api",
            "run_st_corpus"]
