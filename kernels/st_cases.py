@@ -22,6 +22,10 @@ to torch_npu keyword names (``attenMaskOptional`` → ``atten_mask``,
 ``scaleValue`` → ``scale`` ...; unknown names fall back to snake_case without
 ``Optional``) and builds random numpy inputs with :meth:`StCase.make_inputs`.
 
+RingAttentionUpdate specifics in ``make_inputs`` (cases recognised by ``aclnn_name`` /
+``api_type``): the softmax statistics get 8 equal trailing values and TND ``actual_seq_qlen`` is rebuilt
+as cumulative lengths from 0 to T (the corpus draws it like any tensor).
+
 FusedInferAttentionScore specifics in ``make_inputs``:
 
 * sparse modes 2/3/4 with a ``(…, 2048, 2048)`` mask get the compressed
@@ -288,7 +292,16 @@ class StCase:
                 self.aclnn_name.startswith("aclnnIncreFlashAttention") or \
                 self.aclnn_name.startswith("aclnnPromptFlashAttention"):
             _fia_fixups(self, kwargs, rng)
+        if self.is_ring_attention_update:
+            _rau_fixups(kwargs, rng)
         return kwargs
+
+    @property
+    def is_ring_attention_update(self) -> bool:
+        """A RingAttentionUpdate case (by ``aclnn_name`` or ``api_type``)."""
+        api_type = str(self.raw.get("api_type", ""))
+        return self.aclnn_name in ("RingAttentionUpdate", "aclnnRingAttentionUpdate") or \
+            api_type.startswith("aclnn_ring_attention_update")
 
 
 def load_st_cases(path) -> list[StCase]:
@@ -326,7 +339,9 @@ def _random_tensor(shape: tuple, dtype: str | None, spec, rng: np.random.Generat
         lo, hi = (vals[0], vals[0]) if len(vals) == 1 else (min(vals[0], vals[1]), max(vals[0], vals[1]))
         if integer:
             info = np.iinfo(npd)
-            lo_i, hi_i = max(int(math.ceil(lo)), info.min), min(int(math.floor(hi)), info.max)
+            lo, hi = (_int_bound(v, info) for v in (lo, hi))   # ["inf"] / ["nan"] ranges of an int tensor
+            lo_i = min(max(int(math.ceil(lo)), info.min), info.max - 1)
+            hi_i = min(int(math.floor(hi)), info.max - 1)
             gen = lambda k: rng.integers(lo_i, max(lo_i, hi_i) + 1, k)  # noqa: E731
         else:
             fmax = float(np.finfo(np.float32 if dtype == "bfloat16" else npd).max)
@@ -341,10 +356,37 @@ def _random_tensor(shape: tuple, dtype: str | None, spec, rng: np.random.Generat
     return out
 
 
+def _int_bound(v: float, info) -> float:
+    """A float range bound usable for an integer dtype: ±inf to the dtype's extreme, NaN to 0."""
+    if math.isnan(v):
+        return 0.0
+    return float(info.max if v > 0 else info.min) if math.isinf(v) else v
+
+
 def _pick(v, rng) -> float:
     if isinstance(v, list):
         return float(rng.uniform(float(v[0]), float(v[-1]))) if len(v) > 1 else float(v[0])
     return float(v)
+
+
+# ---- RingAttentionUpdate fix-ups --------------------------------------------------------------------
+def _rau_fixups(kw: dict, rng: np.random.Generator):
+    """The operator's contract on top of the drawn values: the 8 trailing softmax statistics of a row are equal
+    (lane 0 is kept), and TND ``actual_seq_qlen`` is cumulative from 0 to T with the case's length (random
+    batch borders; zero-length batches only when there are more batches than tokens)."""
+    for name in ("prev_softmax_max", "prev_softmax_sum", "cur_softmax_max", "cur_softmax_sum"):
+        x = kw.get(name)
+        if isinstance(x, np.ndarray) and x.ndim >= 1 and x.shape[-1] > 1:
+            x[...] = x[..., :1]
+    q = kw.get("actual_seq_qlen")
+    out = kw.get("prev_attn_out")
+    if isinstance(q, np.ndarray) and isinstance(out, np.ndarray) and str(kw.get("input_layout", "SBH")) == "TND":
+        t, cuts = int(out.shape[0]), max(0, q.size - 2)
+        if cuts <= t - 1:
+            inner = np.sort(rng.choice(np.arange(1, t), size=cuts, replace=False)) if cuts else np.zeros(0, int)
+        else:
+            inner = np.sort(rng.integers(0, t + 1, size=cuts))
+        kw["actual_seq_qlen"] = np.concatenate([[0], inner, [t]]).astype(np.int64)[:max(q.size, 2)]
 
 
 # ---- FusedInferAttentionScore fix-ups --------------------------------------------------------------

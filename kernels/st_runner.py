@@ -1,4 +1,4 @@
-"""Run an st corpus (FusedInferAttentionScore) through an operator API and judge it against the golden.
+"""Run an st corpus (FusedInferAttentionScore, RingAttentionUpdate) through an operator API and judge it.
 
 Model
 -----
@@ -30,6 +30,12 @@ fail by P's rounding alone). Each case ends in one status:
 
 Large cases are run, not skipped, unless the caller sets ``max_elements``.
 
+A RingAttentionUpdate corpus (cases whose ``aclnn_name`` / ``api_type`` say so, see
+:func:`case_kind`) is judged the same way with its own outputs: ``attn_out``, ``softmax_max`` and
+``softmax_sum``, all under the tolerance class of ``prev_attn_out``'s dtype, against
+``ring_attention_update_golden`` (``rau_golden``); the API is ``npu_ring_attention_update``.
+Every output's report is kept in ``CaseRecord.reports``.
+
 Invariants
 ----------
 * One case's failure never stops the run; the record keeps the reason.
@@ -55,9 +61,43 @@ from .golden.fia import fia_golden, fia_golden_lowp
 from .precision import compare
 from .st_cases import StCase, load_st_cases
 
-__all__ = ["CaseRecord", "StResult", "run_st_corpus", "run_case", "golden_api", "is_unsupported", "main"]
+__all__ = ["CaseRecord", "StResult", "StKind", "FIA_KIND", "RAU_KIND", "case_kind", "corpus_kind", "rau_golden",
+           "run_st_corpus", "run_case", "golden_api", "is_unsupported", "main"]
 
 STATUSES = ("passed", "failed", "unsupported", "error", "skipped")
+
+
+@dataclass(frozen=True)
+class StKind:
+    """What a corpus' operator returns and how it is judged: the input whose dtype picks the tolerance class
+    and the names of the compared outputs, in the API's (and the golden's) output order. A golden output of
+    None is one the call did not request (FIA's lse without ``softmax_lse_flag``)."""
+
+    name: str
+    dtype_input: str
+    outputs: tuple
+
+
+FIA_KIND = StKind("FusedInferAttentionScore", "query", ("attention_out", "softmax_lse"))
+RAU_KIND = StKind("RingAttentionUpdate", "prev_attn_out", ("attn_out", "softmax_max", "softmax_sum"))
+
+
+def case_kind(case: StCase) -> StKind:
+    """The kind of a case: RingAttentionUpdate by its ``aclnn_name`` / ``api_type``, else FIA."""
+    return RAU_KIND if case.is_ring_attention_update else FIA_KIND
+
+
+def corpus_kind(path) -> StKind:
+    """The kind of a corpus file (of its first case; FIA for an empty file)."""
+    cases = load_st_cases(path)
+    return case_kind(cases[0]) if cases else FIA_KIND
+
+
+def rau_golden(**kwargs):
+    """The RingAttentionUpdate golden with the operator API's keywords."""
+    from .golden.ring_attention_update import ring_attention_update_golden
+
+    return ring_attention_update_golden(**kwargs)
 
 
 @dataclass
@@ -75,16 +115,21 @@ class CaseRecord:
     out: dict | None = None
     lse: dict | None = None
     detail: str = ""
+    #: every compared output's report by output name (``out``/``lse`` are FIA's two of them)
+    reports: dict = field(default_factory=dict)
+
+    def _worst(self, key: str) -> float | None:
+        reps = list(self.reports.values()) or [self.out, self.lse]
+        vals = [r[key] for r in reps if r and isinstance(r.get(key), float)]
+        return max(vals) if vals else None
 
     @property
     def max_abs_err(self) -> float | None:
-        vals = [r["max_abs_err"] for r in (self.out, self.lse) if r and isinstance(r.get("max_abs_err"), float)]
-        return max(vals) if vals else None
+        return self._worst("max_abs_err")
 
     @property
     def max_rel_err(self) -> float | None:
-        vals = [r["max_rel_err"] for r in (self.out, self.lse) if r and isinstance(r.get("max_rel_err"), float)]
-        return max(vals) if vals else None
+        return self._worst("max_rel_err")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -156,16 +201,6 @@ def golden_api(golden: Callable = fia_golden_lowp, *, out_dtype: Any = None, lse
     return api
 
 
-def _split_outputs(result):
-    if isinstance(result, (tuple, list)):
-        if len(result) == 0:
-            raise ValueError("the API returned an empty tuple")
-        out = result[0]
-        lse = result[1] if len(result) > 1 else None
-        return out, lse
-    return result, None
-
-
 def _short_exc(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -191,7 +226,7 @@ def run_case(case: StCase, api: Callable, *, golden: Callable = fia_golden_lowp,
             rec.detail = traceback.format_exc(limit=-3)
         return _done(rec, t0)
     try:
-        g_out, g_lse = golden(**kwargs)
+        g_outs = _as_tuple(golden(**kwargs))
     except NotImplementedError as exc:
         rec.status, rec.reason = "unsupported", f"golden: {exc}"
         return _done(rec, t0)
@@ -199,27 +234,37 @@ def run_case(case: StCase, api: Callable, *, golden: Callable = fia_golden_lowp,
         rec.reason = f"golden: {_short_exc(exc)}"
         return _done(rec, t0)
     try:
-        a_out, a_lse = _split_outputs(result)
-        dtype = canonical_dtype(to_numpy(kwargs["query"]).dtype)
+        kind = case_kind(case)
+        a_outs = _as_tuple(result)
+        if not a_outs:
+            raise ValueError("the API returned an empty tuple")
+        dtype = canonical_dtype(to_numpy(kwargs[kind.dtype_input]).dtype)
         if dtype not in ("float16", "bfloat16", "float32", "float64"):
-            dtype = canonical_dtype(to_numpy(a_out).dtype)
-        rep = compare(a_out, g_out, dtype, name="attention_out")
-        rec.out = rep.to_dict()
-        reasons = [] if rep.passed else [str(rep)]
-        if g_lse is not None:
-            if a_lse is None or to_numpy(a_lse).size == 0:
-                rec.lse = None
-                reasons.append("softmax_lse: requested (softmax_lse_flag) but the API returned none")
-            else:
-                rep_l = compare(a_lse, g_lse, dtype, name="softmax_lse")
-                rec.lse = rep_l.to_dict()
-                if not rep_l.passed:
-                    reasons.append(str(rep_l))
+            dtype = canonical_dtype(to_numpy(a_outs[0]).dtype)
+        reasons = []
+        for i, name in enumerate(kind.outputs):
+            g = g_outs[i] if i < len(g_outs) else None
+            if g is None:
+                continue
+            a = a_outs[i] if i < len(a_outs) else None
+            if a is None or to_numpy(a).size == 0:
+                reasons.append(f"{name}: requested but the API returned none")
+                continue
+            rep = compare(a, g, dtype, name=name)
+            rec.reports[name] = rep.to_dict()
+            if not rep.passed:
+                reasons.append(str(rep))
+        rec.out = rec.reports.get(kind.outputs[0])
+        rec.lse = rec.reports.get("softmax_lse")
         rec.status = "failed" if reasons else "passed"
         rec.reason = "; ".join(reasons)
     except Exception as exc:  # noqa: BLE001
         rec.status, rec.reason = "error", f"compare: {_short_exc(exc)}"
     return _done(rec, t0)
+
+
+def _as_tuple(result) -> tuple:
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
 def _case_seed(case_id) -> int:
@@ -292,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the full result as JSON to this file")
     ap.add_argument("-v", "--verbose", action="store_true", help="print one line per case")
     args = ap.parse_args(argv)
+    rau = corpus_kind(args.corpus) is RAU_KIND
+    if rau and args.api == ap.get_default("api"):
+        args.api = "cvtile.kernels.ring_attention_update:npu_ring_attention_update"
     api = _load_api(args.api)
 
     def show(rec: CaseRecord):
@@ -300,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             err_s = f" max_abs={err:.3e}" if err is not None else ""
             print(f"{rec.id!s:>5} {rec.status:<11} {rec.seconds:7.2f}s{err_s} {rec.reason[:160]}", flush=True)
 
-    golden = fia_golden if args.golden == "exact" else fia_golden_lowp
+    golden = rau_golden if rau else (fia_golden if args.golden == "exact" else fia_golden_lowp)
     res = run_st_corpus(args.corpus, api, golden=golden, limit=args.limit, seed=args.seed, max_elements=args.max_elements,
                         select=args.case, progress=show)
     if args.json:
