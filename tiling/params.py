@@ -23,10 +23,13 @@ Invariants
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from numbers import Integral
 from typing import Any, Iterable, Mapping, Sequence
 
+from .errors import AclnnStatus, ParamError
+
 __all__ = ["TensorMeta", "FiaParams", "INPUT_NAMES", "OUTPUT_NAMES", "ATTR_DEFAULTS", "DTYPES",
-           "canonical_dtype", "dtype_size_bits"]
+           "canonical_dtype", "dtype_size_bits", "host_list_values"]
 
 #: Canonical dtype names and their widths in bits.
 DTYPES = {
@@ -297,7 +300,7 @@ class FiaParams:
                 kw[f"{name}_list"] = metas
                 kw[name] = metas[0]
                 continue
-            kw[name] = meta_of(obj, host_list=name in _HOST_LISTS)
+            kw[name] = meta_of(obj, host_list=name in _HOST_LISTS, name=name)
         for name in ("key", "value"):
             if kw.get(name) is not None and f"{name}_list" not in kw:
                 kw[f"{name}_list"] = (kw[name],)
@@ -308,22 +311,37 @@ class FiaParams:
         return cls(**kw)
 
 
-def meta_of(obj: Any, *, host_list: bool = False) -> TensorMeta:
-    """TensorMeta of an array-like; an int sequence becomes a 1-D int64 host list."""
+def meta_of(obj: Any, *, host_list: bool = False, name: str = "") -> TensorMeta:
+    """TensorMeta of an array-like; an int sequence becomes a 1-D int64 host list (``host_list_values``
+    checks its values; ``name`` is the parameter named in the error)."""
     if isinstance(obj, TensorMeta):
         return obj
-    if isinstance(obj, (list, tuple)) or (host_list and not hasattr(obj, "shape")):
-        vals = tuple(int(v) for v in obj)
+    if isinstance(obj, (list, tuple, str, bytes)) or (host_list and not hasattr(obj, "shape")):
+        vals = host_list_values(name or "host list", obj)
         return TensorMeta((len(vals),), "int64", "ND", vals)
     shape = tuple(int(d) for d in obj.shape)
     dtype = canonical_dtype(obj.dtype)
     data = None
     if host_list:
-        try:
-            data = tuple(int(v) for v in _to_list(obj))
-        except (TypeError, ValueError):
-            data = None
+        data = host_list_values(name or "host list", obj)
     return TensorMeta(shape, dtype, "ND", data)
+
+
+def host_list_values(name: str, obj: Any) -> tuple[int, ...]:
+    """The values of an ``int[]`` parameter (a list/tuple of ints or an integer array), as torch_npu's binding
+    takes them; anything else (a string, None, a fractional or non-numeric element) raises ``ParamError``
+    (aclnn 161002) naming the parameter."""
+    rule = "must be a list of ints (torch_npu: int[]) or an integer array"
+    if isinstance(obj, (str, bytes)) or not (hasattr(obj, "__iter__") or hasattr(obj, "tolist")):
+        raise ParamError(name, obj, f"{rule}, not {type(obj).__name__}", status=AclnnStatus.PARAM_INVALID,
+                         checker="binding")
+    vals = []
+    for k, v in enumerate(_to_list(obj)):
+        if isinstance(v, bool) or not isinstance(v, Integral):
+            raise ParamError(name, _to_list(obj), f"{rule}: element {k} is {v!r} ({type(v).__name__})",
+                             status=AclnnStatus.PARAM_INVALID, checker="binding")
+        vals.append(int(v))
+    return tuple(vals)
 
 
 def _to_list(obj) -> Iterable:

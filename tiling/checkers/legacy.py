@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from ..errors import AclnnStatus, ParamError
 from ..info import FiaInfo, parse_info, present
-from ..layouts import dim, numel
+from ..layouts import INPUT_LAYOUTS, dim, numel
 from ..params import FiaParams, TensorMeta
 from ..platform import Platform
 from ..route import RouteRecord, fai_shape, legacy_route_arch22
@@ -172,7 +172,8 @@ def _out_shape(p: FiaParams, layout: str, d: LegacyDims) -> None:
     }.get(out_layout)
     out = tuple(p.attention_out.shape)
     if expect is None:
-        _fail("input_layout", layout, f"output layout {out_layout} is not supported")
+        _fail("input_layout", layout, f"unknown input_layout (no output layout {out_layout}); valid layouts: "
+              f"{', '.join(INPUT_LAYOUTS)}")
     if len(out) != len(expect):
         _fail("attention_out", out, f"with output layout {out_layout} attention_out must have {len(expect)} dims")
     if out != tuple(expect):

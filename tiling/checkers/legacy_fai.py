@@ -21,6 +21,7 @@ from ..errors import AclnnStatus, ParamError
 from ..info import present
 from ..layouts import dim, numel
 from .legacy import legacy_value
+from .mask import expected_mask
 
 CHECKER = "legacy_fai"
 
@@ -113,7 +114,8 @@ def _mask(p) -> None:
     m = p.atten_mask if present(p.atten_mask) else None
     if m is None:
         if sm != 0:
-            _fail("sparse_mode", sm, "without atten_mask sparse_mode must be 0")
+            _fail("sparse_mode", sm, f"without atten_mask sparse_mode must be 0 (sparse_mode {sm} takes "
+                  f"{expected_mask(sm)})")
         return
     if sm not in (3, 4):
         _fail("sparse_mode", sm, "with atten_mask sparse_mode must be 3 or 4")

@@ -40,6 +40,17 @@ def _u32(v: int) -> int:
     return v & 0xFFFFFFFF
 
 
+def expected_mask(sparse_mode: int) -> str:
+    """The atten_mask a sparse mode takes, in words (for the errors that find it missing)."""
+    if sparse_mode in (2, 3, 4):
+        return (f"the compressed {COMPRESSED}x{COMPRESSED} mask template triu(ones({COMPRESSED}, {COMPRESSED}), 1), "
+                f"shape ({COMPRESSED}, {COMPRESSED}), (1, {COMPRESSED}, {COMPRESSED}) or (1, 1, {COMPRESSED}, "
+                f"{COMPRESSED}); cvtile.kernels.golden.mask_template() builds it")
+    if sparse_mode == 9:
+        return "the tree mask"
+    return "a full mask (1 = masked out) of shape (S1, S2), (B|1, S1, S2) or (B|1, 1, S1, S2)"
+
+
 def single_para(c: CheckContext) -> None:
     m = c.t("atten_mask")
     if m is not None:
@@ -153,7 +164,7 @@ def _dim_and_shape(c: CheckContext) -> None:
     i = c.info
     sm = i.sparse_mode
     if not i.atten_mask_flag and sm != 0:
-        fail(CHECKER, "atten_mask", None, f"sparse_mode {sm} needs an atten_mask")
+        fail(CHECKER, "atten_mask", None, f"sparse_mode {sm} needs an atten_mask: {expected_mask(sm)}")
     if not i.atten_mask_flag:
         return
     if i.is_max_workspace and (c.arch35 or sm in (0, 1)):
