@@ -146,7 +146,7 @@ def run_case(spec: CaseSpec, seed: int = 0, order: str = "program") -> CaseResul
     out, lse = npu_fused_infer_attention_score(q, k, v, target=spec.target, order=order, **kw)
     t1 = time.perf_counter()
     compile_seconds = COMPILE_STATS["seconds"] - compiled_before
-    g_out, g_lse = fia_golden(q, k, v, **kw)
+    g_out, g_lse = fia_golden(q, k, v, target=spec.target, **kw)
     t2 = time.perf_counter()
     reports = {"attention_out": compare(out, g_out, spec.dtype, name="attention_out")}
     if spec.lse:

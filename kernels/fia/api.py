@@ -9,6 +9,9 @@ platform; default Ascend910B1) and ``order`` (the simulator's execution order:
 programs the compiler splits it into, as the chip runs them). It does what the real operator does on the
 host and then runs the simulated kernels:
 
+0. the binding's type checks (``check_binding``): what torch_npu's Python binding refuses (a query that is
+   not a tensor, a float or string for an int, a non-bool flag, a non-int element of an ``int[]``) raises
+   ``ParamError`` 161002 naming the parameter;
 1. the parameter record (``FiaParams``) is built from the arrays' metadata and
    the attributes, with the output metadata the operator infers;
 2. the tiling mirror (``tile_fia``) runs op_host's checkers (bad input raises
@@ -26,28 +29,32 @@ else an empty ``(0,)`` array (what torch_npu returns, whatever its doc says).
 
 Semantics the simulator fixes where the chip varies: a fully masked row gives
 output 0 (the chip guarantees it with inner_precise 2/3 and cvtile for all
-values), and its lse is +inf.
+values), and its lse is +inf. A row without kv gets ``golden.fia.empty_row_lse`` (one definition for the
+kernel launch, this API and the golden): -3.4e38 on the arch22 legacy decode route, else +inf, and +inf for
+an empty key/value tensor on every route.
 """
 
 from __future__ import annotations
 
 import inspect
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 
 from ...tiling.errors import AclnnStatus, ParamError
 from ...tiling.fia import tile_fia
-from ...tiling.params import FiaParams, TensorMeta, canonical_dtype
+from ...tiling.layouts import INPUT_LAYOUTS
+from ...tiling.params import FiaParams, TensorMeta, canonical_dtype, host_list_values
 from ...tiling.platform import DEFAULT_TARGET
 from ..errors import UnsupportedParameterError
 from ..golden.dtypes import to_numpy
 from ..golden.layouts import parse_layout
-from .launch import LSE_EMPTY_LEGACY, run_fia
-from .kernel import LSE_EMPTY
+from ..golden.fia import empty_row_lse
+from .launch import run_fia
 
 __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", "SUPPORTED_OPTIONAL_INPUTS",
-           "prepare_fia", "simulate_fia"]
+           "prepare_fia", "simulate_fia", "check_binding"]
 
 #: Optional tensor inputs the simulated kernels implement; every other one raises UnsupportedParameterError.
 SUPPORTED_OPTIONAL_INPUTS = ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv", "pse_shift", "block_table",
@@ -117,8 +124,66 @@ def v1_call_parts(given: dict, learnable_sink=None) -> tuple:
     optional = {name: given[name] for name in _V1_TENSORS}
     optional["learnable_sink"] = learnable_sink
     attrs = {name: given[name] for name in _V1_ATTRS}
-    attrs["softmax_lse_flag"] = bool(attrs["softmax_lse_flag"])
     return optional, attrs
+
+
+#: integer attributes (torch_npu's schema: int)
+_INT_ATTRS = ("num_heads", "pre_tokens", "next_tokens", "num_key_value_heads", "sparse_mode", "inner_precise",
+              "block_size", "antiquant_mode", "key_antiquant_mode", "value_antiquant_mode")
+#: int[] inputs whose values the host reads
+_INT_LIST_INPUTS = ("actual_seq_lengths", "actual_seq_lengths_kv", "actual_shared_prefix_len")
+
+
+def _binding_error(name: str, value, rule: str) -> ParamError:
+    return ParamError(name, value, rule, status=AclnnStatus.PARAM_INVALID, checker="binding")
+
+
+def check_binding(query, key, value, optional: dict, attrs: dict) -> dict:
+    """What torch_npu's Python binding refuses before the operator runs: a value of the wrong Python type for
+    its schema (a query that is not a tensor, a string or float where an int is expected, a non-bool flag, a
+    non-string layout, an int[] with non-int elements). Raises ``ParamError`` (aclnn 161002, checker
+    "binding") naming the parameter; returns the attributes as plain Python ints / float / bool / str."""
+    if query is not None and not _is_array(query):   # None is the aclnn null check's (161001)
+        raise _binding_error("query", _short_repr(query), "query must be an array/tensor (a numpy array or a torch "
+                             f"tensor), not a {type(query).__name__}")
+    for name, x in (("key", key), ("value", value)):
+        items = x if isinstance(x, (list, tuple)) else [x]
+        if x is not None and (not items or not all(_is_array(t) for t in items)):
+            raise _binding_error(name, _short_repr(x), f"{name} must be an array/tensor or a list of them "
+                                 f"(a tensor list), not a {type(x).__name__} of numbers")
+    for name in _INT_LIST_INPUTS:
+        if optional.get(name) is not None:
+            host_list_values(name, optional[name])
+    out = dict(attrs)
+    for name in _INT_ATTRS:
+        v = attrs.get(name)
+        if name in attrs and (isinstance(v, bool) or not isinstance(v, Integral)):
+            raise _binding_error(name, v, f"{name} must be an int (torch_npu: int), not {type(v).__name__}")
+        if name in attrs:
+            out[name] = int(v)
+    sc = attrs.get("scale")
+    if isinstance(sc, bool) or not isinstance(sc, Real):
+        raise _binding_error("scale", sc, f"scale must be a float (torch_npu: float), not {type(sc).__name__}")
+    out["scale"] = float(sc)
+    flag = attrs.get("softmax_lse_flag")
+    if not isinstance(flag, (bool, np.bool_)):
+        raise _binding_error("softmax_lse_flag", flag, "softmax_lse_flag must be a bool (torch_npu: bool), not "
+                             f"{type(flag).__name__}")
+    out["softmax_lse_flag"] = bool(flag)
+    layout = attrs.get("input_layout")
+    if not isinstance(layout, str):
+        raise _binding_error("input_layout", layout, f"input_layout must be a string, one of "
+                             f"{', '.join(INPUT_LAYOUTS)}; not {type(layout).__name__}")
+    return out
+
+
+def _is_array(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _short_repr(x) -> str:
+    text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _simulate_v1_names(given: dict, learnable_sink=None, overrides=None):
@@ -133,11 +198,12 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     shared body of the V1 and V2 APIs. Returns ``(attention_out, softmax_lse)`` in the inputs' kind.
     ``overrides``: the plan search's replacements of op_host's block sizes or core count (``tile_fia``)."""
     torch_out = any(_is_torch(x) for x in (query, key, value))
+    attrs = check_binding(query, key, value, optional, attrs)
     arrays, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides)
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
-        out, lse = _empty_outputs(q, v, attrs, legacy, paged=arrays.get("block_table") is not None)
+        out, lse = _empty_outputs(q, k, v, attrs, legacy, paged=arrays.get("block_table") is not None)
     else:
         out, lse, _ = run_fia(q, k, v, tiling=tiling, scale=float(attrs["scale"]), input_layout=attrs["input_layout"],
                               num_heads=attrs["num_heads"], num_key_value_heads=attrs["num_key_value_heads"],
@@ -160,7 +226,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
 
     Raises ``ParamError`` (the operator rejects the call) or ``UnsupportedParameterError``
     (the simulator does not model a requested feature)."""
-    for name, kind in (("query", query), ("key", key), ("value", value)):
+    attrs.update(check_binding(query, key, value, optional, attrs))
+    for name, kind in (("key", key), ("value", value)):
         if isinstance(kind, (list, tuple)):
             raise UnsupportedParameterError(name, f"a list of {len(kind)} tensors",
                                             "key/value tensor lists are not simulated yet")
@@ -188,14 +255,17 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         tiling = tile_fia(params, target, overrides)
         layout_error = shape_error
     except ParamError as err:
-        # a complaint about the placeholder output is a complaint about the layout
-        if shape_error is None or err.param not in ("attention_out", "softmax_lse"):
+        if err.param not in ("attention_out", "softmax_lse"):
             raise
+        if shape_error is None:   # the outputs are inferred, never passed: blame what they were inferred from
+            raise _blame_inferred_output(err, q, arrays["value"], attrs) from None
+        # a complaint about the placeholder output is a complaint about the layout
         layout_error = err
     if layout_error is not None:
         raise ParamError("input_layout", attrs["input_layout"],
                          f"query {tuple(q.shape)} / value {tuple(arrays['value'].shape)} do not fit the layout "
                          f"({layout_error})", status=AclnnStatus.INNER_TILING_ERROR, checker="api")
+    _check_cumulative(tiling, optional)
     unsupported = [name for name in optional if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS]
     if unsupported:
         name = unsupported[0]
@@ -216,17 +286,55 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"query {qd}, key {kd}",
                                         "the simulated kernel is the non-quant one: query, key and value float16 "
                                         "or bfloat16, all alike")
-    if attrs["sparse_mode"] == 9:
+    if attrs["sparse_mode"] == 9 and not tiling.extras.get("legacy_ifa", False):   # the legacy route ignores it
         raise UnsupportedParameterError("sparse_mode", 9, "the tree mask is not simulated")
     return arrays, tiling
 
 
-def _empty_outputs(q: np.ndarray, v: np.ndarray, attrs: dict, legacy: bool, paged: bool):
+#: the N axis of query in each query layout (BSH has none)
+_HEAD_AXIS = {"BSND": 2, "BNSD": 1, "TND": 1, "NTD": 0, "NBSD": 0}
+
+
+def _blame_inferred_output(err: ParamError, q: np.ndarray, value: np.ndarray, attrs: dict) -> ParamError:
+    """The user's parameter behind op_host's complaint about attention_out / softmax_lse, which the API infers
+    (dtype from the query, shape from query, num_heads and value): the query for a dtype, num_heads when it
+    disagrees with the query's N axis, else value (its head dim sets D of the output)."""
+    if isinstance(err.value, str):
+        return ParamError("query", canonical_dtype(q.dtype), f"{err.rule} (attention_out takes the query's dtype)",
+                          status=err.status, checker=err.checker)
+    layout = attrs["input_layout"]
+    axis = _HEAD_AXIS.get(parse_layout(layout).qkv)
+    n = attrs["num_heads"]
+    if axis is not None and axis < q.ndim and q.shape[axis] != n:
+        return ParamError("num_heads", n, f"num_heads must equal the N axis of query {tuple(q.shape)} "
+                          f"({q.shape[axis]}) for input_layout {layout} (op_host: {err.rule})",
+                          status=err.status, checker=err.checker)
+    return ParamError("value", tuple(value.shape), f"the output inferred from query, num_heads and value is "
+                      f"rejected: {err.rule}", status=err.status, checker=err.checker)
+
+
+def _check_cumulative(tiling, optional: dict) -> None:
+    """Cumulative (TND/NTD) lengths that decrease give a batch a negative length. op_host's FIA framework rejects
+    them (``CheckFeatureActualSeqLensQData`` / ``CheckFeatureActualSeqLensKvData``); the arch22 split-fuse
+    route's ``CheckFAIAvailability`` does not look, and its tiling takes the difference as uint32, so the chip
+    would read past the tensors. The simulator refuses the call with the framework's rule."""
+    for name, lens in (("actual_seq_lengths", tiling.q_seqlens), ("actual_seq_lengths_kv", tiling.kv_seqlens)):
+        bad = [b for b, n in enumerate(lens) if n < 0]
+        if bad:
+            raise ParamError(name, list(host_list_values(name, optional[name])),
+                             f"cumulative lengths must not decrease (batch {bad[0]} would get {lens[bad[0]]}); the "
+                             f"split-fuse route does not check this but its tiling wraps the difference",
+                             status=AclnnStatus.PARAM_INVALID, checker="api")
+
+
+def _empty_outputs(q: np.ndarray, k: np.ndarray, v: np.ndarray, attrs: dict, legacy: bool, paged: bool):
     shape = _out_shape(q.shape, attrs, v, paged)
     out = np.zeros(shape, dtype=q.dtype)
     lse = None
     if attrs["softmax_lse_flag"]:
-        lse = np.full(_lse_shape(q.shape, attrs), LSE_EMPTY_LEGACY if legacy else LSE_EMPTY, np.float32)
+        lse = np.full(_lse_shape(q.shape, attrs), empty_row_lse(legacy_decode=legacy,
+                                                                   kv_empty=k.size == 0 or v.size == 0),
+                      np.float32)
     return out, lse
 
 

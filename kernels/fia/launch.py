@@ -29,12 +29,10 @@ from ...tiling.result import FiaTiling
 from ..golden.layouts import parse_layout
 from ..errors import UnsupportedParameterError
 from ..golden.masks import INT_MAX, MaskEngine
-from .kernel import LSE_EMPTY, fia_attention, fia_fd_combine
+from ..golden.fia import empty_row_lse
+from .kernel import fia_attention, fia_fd_combine
 
-__all__ = ["run_fia", "FiaRun", "kernel_layout", "LSE_EMPTY_LEGACY"]
-
-#: lse of empty rows on the legacy IFA decode route (FLOAT_MIN "for IFA compatibility").
-LSE_EMPTY_LEGACY = -3.4e38
+__all__ = ["run_fia", "FiaRun", "kernel_layout"]
 _BAND_CLAMP = 1 << 30
 
 #: user layout -> the kernel's view layout
@@ -105,7 +103,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     out_shape = _out_shape(query.shape, lay.qkv, lay.out, n1, dv)
     out = np.zeros(out_shape, dtype=out_dtype if out_dtype is not None else query.dtype)
     out_k = _as_heads(out, lay.out, n1)
-    empty_lse = LSE_EMPTY_LEGACY if legacy_route else LSE_EMPTY
+    empty_lse = empty_row_lse(legacy_decode=legacy_route, kv_empty=key.size == 0 or value.size == 0)
     if lay.token:
         lse = np.full((query.shape[0] if lay.qkv == "TND" else query.shape[1], n1, 1), empty_lse, np.float32)
     else:

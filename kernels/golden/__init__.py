@@ -12,8 +12,8 @@ Modules by concern:
 * :mod:`.fia`     — ``fia_golden`` / ``fia_golden_lowp`` (FusedInferAttentionScore).
 """
 
-from .fia import LSE_EMPTY, LSE_EMPTY_LEGACY_DECODE, fia_golden, fia_golden_lowp, is_legacy_decode
+from .fia import LSE_EMPTY, LSE_EMPTY_LEGACY_DECODE, empty_row_lse, fia_golden, fia_golden_lowp, is_legacy_decode
 from .masks import mask_template
 
 __all__ = ["fia_golden", "fia_golden_lowp", "mask_template", "is_legacy_decode", "LSE_EMPTY",
-           "LSE_EMPTY_LEGACY_DECODE"]
+           "LSE_EMPTY_LEGACY_DECODE", "empty_row_lse"]

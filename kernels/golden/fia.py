@@ -79,7 +79,7 @@ from .masks import MaskEngine
 from .pse import PseShift, sink_logits
 
 __all__ = ["fia_golden", "fia_golden_lowp", "LSE_EMPTY", "LSE_EMPTY_LEGACY_DECODE", "CHUNK_ELEMENTS",
-           "is_legacy_decode"]
+           "is_legacy_decode", "empty_row_lse"]
 
 #: lse of rows without any kv / not computed, FIA routes (kernel init value FLOAT_INF).
 LSE_EMPTY = float("inf")
@@ -106,9 +106,22 @@ def _blas_threads(limit):
     return threadpool_limits(limits=limit, user_api="blas")
 
 
-def is_legacy_decode(layout_name: str, s1: int, d: int, dv: int) -> bool:
-    """The route op_host marks ``isLegacyIfa``: BSH/BSND/BNSD, S1 == 1, D == Dv (no rope)."""
+def is_legacy_decode(layout_name: str, s1: int, d: int, dv: int, target: str | None = None) -> bool:
+    """The route op_host marks ``isLegacyIfa``: BSH/BSND/BNSD, S1 == 1, D == Dv (no rope), on an arch22
+    (Atlas A2/A3) ``target`` (None: the default target); arch35 has no legacy decode class."""
+    from ...tiling.platform import DEFAULT_TARGET, get_platform
+
+    if get_platform(target or DEFAULT_TARGET).arch != "arch22":
+        return False
     return layout_name in ("BSH", "BSND", "BNSD") and s1 == 1 and d == dv
+
+
+def empty_row_lse(*, legacy_decode: bool, kv_empty: bool) -> float:
+    """The lse of a row that sees no kv: the one definition the kernel launch, the API's empty-route outputs and
+    this golden share. ``LSE_EMPTY`` (+inf, the FIA kernels' init value) except on the arch22 legacy decode
+    route, whose kernel initialises to ``LSE_EMPTY_LEGACY_DECODE``; an empty key/value tensor is the
+    empty-tensor template's business on every route, which writes +inf."""
+    return LSE_EMPTY_LEGACY_DECODE if legacy_decode and not kv_empty else LSE_EMPTY
 
 
 def _reject_out_of_scope(extra: dict):
@@ -153,13 +166,14 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                learnable_sink=None, num_heads: int = 1, scale: float = 1.0, pre_tokens: int = 2147483647,
                next_tokens: int = 2147483647, input_layout: str = "BSH", num_key_value_heads: int = 0,
                sparse_mode: int = 0, inner_precise: int = 0, block_size: int = 0, softmax_lse_flag: bool = False,
-               p_dtype: Any = None, **out_of_scope):
+               p_dtype: Any = None, target: str | None = None, **out_of_scope):
     """Float64 FusedInferAttentionScore; returns ``(out, lse)`` (``lse`` None unless ``softmax_lse_flag``).
 
     Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
     ``learnable_sink``). Quantisation and rope keywords are accepted only to
     raise ``UnsupportedParameterError`` when given. ``p_dtype`` rounds P
-    before P·V (see :mod:`.attend`).
+    before P·V (see :mod:`.attend`). ``target`` (the platform; None: the default) decides whether the
+    legacy decode route exists (arch22), which sets the lse of rows without kv (``empty_row_lse``).
     """
     _reject_out_of_scope(out_of_scope)
     if not 0 <= int(inner_precise) <= 3:
@@ -248,8 +262,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
             actual_seq_lengths_kv=actual_seq_lengths_kv, query_padding_size=query_padding_size,
             kv_padding_size=kv_padding_size, prefix=prefix.length if prefix is not None else 0)
 
-    legacy = (not token) and is_legacy_decode(layouts.name, rows_total, d, dv)
-    lse_empty = LSE_EMPTY if (kv_empty or not legacy) else LSE_EMPTY_LEGACY_DECODE
+    legacy = (not token) and is_legacy_decode(layouts.name, rows_total, d, dv, target)
+    lse_empty = empty_row_lse(legacy_decode=legacy, kv_empty=kv_empty)
     left_padding = padding_value(query_padding_size, "query_padding_size") is not None or \
         padding_value(kv_padding_size, "kv_padding_size") is not None
     masks = MaskEngine(sparse_mode=sparse_mode, atten_mask=atten_mask, pre_tokens=pre_tokens,

@@ -82,16 +82,17 @@ class MaskEngine:
         self.next = int(next_tokens)
         self.batch = batch
         self.left_padding = left_padding
-        if self.sparse_mode == 9:
-            raise UnsupportedParameterError("sparse_mode", 9, "the tree mask (speculative decoding, MLA) is "
-                                                              "outside the golden's scope")
-        if self.sparse_mode not in (0, 1, 2, 3, 4):
-            raise ValueError(f"sparse_mode={sparse_mode}: the inference operator supports 0-4 and 9 "
-                             f"(5-8 are training-only)")
         mask = None if atten_mask is None else to_numpy(atten_mask)
         if legacy_decode:
-            # The operator ignores sparse_mode and pre/next on this route (aclnn doc, sparseMode row).
+            # The operator ignores sparse_mode (whatever its value) and pre/next on this route (aclnn doc,
+            # sparseMode row; op_host GetUpdateInfo forces sparse 0 before any sparse_mode check).
             self.mode = "full" if mask is not None else "none"
+        elif self.sparse_mode == 9:
+            raise UnsupportedParameterError("sparse_mode", 9, "the tree mask (speculative decoding, MLA) is "
+                                                              "outside the golden's scope")
+        elif self.sparse_mode not in (0, 1, 2, 3, 4):
+            raise ValueError(f"sparse_mode={sparse_mode}: the inference operator supports 0-4 and 9 "
+                             f"(5-8 are training-only)")
         elif self.sparse_mode == 0:
             self.mode = "default" if mask is not None else "none"
         elif self.sparse_mode == 1:
