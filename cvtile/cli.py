@@ -47,26 +47,69 @@ _CASE_OPTIONS = ("batch", "num_heads", "num_kv_heads", "q_seqlen", "kv_seqlen", 
                  "sparse_mode", "pre_tokens", "next_tokens", "lse", "target", "actual_q", "actual_kv")
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (exit 2), for every subcommand."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is not {'positive' if low == 1 else f'>= {low}'}")
+        return value
+    parse.__name__ = "positive int" if low == 1 else f"int >= {low}"
+    return parse
+
+
+positive_int = _int_at_least(1)
+non_negative_int = _int_at_least(0)
+
+
+def target_name(text: str) -> str:
+    """A platform of the platform table (argparse type)."""
+    from .tiling.platform import platform_names
+
+    if text not in platform_names():
+        raise argparse.ArgumentTypeError(f"unknown target {text!r}; known: {', '.join(platform_names())}")
+    return text
+
+
 def _case_options(p) -> None:
     """The case options shared by ``run`` and ``emit``: a FusedInferAttentionScore case from the decode default."""
-    p.add_argument("--batch", "-b", type=int)
-    p.add_argument("--num-heads", "-n", type=int)
-    p.add_argument("--num-kv-heads", type=int)
-    p.add_argument("--q-seqlen", type=int, help="query sequence length S1 (1 = decode)")
-    p.add_argument("--kv-seqlen", type=int, help="key/value sequence length S2")
-    p.add_argument("--head-dim", "-d", type=int)
-    p.add_argument("--dtype", choices=("float16", "bfloat16"))
+    from .cases import DEFAULT_CASES
+
+    base = DEFAULT_CASES[0]
+    p.add_argument("--batch", "-b", type=positive_int, help=f"batch B (default {base.batch})")
+    p.add_argument("--num-heads", "-n", type=positive_int, help=f"query heads N (default {base.num_heads})")
+    p.add_argument("--num-kv-heads", type=positive_int, help=f"key/value heads (default {base.num_kv_heads})")
+    p.add_argument("--q-seqlen", type=positive_int,
+                   help=f"query sequence length S1, 1 = decode (default {base.q_seqlen})")
+    p.add_argument("--kv-seqlen", type=non_negative_int,
+                   help=f"key/value sequence length S2 (default {base.kv_seqlen})")
+    p.add_argument("--head-dim", "-d", type=positive_int, help=f"head dim D (default {base.head_dim})")
+    p.add_argument("--dtype", choices=("float16", "bfloat16"), help=f"query/key/value dtype (default {base.dtype})")
     p.add_argument("--layout", choices=("BSH", "BSND", "BNSD", "TND", "NTD", "BNSD_BSND", "BSH_BNSD",
-                                          "BSND_BNSD", "TND_NTD", "NTD_TND"))
-    p.add_argument("--sparse-mode", type=int, choices=(0, 2, 3, 4))
-    p.add_argument("--pre-tokens", type=int)
-    p.add_argument("--next-tokens", type=int)
-    p.add_argument("--lse", dest="lse", action="store_const", const=True, help="also check softmax_lse")
-    p.add_argument("--no-lse", dest="lse", action="store_const", const=False)
-    p.add_argument("--actual-q", type=int, nargs="+", help="actual_seq_lengths per batch")
-    p.add_argument("--actual-kv", type=int, nargs="+", help="actual_seq_lengths_kv per batch")
-    p.add_argument("--target", "-t", help="platform (default Ascend910B1)")
-    p.add_argument("--seed", type=int, default=0)
+                                          "BSND_BNSD", "TND_NTD", "NTD_TND"),
+                   help=f"input_layout (default {base.layout})")
+    p.add_argument("--sparse-mode", type=int, choices=(0, 2, 3, 4),
+                   help=f"sparse_mode; 2/3/4 pass the 2048x2048 mask template (default {base.sparse_mode})")
+    p.add_argument("--pre-tokens", type=int, help=f"pre_tokens (default {base.pre_tokens})")
+    p.add_argument("--next-tokens", type=int, help=f"next_tokens (default {base.next_tokens})")
+    p.add_argument("--lse", dest="lse", action="store_const", const=True,
+                   help=f"also check softmax_lse (default {'on' if base.lse else 'off'})")
+    p.add_argument("--no-lse", dest="lse", action="store_const", const=False, help="do not check softmax_lse")
+    p.add_argument("--actual-q", type=non_negative_int, nargs="+",
+                   help="actual_seq_lengths per batch (default: S1 for every batch)")
+    p.add_argument("--actual-kv", type=non_negative_int, nargs="+",
+                   help="actual_seq_lengths_kv per batch (default: S2 for every batch)")
+    p.add_argument("--target", "-t", type=target_name, help=f"platform (default {base.target})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
 
 
 def case_options_of(args) -> dict:
@@ -79,8 +122,8 @@ def case_options_of(args) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cvtile", description="Ascend attention kernels on a CPU: simulate, "
-                                     "check against float64 goldens, and show the op_host tiling.")
+    parser = _Parser(prog="cvtile", description="Ascend attention kernels on a CPU: simulate, "
+                     "check against float64 goldens, and show the op_host tiling.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="simulate attention cases and check them against the golden",
@@ -93,30 +136,56 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="machine-readable results (with a sha256 per output)")
     run.set_defaults(func=_run)
 
-    add_tiling_parser(sub).set_defaults(func=run_tiling)
+    tiling = add_tiling_parser(sub)
+    tiling.set_defaults(func=run_tiling)
+    _validate_tiling_options(tiling)
     add_emit_parser(sub, _case_options)
     add_cost_parsers(sub, _case_options)
 
     cases = sub.add_parser("cases", help="run a corpus: an op_host UT CSV or an st JSON file")
     cases.add_argument("path", type=Path)
     cases.add_argument("--arch", choices=("arch22", "arch35"), help="UT CSV: the arch (default: from the file)")
-    cases.add_argument("--limit", type=int, help="st JSON: run only the first N cases")
+    cases.add_argument("--limit", type=positive_int, help="st JSON: run only the first N cases (default: all)")
     cases.add_argument("--case", action="append", help="st JSON: run only these case ids/names (repeatable)")
-    cases.add_argument("--seed", type=int, default=0)
+    cases.add_argument("--seed", type=int, default=0, help="st JSON: seed of the random inputs (default 0)")
     cases.add_argument("--golden", choices=("lowp", "exact"), default="lowp",
                        help="st JSON: lowp = P rounded to the query dtype before P.V (the upstream tests' "
                             "golden, default); exact = unrounded float64")
-    cases.add_argument("--json", action="store_true")
+    cases.add_argument("--json", action="store_true", help="machine-readable results")
     cases.set_defaults(func=_cases)
     return parser
 
 
+#: ``cvtile tiling`` options (parser in cli_tiling) that must be positive / non-negative
+_TILING_POSITIVE = ("batch", "num_heads", "q_seqlen", "head_dim")
+_TILING_NON_NEGATIVE = ("num_kv_heads", "value_head_dim", "kv_seqlen", "rope_dim", "block_size", "actual_q",
+                        "actual_kv")
+
+
+def _validate_tiling_options(p) -> None:
+    """Give the tiling parser's shape options range-checked types (a negative batch would otherwise size
+    host arrays by a wrapped uint32) and its target a table lookup."""
+    for action in p._actions:
+        if action.dest in _TILING_POSITIVE:
+            action.type = positive_int
+        elif action.dest in _TILING_NON_NEGATIVE:
+            action.type = non_negative_int
+        elif action.dest == "target":
+            action.type = target_name
+
+
 def main(argv=None) -> int:
+    from .kernels.errors import UnsupportedParameterError
+
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except BrokenPipeError:
         return 0
+    except (ValueError, UnsupportedParameterError) as e:   # ParamError, UnknownPlatformError, bad case values
+        text = str(e).strip().splitlines()
+        print(f"cvtile {args.command}: {type(e).__name__}: {text[0] if text else ''}", file=sys.stderr)
+        return 2
 
 
 def _run(args) -> int:
@@ -162,7 +231,17 @@ def _print_result(r) -> None:
               f"  ({rep['violations']} of {rep['total']} outside rtol {rep['rtol']:.3g} atol {rep['atol']:.3g})")
     print(f"  wall time: simulated ({r.order} order) {r.sim_seconds:.3f} s, golden {r.golden_seconds:.3f} s"
           f" (kernel compile or disk-cache load {r.compile_seconds:.1f} s)")
-    print(f"  {'PASS' if r.passed else 'FAIL'}")
+    print(f"  {pass_rule(r.reports)}: {'PASS' if r.passed else 'FAIL'}")
+
+
+def pass_rule(reports: dict) -> str:
+    """The rule PASS stands for, with the allowed fraction outside tolerance (``kernels.precision.compare``)."""
+    from .kernels.precision import MAX_OUTLIER
+
+    ratios = sorted({rep["max_fail_ratio"] for rep in reports.values()})
+    allowed = " / ".join(f"{100 * x:.2f}%" for x in ratios) or "0%"
+    return (f"pass rule (each output: at most {allowed} of its elements outside rtol/atol, none off by a "
+            f"relative error of {MAX_OUTLIER:g} or more, no non-finite value where the golden differs)")
 
 
 def _cases(args) -> int:

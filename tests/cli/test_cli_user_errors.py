@@ -1,0 +1,87 @@
+"""The command line's user errors: one line on stderr and exit status 2, never a traceback (issue 12, item 1);
+the pass rule next to PASS; defaults in --help; the empty-kv run passes its own check."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cvtile.cli import main
+
+
+def _user_error(capsys, *argv) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(list(argv))
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    return lines[0]
+
+
+def test_run_batch_minus_1_is_a_one_line_user_error(capsys):
+    line = _user_error(capsys, "run", "--batch", "-1")
+    assert "--batch" in line and "-1 is not positive" in line
+
+
+def test_run_head_dim_0_is_a_one_line_user_error(capsys):
+    line = _user_error(capsys, "run", "--head-dim", "0")
+    assert "--head-dim" in line and "0 is not positive" in line
+
+
+def test_run_target_ascend999_lists_the_known_targets(capsys):
+    line = _user_error(capsys, "run", "--target", "Ascend999")
+    assert "unknown target 'Ascend999'" in line and "Ascend910B1" in line and "Ascend950" in line
+
+
+def test_tiling_batch_minus_2_is_refused_before_any_allocation(capsys):
+    """It used to size host arrays by the wrapped uint32 batch (4 billion entries)."""
+    line = _user_error(capsys, "tiling", "--batch", "-2")
+    assert "--batch" in line and "-2 is not positive" in line
+
+
+def test_tiling_target_is_checked(capsys):
+    assert "unknown target" in _user_error(capsys, "tiling", "--target", "Ascend999")
+
+
+def test_run_non_integer_is_a_one_line_user_error(capsys):
+    assert "'x' is not an integer" in _user_error(capsys, "run", "--kv-seqlen", "x")
+
+
+def test_typed_errors_raised_by_a_command_are_one_line_exit_2(capsys, monkeypatch):
+    """A ParamError / UnsupportedParameterError / ValueError escaping a command is caught at main's top."""
+    import cvtile.cli as cli
+    from cvtile.kernels.errors import UnsupportedParameterError
+    from cvtile.tiling.errors import ParamError
+
+    for exc in (ParamError("num_heads", 4.0, "must be an int"), UnsupportedParameterError("key", "x", "why"),
+                ValueError("bad case\nsecond line")):
+        def boom(args, exc=exc):
+            raise exc
+        monkeypatch.setattr(cli, "_cases", boom)
+        assert main(["cases", "x.csv"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"cvtile cases: {type(exc).__name__}: "), err
+
+
+def test_help_shows_defaults():
+    out = subprocess.run([sys.executable, "-m", "cvtile", "run", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    flat = " ".join(out.split())
+    for text in ("batch B (default 4)", "(default 16384)", "(default Ascend910B1)", "(default BNSD)",
+                 "(default float16)", "(default 0)"):
+        assert text in flat, text
+
+
+def test_run_kv_seqlen_0_passes_with_the_pass_rule_stated(capsys):
+    """Regression: the operator returned -3.4e38 for softmax_lse while the golden said +inf. An empty kv
+    tensor goes to the empty-tensor template, which writes +inf on every route (golden.fia.empty_row_lse)."""
+    code = main(["run", "--kv-seqlen", "0"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "softmax_lse    PASS" in out and "attention_out  PASS" in out
+    last = out.rstrip().splitlines()[-1]
+    assert last.endswith(": PASS") and "at most 0.50% of its elements outside rtol/atol" in last
