@@ -45,6 +45,7 @@ from ..ir import Block, Kernel, Op, Value, clone_op
 from ..liveness import Liveness
 from ..shapes import ValidExtents
 from ..types import BOOL, INDEX, UB, TileType
+from .plan_memory import share_groups
 from .split_cv import RowClasses
 
 __all__ = ["chunk_rows", "ROW_LOCAL", "CHUNKS"]
@@ -195,8 +196,9 @@ def _bytes(block, start, end, pass_ops, split, in_pass, outputs, root):
     per_row = sum(_row_bytes(v.type) for op in split for inner in _deep(op) for v in inner.results
                   if v.id in chunked)
     lo, hi = lv.pos[id(block.ops[start])], lv.pos[id(block.ops[end])]
-    resident = 0
-    for vid, v in lv.values.items():
+    groups = share_groups(root, lv)
+    resident: dict[int, int] = {}    # one buffer per group of values the memory plan shares (a carried
+    for vid, v in lv.values.items():  # accumulator, its loop result and its branch results are one tile)
         if not (v.is_tile and v.type.space is UB) or vid in chunked:
             continue
         d, e = lv.def_pos.get(vid, 0), lv.end.get(vid, 0)
@@ -204,8 +206,9 @@ def _bytes(block, start, end, pass_ops, split, in_pass, outputs, root):
             op = lv.def_op.get(vid)
             if op is not None and op.kind == "expand":
                 continue
-            resident += v.type.nbytes
-    return per_row, resident
+            g = groups.find(vid)
+            resident[g] = max(resident.get(g, 0), v.type.nbytes)
+    return per_row, sum(resident.values())
 
 
 def _rewrite(block, start, end, pass_ops, split, outputs, chunk, rows, ve):

@@ -220,19 +220,16 @@ class _Groups:
             self.parent[ra] = rb
 
 
-def _plan_program(body: Block, spaces: tuple, platform, slots=(), pingpong: bool = True):
-    lv = Liveness(body)
+def share_groups(body: Block, lv: Liveness) -> _Groups:
+    """The values of a program that share one buffer by construction: views with what they view, an
+    accumulating mma with its acc tile, a loop's carried values with their inits, results and yields, an
+    ``if`` result with its arms' yields (each where the sharing is safe). chunk_rows counts what stays
+    resident by these groups, as this plan will lay it out."""
     groups = _Groups()
-    skip: set[int] = set()           # values that are no buffer of their own (views, staging, streams)
-    staged: dict[int, list] = {}      # id(mma op) -> streamed operand notes
-    mmas = []
-    pipelined = _pipelined_values(body) if pingpong else set()
     for op in walk(body):
         k = op.kind
         if k in _VIEWS and op.results:
             groups.union(op.results[0], op.args[0])
-        elif k == "copy" and op.attrs.get("staged"):
-            skip.add(op.results[0].id)
         elif k == "mma" and op.attrs.get("acc"):
             groups.union(op.results[0], op.args[-1])   # accumulates in place into its acc tile
         elif k == "for":
@@ -244,6 +241,19 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pingpong: bool
                         y = arm.ops[-1].args[i]
                         if _only_use(y, lv, "yield") and _materialises(y):
                             groups.union(y, r)
+    return groups
+
+
+def _plan_program(body: Block, spaces: tuple, platform, slots=(), pingpong: bool = True):
+    lv = Liveness(body)
+    groups = share_groups(body, lv)
+    skip: set[int] = set()           # values that are no buffer of their own (views, staging, streams)
+    staged: dict[int, list] = {}      # id(mma op) -> streamed operand notes
+    mmas = []
+    pipelined = _pipelined_values(body) if pingpong else set()
+    for op in walk(body):
+        if op.kind == "copy" and op.attrs.get("staged"):
+            skip.add(op.results[0].id)
     # streamed mma operands and results
     for op in walk(body):
         if op.kind != "mma":

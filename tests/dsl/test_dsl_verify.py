@@ -78,7 +78,8 @@ def test_regression_loop_carried_accumulator_is_one_buffer():
 def test_the_same_kernel_fits_a_bigger_target():
     ck = acc_rows.on("Ascend950").compile(*_acc_args(224), R=224, D=256)
     ub = ck.report.spaces["UB"]
-    assert ub.fits and ub.capacity == 253952 and ub.peak == 230400
+    # the accumulator (224 KB) stays; the load streams in the largest chunk that fits the 24 KB beside it
+    assert ub.fits and ub.capacity == 253952 and ub.peak == 229376 + 16 * 1024
     assert "acc" in [b.name for b in ub.buffers]
 
 
