@@ -141,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     _validate_tiling_options(tiling)
     add_emit_parser(sub, _case_options)
     add_cost_parsers(sub, _case_options)
+    _validate_tiling_options(sub.choices["cost"])   # the tiling's shape options
 
     cases = sub.add_parser("cases", help="run a corpus: an op_host UT CSV or an st JSON file")
     cases.add_argument("path", type=Path)
@@ -156,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: ``cvtile tiling`` options (parser in cli_tiling) that must be positive / non-negative
+#: ``cvtile tiling`` / ``cost`` shape options (cli_tiling.add_shape_options) that must be positive / non-negative
 _TILING_POSITIVE = ("batch", "num_heads", "q_seqlen", "head_dim")
 _TILING_NON_NEGATIVE = ("num_kv_heads", "value_head_dim", "kv_seqlen", "rope_dim", "block_size", "actual_q",
                         "actual_kv")

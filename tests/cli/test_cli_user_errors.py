@@ -37,9 +37,10 @@ def test_run_target_ascend999_lists_the_known_targets(capsys):
     assert "unknown target 'Ascend999'" in line and "Ascend910B1" in line and "Ascend950" in line
 
 
-def test_tiling_batch_minus_2_is_refused_before_any_allocation(capsys):
-    """It used to size host arrays by the wrapped uint32 batch (4 billion entries)."""
-    line = _user_error(capsys, "tiling", "--batch", "-2")
+@pytest.mark.parametrize("command", ["tiling", "cost"])
+def test_tiling_batch_minus_2_is_refused_before_any_allocation(capsys, command):
+    """It used to size host arrays by the wrapped uint32 batch (4 billion entries); cost shares the options."""
+    line = _user_error(capsys, command, "--batch", "-2")
     assert "--batch" in line and "-2 is not positive" in line
 
 
