@@ -30,6 +30,8 @@ Invariants
   before split_cv); ``order="pipelined"`` runs the programs after every pass
   (split, hand-offs through slots, flags, pipelining, row chunks). Both must
   give bitwise the same results.
+* ``kernel[grid](..., check=...)`` runs the backend's checking mode (the numba backend: ``cvtile.sim.CheckMode``);
+  without it a launch runs no checking code.
 """
 
 from __future__ import annotations
@@ -150,12 +152,14 @@ class CompiledKernel:
         """The printed IR after a pass (or ``"frontend"``): see ``cvtile.dsl.passes``."""
         return self.compilation.ir_after(stage)
 
-    def launch(self, grid: int, args: list, *, serial: bool = False, order: str = "program"):
+    def launch(self, grid: int, args: list, *, serial: bool = False, order: str = "program", check=None):
+        """Run on the simulator. ``check``: the backend's checking mode (``cvtile.sim.CheckMode``, or True for
+        every check; None: unchecked, unless a ``cvtile.sim.checked_launches()`` block is active)."""
         for rec in _RECORDERS:
             rec.launches.append(LaunchRecord(self, grid, args, snapshot=rec.run))
         if any(not rec.run for rec in _RECORDERS):
             return None
-        return self.runner("numba", order).launch(grid, args, serial=serial)
+        return self.runner("numba", order).launch(grid, args, serial=serial, check=check)
 
     def cost(self, grid: int, args: list, **kw):
         """The cost model's estimate of one launch (``cvtile.sim.cost.estimate``): time, bound, busy fractions."""
@@ -217,9 +221,9 @@ class JITFunction:
         if not isinstance(grid, int) or isinstance(grid, bool) or grid <= 0:
             raise ValueError(f"grid must be a positive number of cores, got {grid!r}")
 
-        def launcher(*args, serial: bool = False, order: str = "program", **kwargs):
+        def launcher(*args, serial: bool = False, order: str = "program", check=None, **kwargs):
             compiled, runtime = self._specialise(args, kwargs)
-            return compiled.launch(grid, runtime, serial=serial, order=order)
+            return compiled.launch(grid, runtime, serial=serial, order=order, check=check)
 
         return launcher
 

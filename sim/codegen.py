@@ -99,21 +99,49 @@ class GeneratedSource:
         self.flag_sets: dict = {}       # flag id -> [(core, loc)] of its sets (for deadlock reports)
 
 
-def generate(kernel: Kernel, *, nan_fill: bool = False) -> GeneratedSource:
+def generate(kernel: Kernel, *, nan_fill: bool = False, check=None) -> GeneratedSource:
     """The numba module of a kernel: ``core`` for a sequential kernel or a one-sided split kernel; for a split
-    kernel with both programs, one function per program (``_generate_group``)."""
+    kernel with both programs, one function per program (``_generate_group``). ``check`` (a
+    ``checking.CheckMode``) generates the checked variant instead (``checkgen``): other text, other module,
+    other cache entry; without it nothing of the checks is generated."""
+    if check is not None:
+        from .checkgen import CheckedSource
+
+        return _generate(kernel, CheckedSource(kernel, check))
+    return _generate(kernel, _Plain(nan_fill))
+
+
+class _Plain:
+    """How ``_generate`` makes the generators of an unchecked module (the checked one: ``checkgen``)."""
+
+    extra_params: list = []
+    header: list = []
+
+    def __init__(self, nan_fill: bool):
+        self.nan_fill = nan_fill
+
+    def gen(self, kernel, body, sites=None, program=None):
+        return _Gen(kernel, self.nan_fill, body, sites=sites, program=program)
+
+    def finish(self, source) -> None:
+        pass
+
+
+def _generate(kernel: Kernel, make) -> GeneratedSource:
     programs = kernel.programs()
     if len(programs) == 2:
-        return _generate_group(kernel, programs, nan_fill)
+        return _generate_group(kernel, programs, make)
     body = next(iter(programs.values())) if programs else kernel.body
-    gen = _Gen(kernel, nan_fill, body)
+    gen = make.gen(kernel, body)
     params, arg_names = gen.bind_params()
-    lines = gen.function("core", ["blk", "nblk", "sub", "err", "bufs"] + params)
-    text = "\n".join(_module_header(kernel) + gen.alloc_function("alloc") + lines)
-    return GeneratedSource(text, arg_names, gen.sites, kernel, "core")
+    lines = gen.function("core", ["blk", "nblk", "sub", "err", "bufs"] + make.extra_params + params)
+    text = "\n".join(_module_header(kernel) + make.header + gen.alloc_function("alloc") + lines)
+    out = GeneratedSource(text, arg_names, gen.sites, kernel, "core")
+    make.finish(out)
+    return out
 
 
-def _generate_group(kernel: Kernel, programs: dict, nan_fill: bool) -> GeneratedSource:
+def _generate_group(kernel: Kernel, programs: dict, make) -> GeneratedSource:
     """One function per program, ``prog_aic`` and ``prog_aiv`` (run twice, as sub-blocks 0 and 1), each on a
     thread of its own that holds the group's baton while it runs (see ``sync.py``); the launcher starts the
     three threads of a group."""
@@ -121,17 +149,18 @@ def _generate_group(kernel: Kernel, programs: dict, nan_fill: bool) -> Generated
     parts = []
     allocs = []
     for core in ("aic", "aiv"):
-        gen = _Gen(kernel, nan_fill, programs[core], sites=sites, program=core)
+        gen = make.gen(kernel, programs[core], sites=sites, program=core)
         params, arg_names = gen.bind_params()
         parts += gen.function(f"prog_{core}", ["blk", "nblk", "sub", "role", "flags", "sched", "err", "bufs"]
-                              + params)
+                              + make.extra_params + params)
         allocs += gen.alloc_function(f"alloc_{core}")
-    text = "\n".join(_module_header(kernel) + allocs + parts)
+    text = "\n".join(_module_header(kernel) + make.header + allocs + parts)
     out = GeneratedSource(text, arg_names, sites, kernel, "group")
     for core, body in programs.items():
         for op in _all_ops(body):
             if op.kind == "flag_set":
                 out.flag_sets.setdefault(op.attrs["id"], []).append((core, op.loc))
+    make.finish(out)
     return out
 
 
@@ -205,6 +234,7 @@ class _Gen:
     def function(self, name: str, signature: list) -> list:
         """The text of one generated function running ``self.body``."""
         self._analyse(self.body, None)
+        self._prepare()
         self.lines = []
         self._block(self.body)
         body = self.lines
@@ -213,14 +243,31 @@ class _Gen:
         if self.buffers:
             names = [n for n, _ in self.buffers]
             out.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = bufs")
+        out += self._prologue()
         if self.core:
             out += ["    if take_turn(sched, role):", "        return 0"]
         out += body
+        out += self._epilogue()
         if self.core:
             out.append("    finish_turn(sched, role)")
         out.append("    return 0")
         out.append("")
         return out
+
+    # hooks of the checked generator (checkgen.CheckedGen); nothing here
+    def _prepare(self):
+        """Called once the analysis of the body is done, before any line is generated."""
+
+    def _prologue(self) -> list:
+        """Lines at the function's entry (after the buffers are unpacked)."""
+        return []
+
+    def _epilogue(self) -> list:
+        """Lines before the function's normal end."""
+        return []
+
+    def _bound_alias(self, dst: str, src: str, value: Value):
+        """The tile variable ``dst`` was just bound to the tile variable ``src`` (``value``'s)."""
 
     def alloc_function(self, name: str) -> list:
         # called after function(): the buffers are known then
@@ -614,22 +661,26 @@ class _Gen:
         flat = self.tensors[w.tensor.id][0]
         return f"{flat}[{base} + {self._row_addr(w, dim, f'{self.ref(w.dims[dim].start)} + {idx}')}]"
 
-    def _gm_elementwise(self, w: Window, off: str, counts: list[str], tile: str, assign):
+    def _gm_elementwise(self, w: Window, off: str, counts: list[str], tile: str, assign, index_only=False):
         """Emit the element loop between the window at ``off`` and the tile variable ``tile``.
 
         ``assign(gm, t)`` returns the statement for one element pair (GM expression, tile expression); a read
         and a store differ only in it. Contiguous dims walk a slice (vectorisable), the others decompose the
-        index through the window's dims."""
+        index through the window's dims. ``index_only``: ``assign(index, None)`` gets the element's flat
+        index instead (no slices, no tile)."""
         def inner(base, dim, row):
             c = self.tmp("c")
-            if self._contiguous(w, dim):
+            if self._contiguous(w, dim) and not index_only:
                 seg = self._gm_segment(w, dim, base, counts[dim])   # the slice is taken once, outside the loop
                 self.emit(f"for {c} in range({counts[dim]}):")
                 self.emit("    " + assign(f"{seg}[{c}]", f"{row}[{c}]"))
                 return
             self.emit(f"for {c} in range({counts[dim]}):")
             self.depth += 1
-            self.emit(assign(self._gm_elem(w, dim, base, c), f"{row}[{c}]"))
+            if index_only:
+                self.emit(assign(f"{base} + {self._row_addr(w, dim, f'{self.ref(w.dims[dim].start)} + {c}')}", None))
+            else:
+                self.emit(assign(self._gm_elem(w, dim, base, c), f"{row}[{c}]"))
             self.depth -= 1
 
         if len(w.dims) == 1:
@@ -640,8 +691,10 @@ class _Gen:
         self.depth += 1
         ro = self.tmp("ro")
         self.emit(f"{ro} = {off} + {self._row_addr(w, 0, f'{self.ref(w.dims[0].start)} + {r}')}")
-        row = self.tmp("row")
-        self.emit(f"{row} = {tile}[{r}]")
+        row = None
+        if not index_only:
+            row = self.tmp("row")
+            self.emit(f"{row} = {tile}[{r}]")
         inner(ro, 1, row)
         self.depth -= 1
 
@@ -1100,6 +1153,7 @@ class _Gen:
             self.tile_var[a.id] = name
             if self.share.get(a.id) is init:
                 self.emit(f"{name} = {src}")   # the loop starts in the initial value's own buffer
+                self._bound_alias(name, src, a)
             else:
                 self._copy_into(name, self.buffer(a), src, a.type.rank)
         else:
@@ -1153,6 +1207,7 @@ class _Gen:
                 self._copy_into(self.tile(a), self.bufname(a), src, a.type.rank)
             for a, v in rebinds:
                 self.emit(f"{self.tile(a)} = {self.tile(v)}")
+                self._bound_alias(self.tile(a), self.tile(v), a)
             if scalars_l:
                 self.emit(f"{', '.join(scalars_l)} = {', '.join(scalars_r)}" if len(scalars_l) > 1 else
                           f"{scalars_l[0]} = {scalars_r[0]}")
@@ -1162,6 +1217,7 @@ class _Gen:
                     name = self.var_name(r)
                     self.emit(f"{name} = {self.tile(v)}")
                     self.tile_var[r.id] = name
+                    self._bound_alias(name, self.tile(v), r)
                 else:
                     name = self.var_name(r)
                     self.emit(f"{name} = {self.ref(v)}")

@@ -34,7 +34,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..dsl.errors import SimulationError
+from . import checking
 from .codegen import generate
+from .shadow import ERR_WIDTH
 from .storage import to_storage
 from .sync import ROLES, SCHED_WAIT, abort_group, new_sched
 
@@ -77,10 +79,28 @@ def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in name)[:40]
 
 
+class _Variant:
+    """One generated module of a runner (unchecked, or checked with one ``CheckMode``) and the argument
+    signatures its machine code is ready for."""
+
+    def __init__(self, generated, name: str):
+        self.generated = generated
+        self.name = name
+        self._module = None
+        self.ready: set = set()
+
+    @property
+    def module(self):
+        if self._module is None:
+            self._module = _load_module(self.generated.text, self.name)
+        return self._module
+
+
 class NumbaRunner:
     """Runs one compiled kernel on the simulator in one execution order: ``"program"`` runs the sequential
     kernel (one ``core`` per AI core), ``"pipelined"`` the programs the passes produced (one ``group`` driver
-    per core group, its AIC and AIV programs meeting only at flags)."""
+    per core group, its AIC and AIV programs meeting only at flags). A launch with ``check=`` (or inside
+    ``checked_launches()``) runs the checked variant of the module (``checking``), generated on first use."""
 
     def __init__(self, compiled, order: str = "program", ir=None):
         t0 = time.perf_counter()
@@ -90,24 +110,50 @@ class NumbaRunner:
         self.ir = ir if ir is not None else (compiled.ir if order == "program" else compiled.compilation.final)
         self.generated = generate(self.ir)
         self.source = self.generated.text
-        self._module = None
-        self._ready: set = set()
+        self._plain = _Variant(self.generated, compiled.name)
+        self._checked: dict = {}
         COMPILE_STATS["seconds"] += time.perf_counter() - t0
 
     @property
     def module(self):
-        if self._module is None:
-            self._module = _load_module(self.source, self.compiled.name)
-        return self._module
+        return self._plain.module
+
+    def variant(self, mode) -> _Variant:
+        """The checked module of ``mode`` (a ``checking.CheckMode`` without equivalence)."""
+        if mode not in self._checked:
+            t0 = time.perf_counter()
+            self._checked[mode] = _Variant(generate(self.ir, check=mode), self.compiled.name)
+            COMPILE_STATS["seconds"] += time.perf_counter() - t0
+        return self._checked[mode]
 
     def warm(self, args) -> None:
         """Compile the machine code now (for timing compile separately from running)."""
         self.launch(1, args, dry=True)
 
-    def launch(self, grid: int, args: list, *, serial: bool = False, dry: bool = False):
+    def launch(self, grid: int, args: list, *, serial: bool = False, dry: bool = False, check=None):
+        if check is not None or checking.active() is not None:
+            mode, session, own = checking.resolve(check)
+            if mode is not None:
+                return checking.launch_checked(self, mode, session, own, grid, args, serial, dry)
+        variant = self._plain
+        flat_args, writeback, _ = self.convert(grid, args, variant)
+        err, problems = self.execute(variant, grid, flat_args, serial, dry)
+        if dry:
+            return None
+        bad = np.nonzero(err[:, 0])[0]
+        if bad.size:
+            self.raise_error(self.generated, err, int(bad[0]))
+        if problems:
+            raise SimulationError(self.describe(problems[0]), problems[0][0])
+        self.write_back(writeback)
+        return None
+
+    def convert(self, grid: int, args: list, variant: _Variant):
+        """(flat arguments of the generated function, the copies to write back, storage by parameter name)."""
         flat_args = []
         writeback = []
-        names = self.generated.arg_names
+        storages = {}
+        names = variant.generated.arg_names
         user = [n for n in names if n[1] != "workspace"]
         if len(user) != len(args):
             raise TypeError(f"{self.compiled.name}: expected {len(user)} runtime arguments, got {len(args)}")
@@ -115,6 +161,7 @@ class NumbaRunner:
         for (pname, kind), value in zip(names, args):
             if kind in ("tensor", "workspace"):
                 storage, _ = to_storage(value, pname)
+                storages[pname] = storage
                 flat = storage.reshape(-1)
                 if not _shares(flat, value):
                     writeback.append((value, storage))
@@ -122,44 +169,53 @@ class NumbaRunner:
                               if storage.ndim else np.zeros(0, np.int64)]
             elif kind == "scalar":
                 flat_args.append(_scalar(value))
-        err = np.zeros((max(grid, 1), 5), dtype=np.int64)
-        group = self.generated.entry == "group"
+        return flat_args, writeback, storages
+
+    def execute(self, variant: _Variant, grid: int, flat_args: list, serial: bool, dry: bool, shadows=None):
+        """Compile if needed and run every core (group); returns (err, problems). ``shadows``: the checked
+        variant's ``shadow.LaunchShadows``."""
+        err = np.zeros((max(grid, 1), 5 if shadows is None else ERR_WIDTH), dtype=np.int64)
+        group = variant.generated.entry == "group"
         sig = tuple(getattr(a, "dtype", type(a)).__str__() + str(getattr(a, "ndim", "")) for a in flat_args)
-        if sig not in self._ready:  # compile (or load from numba's cache) before the timed run
+        if sig not in variant.ready:  # compile (or load from numba's cache) before the timed run
             t0 = time.perf_counter()
-            (_compile_group if group else _compile_only)(self.module, err, flat_args)
+            (_compile_group if group else _compile_only)(variant.module, err, flat_args, shadows)
             COMPILE_STATS["seconds"] += time.perf_counter() - t0
             COMPILE_STATS["kernels"] += 1
-            self._ready.add(sig)
+            variant.ready.add(sig)
         if dry:
-            return None
+            return err, []
+        threads = 1 if serial or (shadows is not None and shadows.serial) else _threads()
         with threadpool_limits(limits=1, user_api="blas"):
             if group:
-                problems = _run_groups(self.module, grid, err, flat_args, 1 if serial else _threads())
+                problems = _run_groups(variant.module, grid, err, flat_args, threads, shadows)
             else:
-                _run_cores(self.module, grid, err, flat_args, 1 if serial else _threads())
+                _run_cores(variant.module, grid, err, flat_args, threads, shadows)
                 problems = []
-        bad = np.nonzero(err[:, 0])[0]
-        if bad.size:
-            core = int(bad[0])
-            site = int(err[core, 0])
-            message, loc, labels = self.generated.sites[site - 1]
-            vals = [int(x) for x in err[core, 1:1 + len(labels)]]
-            detail = ", ".join(f"{lab}={val}" for lab, val in zip(labels, vals))
-            who = f"{core} ({ROLES[int(err[core, 4])]})" if group else core
-            raise SimulationError(f"{message}{' (' + detail + ')' if detail else ''}", who, loc, vals)
-        if problems:
-            raise SimulationError(self._describe(problems[0]), problems[0][0])
+        return err, problems
+
+    def raise_error(self, generated, err, core: int):
+        """The SimulationError of the check that core ``core`` recorded in ``err``."""
+        site = int(err[core, 0])
+        message, loc, labels = generated.sites[site - 1]
+        vals = [int(x) for x in err[core, 1:1 + len(labels)]]
+        detail = ", ".join(f"{lab}={val}" for lab, val in zip(labels, vals))
+        who = f"{core} ({ROLES[int(err[core, 4])]})" if generated.entry == "group" else core
+        raise SimulationError(f"{message}{' (' + detail + ')' if detail else ''}", who, loc, vals)
+
+    @staticmethod
+    def write_back(writeback) -> None:
         for original, storage in writeback:
             _write_back(original, storage)
-        return None
 
-    def _describe(self, problem) -> str:
-        """The text of a deadlock or of flags left set at the end, from the group driver's record."""
+    def describe(self, problem, generated=None) -> str:
+        """The text of a deadlock or of flags left set at the end, from the group driver's record (of the
+        module ``generated``, by default the unchecked one)."""
+        generated = generated or self.generated
         blk, kind, data = problem
-        sites = self.generated.sites
+        sites = generated.sites
         if kind == "leftover":
-            rows = ", ".join(f"{ROLES[r if r < 2 else 0]} counter of flag id {fid}: {n}" for r, fid, n in data)
+            rows = ", ".join(f"{_counter(r)} of flag id {fid}: {n}" for r, fid, n in data)
             return (f"core group {blk}: flags are left set at the end of the kernel (a set without a matching "
                     f"wait): {rows}")
         lines = [f"deadlock in core group {blk}: every program that has not finished waits on a flag"]
@@ -170,10 +226,16 @@ class NumbaRunner:
             message, loc, _ = sites[site - 1]
             lines.append(f"  {ROLES[role]} {message} at {loc}: {loc.text.strip() if loc and loc.text else ''}")
             fid = _flag_id(message)
-            sets = self.generated.flag_sets.get(fid, [])
+            sets = generated.flag_sets.get(fid, [])
             where = "; ".join(f"{core} program at {sloc}" for core, sloc in sets) or "nowhere: no program sets it"
             lines.append(f"      its set is in the {where}")
         return "\n".join(lines)
+
+
+def _counter(row: int) -> str:
+    """The flag counter ``flags[row]`` of a core group (see ``codegen``: rows 0/1 are the AIVs' inbound
+    counters, rows 2/3 the AIC's from AIV 0/1)."""
+    return f"{ROLES[row + 1]} counter" if row < 2 else f"aic counter from {ROLES[row - 1]}"
 
 
 def _flag_id(message: str) -> int:
@@ -203,14 +265,18 @@ def _threads() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
-def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int) -> None:
+def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int, shadows=None) -> None:
     """Run core(blk) for blk in 0..grid-1 on ``threads`` threads, each taking the next core when free
-    and reusing one set of tile buffers for all the cores it runs."""
+    and reusing one set of tile buffers (and, checked, of workspace shadows) for all the cores it runs."""
     core = module.core
+
+    def state() -> tuple:
+        return (module.alloc(),) if shadows is None else (module.alloc(), shadows.for_core())
+
     if threads <= 1 or grid <= 1:
-        bufs = module.alloc()
+        st = state()
         for blk in range(grid):
-            if core(blk, grid, 0, err, bufs, *args):
+            if core(blk, grid, 0, err, *st, *args):
                 return
         return
     counter = iter(range(grid))
@@ -218,14 +284,14 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int) -> 
     failures = []
 
     def worker():
-        bufs = module.alloc()
+        st = state()
         while True:
             with lock:
                 blk = next(counter, None)
             if blk is None:
                 return
             try:
-                core(blk, grid, 0, err, bufs, *args)
+                core(blk, grid, 0, err, *st, *args)
             except BaseException as e:  # a numba-level error: report it from the launching thread
                 failures.append(e)
                 return
@@ -239,7 +305,7 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int) -> 
         raise failures[0]
 
 
-def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int) -> list:
+def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int, shadows=None) -> list:
     """Run every core group: its AIC program on a worker thread and its AIV program on two more threads, the
     three passing one baton (``sync.py``); ``threads`` groups at a time. Returns the problems found
     ((blk, "deadlock", wait sites by role) or (blk, "leftover", [(row, id, count)])), first group first."""
@@ -248,21 +314,23 @@ def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int) ->
     counter = iter(range(grid))
     failures = []
 
-    def program(fn, blk, sub, role, flags, sched, bufs):
+    def program(fn, blk, sub, role, flags, sched, st):
         try:
-            fn(blk, grid, sub, role, flags, sched, err, bufs, *args)
+            fn(blk, grid, sub, role, flags, sched, err, *st, *args)
         except BaseException as e:   # a numba-level error: stop the group, report from the launching thread
             failures.append(e)
             abort_group(sched)
 
-    def one(blk, bufs, flags):
+    def one(blk, states, flags, reset):
         flags[:] = 0
+        if reset is not None:
+            reset()
         sched = new_sched()
-        aivs = [threading.Thread(target=program, args=(module.prog_aiv, blk, k, k + 1, flags, sched, bufs[k + 1]),
+        aivs = [threading.Thread(target=program, args=(module.prog_aiv, blk, k, k + 1, flags, sched, states[k + 1]),
                                  daemon=True) for k in (0, 1)]
         for t in aivs:
             t.start()
-        program(module.prog_aic, blk, 0, 0, flags, sched, bufs[0])
+        program(module.prog_aic, blk, 0, 0, flags, sched, states[0])
         for t in aivs:
             t.join()
         if sched[2] == 2:
@@ -278,11 +346,15 @@ def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int) ->
 
     def worker():
         bufs = (module.alloc_aic(), module.alloc_aiv(), module.alloc_aiv())
+        states, reset = [(b,) for b in bufs], None
+        if shadows is not None:
+            tuples, reset = shadows.for_group()
+            states = [(b, t) for b, t in zip(bufs, tuples)]
         flags = np.zeros((5, 16), np.int64)
         while True:
             with lock:
                 blk = next(counter, None)
-            if blk is None or not one(blk, bufs, flags):
+            if blk is None or not one(blk, states, flags, reset):
                 return
 
     if threads <= 1 or grid <= 1:
@@ -299,19 +371,23 @@ def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int) ->
     return problems
 
 
-def _compile_group(module, err, args) -> None:
+def _compile_group(module, err, args, shadows=None) -> None:
     flags = np.zeros((5, 16), np.int64)
     sched = new_sched()
-    for name, bufs in (("prog_aic", module.alloc_aic()), ("prog_aiv", module.alloc_aiv())):
+    tuples = shadows.for_group()[0] if shadows is not None else None
+    for name, bufs, k in (("prog_aic", module.alloc_aic(), 0), ("prog_aiv", module.alloc_aiv(), 1)):
         fn = getattr(module, name)
+        extra = [] if tuples is None else [tuples[k]]
         fn.compile(tuple(_numba_type(a) for a in [np.int64(0), np.int64(1), np.int64(0), np.int64(0), flags,
-                                                  sched, err, bufs, *args]))
+                                                  sched, err, bufs, *extra, *args]))
 
 
-def _compile_only(module, err, args) -> None:
+def _compile_only(module, err, args, shadows=None) -> None:
     """Compile the core for these argument types without running a core."""
     bufs = module.alloc()
-    module.core.compile(tuple(_numba_type(a) for a in [np.int64(0), np.int64(1), np.int64(0), err, bufs, *args]))
+    extra = [] if shadows is None else [shadows.for_core()]
+    module.core.compile(tuple(_numba_type(a) for a in [np.int64(0), np.int64(1), np.int64(0), err, bufs, *extra,
+                                                       *args]))
 
 
 def _numba_type(x):

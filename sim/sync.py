@@ -39,7 +39,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["atomic_load", "atomic_store", "take_turn", "wait_turn", "finish_turn", "abort_group", "new_sched",
+__all__ = ["atomic_load", "atomic_store", "atomic_xchg", "atomic_add", "take_turn", "wait_turn", "finish_turn", "abort_group", "new_sched",
            "ROLES", "SCHED_WAIT"]
 
 ROLES = ("aic", "aiv0", "aiv1")
@@ -48,16 +48,20 @@ SCHED_WAIT = 5
 _yield = types.ExternalFunction("sched_yield", types.int32())
 
 
+def _element_ptr(context, builder, sig, args):
+    """The LLVM pointer to ``arr[idx]`` of an intrinsic's (arr, idx, ...) arguments."""
+    aryty = sig.args[0]
+    ary = context.make_array(aryty)(context, builder, args[0])
+    return cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+
+
 @intrinsic
 def atomic_load(typingctx, arr, idx):
     """arr[idx] read with a sequentially consistent atomic load (int64 arrays)."""
     sig = types.int64(arr, idx)
 
     def codegen(context, builder, sig, args):
-        aryty = sig.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
-        return builder.load_atomic(ptr, "seq_cst", 8)
+        return builder.load_atomic(_element_ptr(context, builder, sig, args), "seq_cst", 8)
 
     return sig, codegen
 
@@ -68,14 +72,32 @@ def atomic_store(typingctx, arr, idx, val):
     sig = types.void(arr, idx, types.int64)
 
     def codegen(context, builder, sig, args):
-        aryty = sig.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
         val = context.cast(builder, args[2], sig.args[2], types.int64)
-        builder.store_atomic(val, ptr, "seq_cst", 8)
+        builder.store_atomic(val, _element_ptr(context, builder, sig, args), "seq_cst", 8)
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+def _atomic_rmw(op: str, doc: str):
+    """An intrinsic ``f(arr, idx, val) -> old``: the sequentially consistent read-modify-write ``op`` of
+    ``arr[idx]`` (int64 arrays), returning the value it replaced."""
+    @intrinsic
+    def rmw(typingctx, arr, idx, val):
+        sig = types.int64(arr, idx, types.int64)
+
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[2], sig.args[2], types.int64)
+            return builder.atomic_rmw(op, _element_ptr(context, builder, sig, args), v, "seq_cst")
+
+        return sig, codegen
+
+    rmw.__doc__ = doc
+    return rmw
+
+
+atomic_xchg = _atomic_rmw("xchg", "arr[idx] = val atomically; returns the old value (int64 arrays).")
+atomic_add = _atomic_rmw("add", "arr[idx] += val atomically; returns the old value (int64 arrays).")
 
 
 def new_sched(roles: int = 3) -> np.ndarray:
