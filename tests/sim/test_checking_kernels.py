@@ -4,7 +4,8 @@
 flash-decode and the combine kernel, and its default causal prefill) and around each example's ``main``:
 every check on, equivalence included (each launch runs in program order and in pipelined order, compared
 bit for bit), write-once judged over all the launches of the call. The outputs equal the unchecked ones.
-Slow tier: it compiles the checked variants of both orders of every kernel.
+It compiles the checked variants of both orders of every kernel: the examples are in the slow tier (CI),
+the two FIA default cases (about 6 minutes each on 2 busy cores) in the wide tier, run by hand.
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ from cvtile.sim import CheckMode, checked_launches
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-pytestmark = pytest.mark.slow
-
-
+@pytest.mark.wide
 @pytest.mark.parametrize("spec", DEFAULT_CASES, ids=[s.name for s in DEFAULT_CASES])
 def test_the_fia_default_cases_pass_full_checking(spec):
     q, k, v, kw = make_inputs(spec)
@@ -44,6 +43,7 @@ def _example(path: Path):
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(EXAMPLES.glob("[0-9][0-9]_*.py")), ids=lambda p: p.stem)
 def test_every_example_passes_full_checking(script, capsys):
     module = _example(script)
