@@ -145,9 +145,9 @@ class CheckedGen(_Gen):
     def _prologue(self) -> list:
         names = ["vc", "vcq", "vch", "evc"]
         for i, _ in enumerate(self.plan.tensors):
-            names += [f"shw_{i}", f"shr_{i}", f"shc_{i}"]
+            names += [f"shw_{i}", f"shr_{i}"]
         for i, _ in enumerate(self.plan.workspace):
-            names += [f"sww_{i}", f"swr_{i}"]
+            names += [f"sws_{i}", f"swe_{i}", f"swrs_{i}", f"swre_{i}", f"swi_{i}"]
         lines = [f"    {', '.join(names)} = shadow"]
         if self.mode.flags and self.events:
             lines.append("    evc[:] = 0")
@@ -183,8 +183,6 @@ class CheckedGen(_Gen):
             return
         if t is not None and not write and not t.rd:
             return
-        if t is not None and write and not (t.wr or t.cnt):
-            return
         name = t.name if t is not None else ws.name
         site = self.site(f"{'writes' if write else 'reads'} {name}", op)
         self.info.sites[site] = ("access", ws.channel if ws is not None else name, "write" if write else "read",
@@ -193,16 +191,16 @@ class CheckedGen(_Gen):
         role = self._role
         if t is not None:
             i = self.plan.tensors.index(t)
-            arrays = f"shw_{i}, shr_{i}, shc_{i}"
+            arrays = f"shw_{i}, shr_{i}"
             rows, one = "gm_rows", "gm_one"
-            tail = f", np.bool_({write})"
+            tail = f", np.bool_({write}), np.bool_({t.races})"
         else:
             i = self.plan.workspace.index(ws)
             lo = self.tmp("lo")
             self.emit(f"{lo} = blk * {ws.area} + {ws.lo}")
-            arrays = f"sww_{i}, swr_{i}, {lo}"
+            arrays = f"sws_{i}, swe_{i}, swrs_{i}, swre_{i}, swi_{i}, {lo}, np.int64({ws.cols})"
             rows, one = "ws_rows", "ws_one"
-            tail = f", np.bool_({write}), np.bool_({ws.hb}), np.bool_({ws.uninit})"
+            tail = f", np.bool_({write}), np.bool_({ws.hb}), np.bool_({ws.uninit}), np.int64({ws.readers})"
         if len(w.dims) == 2 and self._plain_rows(w):
             base, stride = self._plain_base(w)
             self.emit(f"{rows}({arrays}, {_i64(base)}, {_i64(stride)}, {_i64(counts[0])}, {_i64(counts[1])}, "
@@ -212,6 +210,16 @@ class CheckedGen(_Gen):
             base = f"{self.ref(w.offset)} + {self.ref(w.dims[0].start)}"
             self.emit(f"{rows}({arrays}, {_i64(base)}, np.int64(0), np.int64(1), {_i64(counts[0])}, {me}, vc, "
                       f"blk, {role}, err{tail})")
+            return
+        if len(w.dims) == 2 and self._contiguous(w, 1):   # merged or paged rows, contiguous columns: per row
+            r = self.tmp("r")
+            self.emit(f"for {r} in range({counts[0]}):")
+            self.depth += 1
+            ro = self.tmp("ro")
+            self.emit(f"{ro} = {self.ref(w.offset)} + {self._row_addr(w, 0, f'{self.ref(w.dims[0].start)} + {r}')}")
+            self.emit(f"{rows}({arrays}, {ro} + {self.ref(w.dims[1].start)}, np.int64(0), np.int64(1), "
+                      f"{_i64(counts[1])}, {me}, vc, blk, {role}, err{tail})")
+            self.depth -= 1
             return
         self._gm_elementwise(w, self.ref(w.offset), counts, None,
                              lambda idx, _: f"{one}({arrays}, {idx}, {me}, vc, blk, {role}, err{tail})",
@@ -260,8 +268,8 @@ class CheckedGen(_Gen):
             site = self.site(f"reads {t.name}", op)
             self.info.sites[site] = ("access", t.name, "read", False)
             me = self._me(site)
-            self.emit(f"gm_one(shw_{i}, shr_{i}, shc_{i}, {_i64(self.ref(offset))}, {me}, vc, blk, {self._role}, err, "
-                      f"np.bool_(False))")
+            self.emit(f"gm_one(shw_{i}, shr_{i}, {_i64(self.ref(offset))}, {me}, vc, blk, {self._role}, err, "
+                      f"np.bool_(False), np.bool_(True))")
 
     # ------------------------------------------------------------ flags and events
     def op_flag_set(self, op):

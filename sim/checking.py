@@ -46,8 +46,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..dsl.errors import SimulationError
-from .shadow import (AREA, ERR_ROLE, ERR_SITE, ERR_VALUES, MAX_BLOCKS, RAW, UNINIT, WAR, XRAW, XWAR, XWW,
-                     LaunchShadows, accesses, entry_fields, runtime_params)
+from .shadow import (AREA, CLOCK, ERR_ROLE, ERR_SITE, ERR_VALUES, KINDS, MAX_BLOCKS, RAW, UNINIT, WAR, XRAW, XWAR, XWW,
+                     LaunchShadows, accesses, entry_fields, runtime_params, write_counts)
 from .storage import from_storage, to_storage
 from .sync import ROLES
 
@@ -68,14 +68,14 @@ class CheckMode:
     write_once
         Counts the writes of every element of every user tensor the kernel stores into. An element written
         twice, or (for a *pure output*: a tensor no launch of the session reads) never written while others
-        of the tensor are, is a ``WriteOnceError`` with the count, the first index and the store's line.
-        Cost: one atomic add per stored element.
+        of the tensor are, is a ``WriteOnceError`` with the number of such elements, the first index and the
+        store's line. Cost: one atomic compare-and-swap per stored element (shared with ``races``).
     races
         A GM element written by one launch block and read or written by another is a ``RaceError`` naming
         both blocks and lines. Inside a core group in pipelined order, two accesses to one element (of a
         user tensor or a workspace slot) by two programs must be ordered by a cross-core flag (vector clocks
         joined at each wait from its set); an unordered pair is a ``RaceError`` naming both programs and
-        lines: a dropped flag, a slot reused too early. Cost: one atomic exchange per stored element, a
+        lines: a dropped flag, a slot reused too early. Cost: the compare-and-swap per stored element, a
         shadow read per element loaded from a tensor the kernel also writes (such launches run their blocks
         one at a time), a shadow update per workspace element.
     flags
@@ -176,17 +176,18 @@ class CheckSession:
     def record(self, kernel: str, plan, shadows: LaunchShadows, values: dict, storages: dict, sites) -> None:
         """A finished launch's write counts: overlaps inside it or with an earlier launch raise at once."""
         self.launches += 1
-        for t, (wr, _, cnt) in zip(plan.tensors, shadows.user):
-            if not cnt.size:
+        for t, (wr, _) in zip(plan.tensors, shadows.user):
+            if not t.counts:
                 continue
+            cnt = write_counts(wr)
             value = values[t.name]
             shape = storages[t.name].shape
             over = np.flatnonzero(cnt > 1)
             if over.size:
                 e = int(over[0])
                 raise WriteOnceError(f"write-once: {over.size} element(s) of {t.name} are written more than once "
-                                     f"by one launch (first {t.name}{_index(e, shape)}, written {int(cnt[e])} "
-                                     f"times){_last_writer(wr, e, sites)}", None, _store_loc(wr, e, t, sites))
+                                     f"by one launch (first {t.name}{_index(e, shape)}){_last_writer(wr, e, sites)}",
+                                     None, _store_loc(wr, e, t, sites))
             key = _memory_key(value)
             prev = self.outputs.get(key)
             if prev is not None and prev.total.size == cnt.size:
@@ -331,6 +332,9 @@ def _access_error(gen, blk: int, who: str, what: tuple, loc, vals, storages: dic
     if kind == UNINIT:
         return UninitialisedReadError(f"reads {elem}, which this core group has not written (a hand-off read "
                                       f"before its producer wrote it)", who, loc, (e,))
+    if kind == CLOCK:
+        return CheckModeError("check", f"core group {blk}: {KINDS[CLOCK]}; run this launch unchecked or with "
+                              f"CheckMode(races=False, uninit=False)")
     if kind == AREA:
         return RaceError(f"{how}s {name} element {e}, outside this core group's slots of the channel (another "
                          f"group's hand-offs)", who, loc, (e,))

@@ -42,6 +42,10 @@ Checks. Bound checks of GM accesses, shape agreement of tile operands and the
 kernel's own ``check`` ops write an error record (site, values) into
 ``err[blk]`` and return; the launcher turns it into ``SimulationError`` with
 the kernel source line (exceptions cannot cross numba's parallel loop).
+``generate(..., check=mode)`` produces the checking-mode variant instead
+(``checkgen``, a subclass of the generator here, through the ``_prepare`` /
+``_prologue`` / ``_epilogue`` / ``_bound_alias`` hooks); without ``check`` the
+text is exactly what it was without checking mode.
 """
 
 from __future__ import annotations

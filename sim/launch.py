@@ -15,7 +15,10 @@ written back after the run), runs the cores on Python threads (the generated
 uneven cores balance) with BLAS held at one thread (nested BLAS threads halve
 the speed), and raises ``SimulationError`` for the first core that recorded an
 error, naming the kernel source line. ``CVTILE_THREADS`` sets the thread count
-(default: the CPUs this process may use).
+(default: the CPUs this process may use). A launch with ``check=`` (or inside
+``checking.checked_launches()``) runs the checked module of the kernel instead
+(``checking.launch_checked``: the same conversion, threads and error decoding,
+plus the shadow arrays each program gets).
 
 The cache directory is ``$CVTILE_CACHE_DIR`` or ``~/.cache/cvtile``.
 """

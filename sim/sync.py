@@ -39,7 +39,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["atomic_load", "atomic_store", "atomic_xchg", "atomic_add", "take_turn", "wait_turn", "finish_turn", "abort_group", "new_sched",
+__all__ = ["atomic_load", "atomic_store", "atomic_xchg", "atomic_add", "atomic_cas", "take_turn", "wait_turn", "finish_turn", "abort_group", "new_sched",
            "ROLES", "SCHED_WAIT"]
 
 ROLES = ("aic", "aiv0", "aiv1")
@@ -98,6 +98,21 @@ def _atomic_rmw(op: str, doc: str):
 
 atomic_xchg = _atomic_rmw("xchg", "arr[idx] = val atomically; returns the old value (int64 arrays).")
 atomic_add = _atomic_rmw("add", "arr[idx] += val atomically; returns the old value (int64 arrays).")
+
+
+@intrinsic
+def atomic_cas(typingctx, arr, idx, expected, val):
+    """arr[idx] = val if it holds ``expected`` (sequentially consistent compare-and-swap, int64 arrays); returns
+    the value it held."""
+    sig = types.int64(arr, idx, types.int64, types.int64)
+
+    def codegen(context, builder, sig, args):
+        exp = context.cast(builder, args[2], sig.args[2], types.int64)
+        new = context.cast(builder, args[3], sig.args[3], types.int64)
+        res = builder.cmpxchg(_element_ptr(context, builder, sig, args), exp, new, "seq_cst", "seq_cst")
+        return builder.extract_value(res, 0)
+
+    return sig, codegen
 
 
 def new_sched(roles: int = 3) -> np.ndarray:

@@ -171,3 +171,98 @@ def test_an_explicit_check_false_inside_a_session_runs_unchecked():
     with checked_launches(CheckMode()) as session:
         half_rows[2](x, out, 0, R=R, C=C, check=False)
     assert session.launches == 0
+
+
+# ------------------------------------------------------------------------------------------- the workspace shadow
+
+def _ws_model(state, access):
+    """The workspace rules element by element (what ``shadow.ws_rows`` keeps per slot row): returns
+    (kind, element) of the first conflict, or None, and updates ``state`` (per element: the last write and
+    each role's last read, as (epoch, clock, role))."""
+    from cvtile.sim.shadow import RAW, UNINIT, WAR, WW
+
+    W, Rd, epoch = state["W"], state["R"], state["epoch"]
+    base, n0, n1, cols, role, clk, write, vc = (access[k] for k in ("base", "n0", "n1", "cols", "role", "clk",
+                                                                     "write", "vc"))
+
+    def late(x):
+        return x is not None and x[0] == epoch and x[2] != role and x[1] > vc[role][x[2]]
+
+    for r in range(n0):
+        o = base + r * cols
+        cells = range(o, o + n1)
+        prefix = o % cols == 0 and n1 <= cols
+        if write:   # a prefix row is checked for write-write first, then per reading role; others per element
+            order = [[(i, W[i], WW) for i in cells]] + [[(i, Rd[q][i], WAR) for i in cells] for q in range(3)] \
+                if prefix else [[(i, W[i], WW)] + [(i, Rd[q][i], WAR) for q in range(3)] for i in cells]
+            for group in order:
+                for i, x, kind in group:
+                    if late(x):
+                        return kind, i
+            for i in cells:
+                W[i] = (epoch, clk, role)
+        else:
+            for i in cells:
+                if W[i] is None or W[i][0] != epoch:
+                    return UNINIT, i
+                if not prefix and late(W[i]):
+                    return RAW, i
+            for i in cells:
+                if prefix and late(W[i]):
+                    return RAW, i
+            for i in cells:
+                Rd[role][i] = (epoch, clk, role)
+    return None
+
+
+def test_workspace_shadow_rows_equal_the_per_element_model():
+    """Random accesses (column prefixes that grow and shrink, windows that are not prefixes, three roles,
+    clocks, group epochs): the row summaries give the verdicts and the per-element state of the model."""
+    from cvtile.sim.shadow import _WS_CLK_MASK, shadow_entry, ws_rows
+
+    cols, rows = 8, 6
+    n = cols * rows
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        ws, we = np.zeros((2, rows), np.int32), np.zeros(n, np.int32)
+        rs, re = np.zeros((3, 2, rows), np.int32), np.zeros((3, n), np.int32)
+        info = np.zeros(7, np.int64)
+        info[0] = 1
+        state = {"W": [None] * n, "R": [[None] * n for _ in range(3)], "epoch": 1}
+        clocks = [1, 1, 1]
+        row = 0
+        for step in range(60):
+            if rng.random() < 0.05:                       # the worker's next core group
+                info[0] += 1
+                state["epoch"] += 1
+            role = int(rng.integers(3))
+            clocks[role] += int(rng.integers(0, 2))
+            vc = [[_WS_CLK_MASK if q == p else int(rng.integers(0, clocks[q] + 1)) for q in range(3)]
+                  for p in range(3)]
+            write = bool(rng.random() < 0.5)
+            if write or rng.random() < 0.8:               # reads of rows just written stay meaningful
+                row = int(rng.integers(rows))
+            n0 = int(rng.integers(1, rows - row + 1))
+            if rng.random() < 0.8:
+                start, n1 = 0, int(rng.integers(0, cols + 1))
+            else:
+                start = int(rng.integers(1, cols))
+                n1 = int(rng.integers(0, cols - start + 1))
+            base = row * cols + start
+            access = dict(base=base, n0=n0, n1=n1, cols=cols, role=role, clk=clocks[role], write=write, vc=vc)
+            want = _ws_model(state, access)
+            err = np.zeros((1, 10), np.int64)
+            me = shadow_entry(0, role, clocks[role], 7)
+            got = ws_rows(ws, we, rs, re, info, 0, cols, base, cols, n0, n1, me, np.array(vc, np.int64), 0, role, err,
+                          write, True, True, 7)
+            if want is None:
+                assert got == 0, (trial, step, access, err)
+            else:
+                assert got == 1 and (int(err[0, 8]), int(err[0, 6])) == want, (trial, step, access, want, err)
+                break
+            for i in range(n):                            # the same per-element state
+                r, c = divmod(i, cols)
+                x = ws[1, r] if c < ws[0, r] else we[i]
+                w = state["W"][i]
+                assert (x == 0 and w is None) or (w is not None and (x >> 24, (x >> 2) & _WS_CLK_MASK, x & 3) == w), \
+                    (trial, step, i)

@@ -401,7 +401,7 @@ CASES = [
     Case("flash_decode_slot_two_cores", _split_run(2), _split_want, RaceError, ("fd_slot",),
          ("writes ws_o[", "launch blocks are never ordered")),
     Case("flash_decode_slot_one_core", _split_run(1), _split_want, WriteOnceError, ("fd_slot",),
-         ("written more than once", "ws_o[0, 0, 0]")),
+         ("written more than once by one launch (first ws_o[0, 0, 0])",)),
     Case("lse_of_an_empty_row", _lse_run(True), lambda: _lse_want(True), UninitialisedReadError,
          ("empty_lse", "empty_init"), ("reads element (1) of tile 'empty'", "(core 1)")),   # row 17 = row 1 of block 1
     Case("holes_in_a_pure_output", _run_rows(covered_rows, 0, R, n_rows=72), lambda: [-_rows_args()[0]],
