@@ -358,6 +358,11 @@ class CheckedGen(_Gen):
             self.emit(f"ini_{dst} = np.ones({src}.shape, np.bool_)")
             self.ini_names.add(dst)
 
+    def _bound_copy(self, dst, src):
+        if src in self.ini_names:
+            self.emit(f"ini_{dst} = ini_{src}.copy()")
+            self.ini_names.add(dst)
+
     def op_slice_rows(self, op):
         super().op_slice_rows(op)
         x, row, n = op.args

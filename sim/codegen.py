@@ -44,7 +44,7 @@ kernel's own ``check`` ops write an error record (site, values) into
 the kernel source line (exceptions cannot cross numba's parallel loop).
 ``generate(..., check=mode)`` produces the checking-mode variant instead
 (``checkgen``, a subclass of the generator here, through the ``_prepare`` /
-``_prologue`` / ``_epilogue`` / ``_bound_alias`` hooks); without ``check`` the
+``_prologue`` / ``_epilogue`` / ``_bound_alias`` / ``_bound_copy`` hooks); without ``check`` the
 text is exactly what it was without checking mode.
 """
 
@@ -272,6 +272,9 @@ class _Gen:
 
     def _bound_alias(self, dst: str, src: str, value: Value):
         """The tile variable ``dst`` was just bound to the tile variable ``src`` (``value``'s)."""
+
+    def _bound_copy(self, dst: str, src: str):
+        """The tile variable ``dst`` was just bound to a copy of the tile variable ``src``."""
 
     def alloc_function(self, name: str) -> list:
         # called after function(): the buffers are known then
@@ -1203,6 +1206,7 @@ class _Gen:
                 for a, v in pending:
                     t = self.tmp("y")
                     self.emit(f"{t} = {self.tile(v)}.copy()")
+                    self._bound_copy(t, self.tile(v))
                     temps.append(t)
                 srcs = temps
             else:

@@ -45,6 +45,19 @@ def pipe(x, w, out, n, R: ct.constexpr, C: ct.constexpr):
 
 
 @ct.jit
+def swap_carry(x, out, R: ct.constexpr, C: ct.constexpr):
+    """Two loop-carried tiles swapped every iteration (the loop's yield copies them through temporaries)."""
+    with ct.vector():
+        a = ct.zeros((R, C), ct.float32)                                               # <- unfilled
+        b = ct.load(x[0:R, 0:C])
+    for k in range(3):
+        with ct.vector():
+            a, b = b, a
+    with ct.vector():
+        ct.store(out[0:R, 0:C], a * 2.0 + b)                                           # <- reader
+
+
+@ct.jit
 def paged_store(cache, bt, out, S: ct.constexpr, D: ct.constexpr):
     """Reads a paged cache through the block table and (wrongly) writes into the table itself."""
     with ct.vector():
@@ -118,6 +131,30 @@ def test_check_true_runs_both_orders_and_computes_the_same_bits(pipe_compiled):
     pipe_compiled.launch(2, [x, w, piped, n], order="pipelined", check=True)   # every check, equivalence too
     assert np.array_equal(plain.view(np.uint32), piped.view(np.uint32))
     assert ("numba", "program") in pipe_compiled._runners     # the other order ran as well
+
+
+def test_an_unwritten_tile_is_found_after_loop_carried_swaps():
+    """Regression: the "written" shadow travels with a tile through the yield's temporaries, so after three
+    swaps the unfilled tile (now ``b``) is still caught at its reader."""
+    import copy
+
+    from cvtile.dsl.ir import walk
+    from cvtile.sim import UninitialisedReadError
+    from cvtile.sim.launch import NumbaRunner
+
+    x = np.ones((R, C), np.float32)
+    out = np.zeros_like(x)
+    ck = swap_carry.compile(x, out, R=R, C=C)
+    swap_carry[1](x, out, R=R, C=C, check=CheckMode())
+    assert np.all(out == 2.0)
+    ir = copy.deepcopy(ck.ir)
+    for op in walk(ir.body):
+        if op.kind == "create":
+            op.attrs["uninit"] = True
+    with pytest.raises(UninitialisedReadError) as info:
+        NumbaRunner(ck, "program", ir=ir).launch(1, [x, out], check=CheckMode())
+    text = str(info.value)
+    assert "of tile 'b', which no op has written" in text and "# <- reader" in text and "# <- unfilled" in text
 
 
 def test_grid_beyond_what_the_entries_hold_is_refused():
