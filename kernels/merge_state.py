@@ -23,7 +23,15 @@ shape (the rows of a block, or rows × the trailing 8 of the FA statistics):
 * ``rescaled``, ``guarded_max``, ``guarded_sum``, ``state_lse`` — the pieces an
   N-state merge (FIA's flash-decode combine, AttentionUpdate) is built from,
   with the guards those kernels apply to rows that saw no key (max -inf →
-  subtract 0 so exp gives 0 not NaN; sum 0 → divide by 1, lse empty).
+  subtract 0 so exp gives 0 not NaN; sum 0 → divide by 1, lse empty);
+* ``online_softmax_step`` (and its second half ``softmax_rescale``) — one KV
+  block of the flash-attention online softmax, the state ``(m, l)`` of the
+  rows so far extended by the block's scores, with the all-masked guard: a
+  row whose every score so far is -inf (a sliding window or document mask
+  that hides a whole block from it) keeps m = -inf, l = 0 and P = 0 instead
+  of the NaN that exp(-inf - (-inf)) gives. Every attention kernel of the
+  library and example 03 take their softmax from here, so a kernel written on
+  top of them cannot forget the guard.
 
 Invariants
 ----------
@@ -36,7 +44,8 @@ from __future__ import annotations
 
 import cvtile.dsl as ct
 
-__all__ = ["rescaled", "merge_pair", "guarded_max", "guarded_sum", "state_lse"]
+__all__ = ["rescaled", "merge_pair", "guarded_max", "guarded_sum", "state_lse", "online_softmax_step",
+           "softmax_rescale"]
 
 
 @ct.inline
@@ -74,3 +83,27 @@ def guarded_sum(total):
 def state_lse(m, l):
     """The log-sum-exp of a (max, sum) state."""
     return m + ct.log(l)
+
+
+@ct.inline
+def softmax_rescale(s, m, l, m_new):
+    """The second half of an online-softmax step, for a new running max ``m_new`` already taken (a kernel that
+    folds something else into the max, such as FIA's learnable sink, takes it in between): returns
+    ``(p, alpha, l_new)`` with ``p = exp(s - m_new)`` (0 on rows whose max is still -inf), ``alpha = exp(m -
+    m_new)`` the factor that rescales the rows' earlier sum and output, and ``l_new = l·alpha + rowsum(p)``."""
+    ms = guarded_max(m_new)
+    p = ct.exp(s - ms[:, None])
+    alpha = ct.exp(m - ms)
+    return p, alpha, l * alpha + ct.rowsum(p)
+
+
+@ct.inline
+def online_softmax_step(s, m, l):
+    """One KV block of the online softmax: the rows' state ``(m, l)`` (running max, running sum of exp(s - m))
+    extended by the block's fp32 scores ``s`` (masked entries -inf). Returns ``(p, alpha, m_new, l_new)``: the
+    block's unnormalised probabilities, the factor for the rows' running output (``acc = acc·alpha + p·v``) and
+    the new state. Rows that have seen only -inf scores stay at (-inf, 0) with p = 0 and alpha = exp(-inf - 0) = 0,
+    which leaves their (zero) output zero, never NaN."""
+    m_new = ct.maximum(m, ct.rowmax(s))
+    p, alpha, l_new = softmax_rescale(s, m, l, m_new)
+    return p, alpha, m_new, l_new

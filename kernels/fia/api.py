@@ -193,10 +193,11 @@ def _simulate_v1_names(given: dict, learnable_sink=None, overrides=None):
 
 
 def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = DEFAULT_TARGET,
-                 order: str = "program", overrides: dict | None = None):
+                 order: str = "program", overrides: dict | None = None, hooks=None):
     """Check, tile and run one call given as the operator's (V1-named) optional inputs and attributes; the
     shared body of the V1 and V2 APIs. Returns ``(attention_out, softmax_lse)`` in the inputs' kind.
-    ``overrides``: the plan search's replacements of op_host's block sizes or core count (``tile_fia``)."""
+    ``overrides``: the plan search's replacements of op_host's block sizes or core count (``tile_fia``);
+    ``hooks``: a variant's score_mod / mask_mod (``cvtile.attention``)."""
     torch_out = any(_is_torch(x) for x in (query, key, value))
     attrs = check_binding(query, key, value, optional, attrs)
     arrays, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides)
@@ -213,7 +214,7 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
                               pse_shift=arrays.get("pse_shift"), learnable_sink=arrays.get("learnable_sink"),
                               block_table=arrays.get("block_table"),
                               query_padding_size=arrays.get("query_padding_size"),
-                              kv_padding_size=arrays.get("kv_padding_size"), order=order)
+                              kv_padding_size=arrays.get("kv_padding_size"), hooks=hooks, order=order)
     if lse is None:
         lse = np.empty((0,), dtype=np.float32)
     if torch_out:

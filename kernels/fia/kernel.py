@@ -39,6 +39,17 @@ Paged KV (block_table): K/V rows are read through the batch's block-table
 row (``GMView.paged``); the tiling's S2 base is a multiple of the block size,
 as op_host rounds it, so a tile covers whole blocks.
 
+Variant hooks (``cvtile.kernels.variants``): ``SCORE_MOD(score, b, h, q_idx, kv_idx, *captures)`` and
+``MASK_MOD(b, h, q_idx, kv_idx, *captures)`` are ``@ct.inline`` functions compiled into V1, after the
+scale, pse, band and mask: score is the (M, S2) fp32 block, b the batch, and h / q_idx / kv_idx the query
+head (M, 1), query position (M, 1) and KV position (1, S2) of each element as int32 tiles (positions within
+the batch's sequence, as FlexAttention numbers them); a False of MASK_MOD sets the score to -inf. Up to four
+captured GM tensors (``mod0..mod3``, NCAP of them) follow the indices. With SPARSE the host has classified
+every (row task, S2 block) by MASK_MOD (``variants.block_map``): a task's KV loop walks only its non-empty
+blocks, ``blocks[jj] = (S2 block index, full)``. A full block still evaluates MASK_MOD (it keeps every
+element): branching around it would put a runtime ``if`` around a row-chunked vector pass, which chunk_rows
+does not split.
+
 Masking is by band: a row at query position i sees KV position j iff
 -pre[b] <= j - i <= nxt[b] (the host normalises sparse modes 2/3/4 and the
 pre/next tokens to this left-up form per batch), and/or by an explicit mask
@@ -49,7 +60,7 @@ from __future__ import annotations
 
 import cvtile.dsl as ct
 
-from ..merge_state import guarded_max, guarded_sum, rescaled, state_lse
+from ..merge_state import guarded_max, guarded_sum, rescaled, softmax_rescale, state_lse
 
 #: lse written for rows with no visible KV position.
 LSE_EMPTY = float("inf")
@@ -174,13 +185,58 @@ def query_positions(m0, mrows, s1, M, ORDER, G):
     return pos
 
 
+@ct.inline
+def query_heads(m0, mrows, s1, n2, M, ORDER, G):
+    """The query head (n2·G + g) of each of the block's rows, as an int32 row vector."""
+    rows = ct.iota(M, valid=mrows) + m0
+    if ORDER == "GS1":
+        g = rows // s1
+    else:
+        g = rows % G
+    return g + n2 * G
+
+
+@ct.inline
+def modded_score(SCORE_MOD, NCAP, s, b, h, qi, ki, mod0, mod1, mod2, mod3):
+    """``SCORE_MOD(s, b, h, q_idx, kv_idx)`` followed by its NCAP captured tensors."""
+    if NCAP == 0:
+        r = SCORE_MOD(s, b, h, qi, ki)
+    elif NCAP == 1:
+        r = SCORE_MOD(s, b, h, qi, ki, mod0)
+    elif NCAP == 2:
+        r = SCORE_MOD(s, b, h, qi, ki, mod0, mod1)
+    elif NCAP == 3:
+        r = SCORE_MOD(s, b, h, qi, ki, mod0, mod1, mod2)
+    else:
+        r = SCORE_MOD(s, b, h, qi, ki, mod0, mod1, mod2, mod3)
+    return r
+
+
+@ct.inline
+def mask_kept(MASK_MOD, NCAP, s, b, h, qi, ki, mod0, mod1, mod2, mod3):
+    """The scores with -inf where ``MASK_MOD(b, h, q_idx, kv_idx, *captures)`` is False."""
+    if NCAP == 0:
+        keep = MASK_MOD(b, h, qi, ki)
+    elif NCAP == 1:
+        keep = MASK_MOD(b, h, qi, ki, mod0)
+    elif NCAP == 2:
+        keep = MASK_MOD(b, h, qi, ki, mod0, mod1)
+    elif NCAP == 3:
+        keep = MASK_MOD(b, h, qi, ki, mod0, mod1, mod2)
+    else:
+        keep = MASK_MOD(b, h, qi, ki, mod0, mod1, mod2, mod3)
+    return ct.where(keep, s, -ct.inf)
+
+
 @ct.jit
 def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
-                  pre, nxt, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
+                  pre, nxt, mod0, mod1, mod2, mod3, blocks, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
                   ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, M: ct.constexpr, PSE: ct.constexpr,
                   PSE_ONE_ROW: ct.constexpr, SINK: ct.constexpr,
                   S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr, BAND: ct.constexpr, MASK: ct.constexpr,
-                  LSE: ct.constexpr, FD: ct.constexpr, P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr):
+                  LSE: ct.constexpr, FD: ct.constexpr, P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr,
+                  SCORE_MOD: ct.constexpr = None, MASK_MOD: ct.constexpr = None, NCAP: ct.constexpr = 0,
+                  SPARSE: ct.constexpr = False):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b = tasks[t, 0]
@@ -207,13 +263,20 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
             gm = ct.full((M,), -ct.inf, ct.float32, valid=mrows)
             gl = ct.zeros((M,), ct.float32, valid=mrows)
             go = ct.zeros((M, DV), ct.float32, valid=(mrows, DV))
-            if BAND:
+            if BAND or SCORE_MOD is not None or MASK_MOD is not None:
                 qpos = query_positions(m0, mrows, s1, M, ORDER, G)
+            if BAND:
                 lo = qpos - pre[b]
                 hi = qpos + nxt[b]
+            if SCORE_MOD is not None or MASK_MOD is not None:
+                qhead = query_heads(m0, mrows, s1, n2, M, ORDER, G)
             if SINK:
                 sk = ct.cast(ct.load(sink_rows(sink, n2, s1, ORDER, G)[ct.ds(m0, M, valid=mrows)]), ct.float32)
-        for j in range(j0, j1):
+        for jj in range(j0, j1):
+            if SPARSE:
+                j = blocks[jj, 0]
+            else:
+                j = jj
             kv0 = j * S2
             n = min(S2, s2 - kv0)
             with ct.cube():
@@ -224,25 +287,29 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                     pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
                     bias = ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + kv0, S2, valid=n)])
                     s = s + ct.cast(bias, ct.float32)
-                if BAND:
+                if BAND or SCORE_MOD is not None or MASK_MOD is not None:
                     col = ct.iota(S2, valid=n) + kv0
+                if BAND:
                     inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])
                     s = ct.where(inband, s, -ct.inf)
                 if MASK:
                     mv = mask_rows(mask, b, s1, q0, ORDER, G)
                     mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + kv0, S2, valid=n)])
                     s = ct.where(mk == 0, s, -ct.inf)
+                if SCORE_MOD is not None:
+                    s = modded_score(SCORE_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
+                                     mod0, mod1, mod2, mod3)
+                if MASK_MOD is not None:
+                    s = mask_kept(MASK_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
+                                  mod0, mod1, mod2, mod3)
                 hm = ct.maximum(gm, ct.rowmax(s))
                 if SINK:
-                    if slot < 0 and j == j1 - 1:   # the last tile folds the sink into the max (rows with a key)
+                    if slot < 0 and jj == j1 - 1:   # the last tile folds the sink into the max (rows with a key)
                         hm = ct.where(hm == -ct.inf, hm, ct.maximum(hm, sk))
-                hs = ct.where(hm == -ct.inf, 0.0, hm)
-                p = ct.exp(s - hs[:, None])
-                dm = ct.exp(gm - hs)
-                gl = gl * dm + ct.rowsum(p)
+                p, dm, gl = softmax_rescale(s, gm, gl, hm)
                 if SINK:
-                    if slot < 0 and j == j1 - 1:
-                        gl = gl + ct.where(hm == -ct.inf, 0.0, ct.exp(sk - hs))
+                    if slot < 0 and jj == j1 - 1:
+                        gl = gl + ct.where(hm == -ct.inf, 0.0, ct.exp(sk - guarded_max(hm)))
                 gm = hm
                 p = ct.cast(p, P_DTYPE)
             with ct.cube():

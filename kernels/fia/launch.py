@@ -32,7 +32,7 @@ from ..golden.masks import INT_MAX, MaskEngine
 from ..golden.fia import empty_row_lse
 from .kernel import fia_attention, fia_fd_combine
 
-__all__ = ["run_fia", "FiaRun", "kernel_layout"]
+__all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths"]
 _BAND_CLAMP = 1 << 30
 
 #: user layout -> the kernel's view layout
@@ -51,6 +51,7 @@ class FiaRun:
     combine_vectors: int
     tasks: int
     fd_tasks: int
+    block_map: object = None     # variants.BlockMap when a mask_mod's blocks were skipped
 
 
 def _as_heads(x: np.ndarray, layout: str, heads: int) -> np.ndarray:
@@ -65,8 +66,11 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             num_key_value_heads: int, atten_mask=None, sparse_mode: int = 0, pre_tokens: int = INT_MAX,
             next_tokens: int = INT_MAX, softmax_lse_flag: bool = False, out_dtype=None, legacy_route: bool = False,
             pse_shift=None, learnable_sink=None, block_table=None, query_padding_size=None, kv_padding_size=None,
-            serial: bool = False, order: str = "program"):
-    """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun)."""
+            hooks=None, serial: bool = False, order: str = "program"):
+    """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun).
+
+    ``hooks``: a ``variants.Hooks`` (score_mod / mask_mod compiled into the kernel's V1, block skipping by the
+    host's block map); None runs the operator as it is."""
     lay = parse_layout(input_layout)
     n1, n2 = num_heads, (num_key_value_heads or num_heads)
     g = n1 // n2
@@ -84,8 +88,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         dv = v.shape[-1]
         bt = np.zeros((1, 1), np.int32)
     b = tiling.batch
-    qlen = np.asarray(tiling.q_seqlens, dtype=np.int64)
-    kvlen = np.asarray(tiling.kv_seqlens, dtype=np.int64)
+    qlen, kvlen = effective_lengths(tiling)
     skip = np.zeros(b, dtype=bool)   # batches the kernel does not compute (left padding overflow)
     if lay.token:  # batches sit one after the other along T: the row/KV starts are the cumulative offsets
         qoff = np.concatenate([[0], np.cumsum(qlen)[:-1]]).astype(np.int64)
@@ -142,6 +145,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     for i, t in enumerate(rows):
         slot = slots[t.fd_task] + t.fd_piece if t.fd_task >= 0 else -1
         tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, t.s2_hi, slot, 0)
+    hook_args, block_map = _hook_arguments(hooks, rows, tasks, ptr, tiling, qlen, kvlen, g)
     m_cap = _m_capacity(tiling, rows)
     nslots = sum(ft.splits for ft in tiling.fd_tasks)
     ws_o = np.zeros((max(1, nslots), m_cap, dv), np.float32)
@@ -156,11 +160,12 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     if rows:
         fia_attention.on(tiling.platform)[ncores](
             q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-            np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
+            *hook_args["tensors"], np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
             ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap, PSE=pse_shift is not None,
             PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, SINK=learnable_sink is not None,
             S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
-            FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), serial=serial, order=order)
+            FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), **hook_args["consts"],
+            serial=serial, order=order)
     nvec = 0
     if tiling.fd_tasks:
         fd_tab = np.array([(ft.b, ft.n2, ft.m_start, ft.m_rows, ft.splits, ft.workspace_slot)
@@ -175,8 +180,37 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                              LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, R=r_cap,
                              DV=dv, LSE=bool(softmax_lse_flag), SINK=learnable_sink is not None,
                              EMPTY_LSE=float(empty_lse), serial=serial, order=order)
-    run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks))
+    run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks), block_map)
     return out, (lse if softmax_lse_flag else None), run
+
+
+def _hook_arguments(hooks, rows, tasks: np.ndarray, ptr: np.ndarray, tiling: FiaTiling, qlen, kvlen, group: int):
+    """The kernel's hook arguments (captures ``mod0..mod3``, the ``blocks`` table) and constexprs; with block
+    skipping, rewrites the tasks' [j0, j1) to runs of the block table and re-balances the tasks over the cores
+    (``ptr``, in place). Returns ``({"tensors": [...], "consts": {...}}, BlockMap | None)``."""
+    none = {"tensors": [None] * 5, "consts": {}}
+    if hooks is None or not hooks.active:
+        return none, None
+    from ..variants.block_map import balance_tasks, classify_blocks
+
+    caps = [np.ascontiguousarray(c) for c in hooks.captures] + [None] * (4 - len(hooks.captures))
+    consts = {"SCORE_MOD": hooks.score_mod, "MASK_MOD": hooks.mask_mod, "NCAP": len(hooks.captures)}
+    if not hooks.sparse or not rows:
+        return {"tensors": caps + [None], "consts": consts}, None
+    bmap = classify_blocks(rows, hooks, s2_base=tiling.s2_base, qlen=qlen, kvlen=kvlen, group=group,
+                           order=tiling.m_order)
+    blocks, bptr = bmap.table([t.s2_lo for t in rows])
+    tasks[:len(rows), 4] = bptr[:-1]
+    tasks[:len(rows), 5] = bptr[1:]
+    ptr[:] = balance_tasks(np.diff(bptr) + 1, len(ptr) - 1)
+    consts["SPARSE"] = True
+    return {"tensors": caps + [blocks], "consts": consts}, bmap
+
+
+def effective_lengths(tiling: FiaTiling) -> tuple[np.ndarray, np.ndarray]:
+    """The per-batch query and KV lengths the kernel sees (the tiling's actual lengths; left padding is not
+    applied here)."""
+    return np.asarray(tiling.q_seqlens, dtype=np.int64), np.asarray(tiling.kv_seqlens, dtype=np.int64)
 
 
 def _left_padding(q, k, layout: str, qlen, kvlen, query_padding_size, kv_padding_size):

@@ -39,11 +39,13 @@ __all__ = ["attend"]
 
 
 def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *, bias: np.ndarray | None = None,
-           keep: np.ndarray | None = None, sink: np.ndarray | None = None, p_dtype=None):
+           keep: np.ndarray | None = None, sink: np.ndarray | None = None, p_dtype=None, modify=None):
     """Exact attention of ``q [hq, r, D]`` over ``k [h, c, D]``, ``v [h, c, Dv]``.
 
     ``bias`` broadcasts to ``[hq, r, c]``; ``keep`` is bool ``[r, c]`` (True =
-    attend) or None; ``sink`` is ``[hq]`` or None. Returns ``out [hq, r, Dv]``
+    attend) or None; ``sink`` is ``[hq]`` or None; ``modify(s) -> s`` rewrites
+    the scaled, biased scores ``[hq, r, c]`` before ``keep`` applies (a
+    variant's score_mod, and its mask_mod as -inf). Returns ``out [hq, r, Dv]``
     and ``lse [hq, r]``.
     """
     hq, r, d = q.shape
@@ -56,6 +58,8 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *, bias: n
     s *= scale
     if bias is not None:
         s += bias
+    if modify is not None:
+        s = np.array(modify(s), dtype=np.float64)
     if keep is not None:
         s[:, ~keep] = -np.inf
     m = s.max(axis=-1)

@@ -166,7 +166,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                learnable_sink=None, num_heads: int = 1, scale: float = 1.0, pre_tokens: int = 2147483647,
                next_tokens: int = 2147483647, input_layout: str = "BSH", num_key_value_heads: int = 0,
                sparse_mode: int = 0, inner_precise: int = 0, block_size: int = 0, softmax_lse_flag: bool = False,
-               p_dtype: Any = None, target: str | None = None, **out_of_scope):
+               p_dtype: Any = None, target: str | None = None, score_hook=None, **out_of_scope):
     """Float64 FusedInferAttentionScore; returns ``(out, lse)`` (``lse`` None unless ``softmax_lse_flag``).
 
     Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
@@ -174,6 +174,9 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     raise ``UnsupportedParameterError`` when given. ``p_dtype`` rounds P
     before P·V (see :mod:`.attend`). ``target`` (the platform; None: the default) decides whether the
     legacy decode route exists (arch22), which sets the lse of rows without kv (``empty_row_lse``).
+    ``score_hook(s, b, h, q_idx, kv_idx) -> s``: an attention variant (``variants.golden``), applied to the
+    scaled, biased float64 scores before the masks, with numpy index arrays that broadcast against ``s [h,
+    q, kv]`` (positions within the batch's sequence).
     """
     _reject_out_of_scope(out_of_scope)
     if not 0 <= int(inner_precise) <= 3:
@@ -290,7 +293,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         with _blas_threads(1 if rows_max < SMALL_GEMM_ROWS else None):
             for plan in plans:
                 _run_batch(plan, q, token, source, prefix, masks, pse, sink, float(scale), group, nkv, p_dtype,
-                           out, lse, lse_empty)
+                           out, lse, lse_empty, score_hook)
 
     # ---- output layouts -------------------------------------------------------------------------
     if token:
@@ -303,7 +306,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
 
 
 def _run_batch(plan: BatchPlan, q, token: bool, source, prefix, masks: MaskEngine, pse, sink, scale: float,
-               group: int, nkv: int, p_dtype, out, lse, lse_empty: float):
+               group: int, nkv: int, p_dtype, out, lse, lse_empty: float, score_hook=None):
     """Compute one batch into ``out`` / ``lse`` (canonical layouts), chunked over kv heads and rows."""
     s1, s2 = plan.s1, plan.s2
     if s1 == 0:
@@ -334,8 +337,14 @@ def _run_batch(plan: BatchPlan, q, token: bool, source, prefix, masks: MaskEngin
                 qb = to_f64(q[plan.b, h0:h1, plan.q0 + i0:plan.q0 + i1], "query")
             keep = masks.keep(plan, i0, i1)
             bias = pse.block(plan, h0, h1, i0, i1) if pse is not None else None
+            modify = None
+            if score_hook is not None:
+                heads = np.arange(h0, h1)[:, None, None]
+                qi = np.arange(i0, i1)[None, :, None]
+                ki = np.arange(k.shape[1])[None, None, :]
+                modify = (lambda s_, b_=plan.b, h_=heads, q_=qi, k_=ki: score_hook(s_, b_, h_, q_, k_))
             o, l_ = attend(qb, k, v, scale, bias=bias, keep=keep,
-                           sink=None if sink is None else sink[h0:h1], p_dtype=p_dtype)
+                           sink=None if sink is None else sink[h0:h1], p_dtype=p_dtype, modify=modify)
             if token:
                 out[plan.q0 + i0:plan.q0 + i1, h0:h1] = o.transpose(1, 0, 2)
                 lse[plan.q0 + i0:plan.q0 + i1, h0:h1] = l_.T

@@ -1,0 +1,135 @@
+"""Block-sparse skipping: a variant's ``mask_mod`` classifies the tiling's (row task, S2 block) pairs on the host.
+
+Model
+-----
+The FIA tiling hands each core row tasks: up to M folded query rows of one
+(batch, kv head) (the G query heads of the group folded in the tiling's
+order) and a run of S2 blocks. ``mask_mod`` is evaluated on the host, in
+numpy, over every element of every task's run (``hooks.host_function``), and
+each (task, S2 block) is
+
+* **empty**: no (row, KV position) of the block is kept — the kernel never
+  visits it (no cube or vector work, no KV load);
+* **full**: every valid element is kept;
+* **partial**: some elements are kept.
+
+The kernel visits full and partial blocks alike (it evaluates ``mask_mod`` on
+both: a branch around the mask would sit around a row-chunked vector pass);
+the classes are reported, and the full ones are what a branch would spare.
+
+``BlockMap.table`` is what the kernel reads: per task a contiguous run of
+``(S2 block index, full)`` rows, the task's ``[j0, j1)`` pointing into it.
+The tasks then go back onto the same number of cores, split in their order
+into contiguous runs of about equal remaining work (visited blocks, plus one
+per task for its prologue and epilogue), so the skipped blocks do not leave
+cores idle.
+
+Invariants
+----------
+* Only the elements inside the valid extents (the task's rows, the batch's KV
+  length) decide a block's class: padding never makes a block partial.
+* Skipping never changes a result: an empty block contributes exp(-inf) = 0
+  to every row, a full block's mask would keep everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .hooks import Hooks, VariantError, host_function
+
+__all__ = ["BlockMap", "classify_blocks", "balance_tasks"]
+
+#: elements per host evaluation (bounds the host memory of one mask_mod call)
+_CHUNK = 1 << 22
+
+EMPTY, PARTIAL, FULL = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class BlockMap:
+    """The classes of every (task, S2 block) of a tiling (``classes[i]``: task i's blocks from its s2_lo)."""
+
+    classes: tuple            # per task: np.ndarray of EMPTY / PARTIAL / FULL
+    total: int                # blocks the tiling's tasks cover
+    visited: int              # blocks the kernel visits (not empty)
+    full: int                 # visited blocks that skip the mask
+
+    @property
+    def density(self) -> float:
+        """Visited blocks / all blocks (1.0 = dense)."""
+        return self.visited / self.total if self.total else 1.0
+
+    def table(self, tasks_s2_lo) -> tuple[np.ndarray, np.ndarray]:
+        """``(blocks, ptr)``: the kernel's (S2 block, full) rows, and each task's [ptr[i], ptr[i+1]) into them."""
+        rows, ptr = [], [0]
+        for lo, cls in zip(tasks_s2_lo, self.classes):
+            js = np.nonzero(cls != EMPTY)[0]
+            rows.extend((lo + int(j), int(cls[j] == FULL)) for j in js)
+            ptr.append(len(rows))
+        blocks = np.array(rows, dtype=np.int64).reshape(-1, 2) if rows else np.zeros((1, 2), np.int64)
+        return blocks, np.array(ptr, dtype=np.int64)
+
+    def summary(self) -> str:
+        return (f"block map: {self.visited}/{self.total} blocks visited ({100 * self.density:.1f}% dense), "
+                f"{self.full} full, {self.visited - self.full} partial, {self.total - self.visited} skipped")
+
+
+def _row_indices(task, s1: int, group: int, order: str):
+    rows = np.arange(task.m_start, task.m_start + task.m_rows)
+    if order == "GS1":
+        g, pos = rows // s1, rows % s1
+    else:
+        g, pos = rows % group, rows // group
+    return task.n2 * group + g, pos
+
+
+def classify_blocks(tasks, hooks: Hooks, *, s2_base: int, qlen, kvlen, group: int, order: str) -> BlockMap:
+    """Classify every S2 block of every task by ``hooks.mask_mod`` (see the module docstring)."""
+    keep_fn = host_function(hooks.mask_mod, "mask_mod")
+    classes, total, visited, full = [], 0, 0, 0
+    for t in tasks:
+        nblk = t.s2_hi - t.s2_lo
+        cls = np.full(nblk, EMPTY, dtype=np.int8)
+        s1, s2 = int(qlen[t.b]), int(kvlen[t.b])
+        heads, pos = _row_indices(t, s1, group, order)
+        cols_per_call = max(s2_base, (_CHUNK // max(1, t.m_rows)) // s2_base * s2_base)
+        for c0 in range(t.s2_lo * s2_base, min(t.s2_hi * s2_base, s2), cols_per_call):
+            c1 = min(c0 + cols_per_call, t.s2_hi * s2_base, s2)
+            kv = np.arange(c0, c1)
+            try:
+                keep = keep_fn(t.b, heads[:, None], pos[:, None], kv[None, :], *hooks.captures)
+            except VariantError:
+                raise
+            except Exception as exc:
+                raise VariantError("mask_mod", hooks.mask_mod.__name__,
+                                   f"its host evaluation failed ({type(exc).__name__}: {exc})") from None
+            keep = np.broadcast_to(np.asarray(keep, dtype=bool), (t.m_rows, c1 - c0))
+            for j0 in range(c0, c1, s2_base):
+                blk = keep[:, j0 - c0:min(j0 + s2_base, c1) - c0]
+                j = j0 // s2_base - t.s2_lo
+                cls[j] = FULL if blk.all() else PARTIAL if blk.any() else EMPTY
+        total += nblk
+        visited += int(np.count_nonzero(cls != EMPTY))
+        full += int(np.count_nonzero(cls == FULL))
+        classes.append(cls)
+    return BlockMap(tuple(classes), total, visited, full)
+
+
+def balance_tasks(weights, ncores: int) -> list[int]:
+    """Cut tasks (in order, with these weights) into ``ncores`` contiguous runs of about equal total weight:
+    returns the ``ncores + 1`` run boundaries. Each cut is placed where the running weight first reaches the
+    next equal share."""
+    w = np.asarray(weights, dtype=np.float64)
+    ptr = [0]
+    if ncores <= 0:
+        return [0, len(w)]
+    csum = np.cumsum(w)
+    total = csum[-1] if len(w) else 0.0
+    for k in range(1, ncores):
+        cut = int(np.searchsorted(csum, total * k / ncores, side="left")) + 1 if total else 0
+        ptr.append(min(max(cut, ptr[-1]), len(w)))
+    ptr.append(len(w))
+    return ptr

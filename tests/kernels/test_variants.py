@@ -1,0 +1,129 @@
+"""Attention variants: score_mod / mask_mod hooks in the FIA kernel, block skipping, the host evaluation.
+
+Each hooked call is judged against ``variant_golden`` (the float64 FIA golden with the same hooks applied
+in numpy) under the upstream tolerance classes. Every distinct hook is one more kernel compile, so the
+default tier holds a sliding window (block skipping), ALiBi (a score_mod) and the error paths; the other
+gallery entries run in the slow tier.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cvtile.dsl as ct
+from cvtile.dsl import CompilationError
+from cvtile.kernels import compare, npu_fused_infer_attention_score
+from cvtile.kernels.variants import (Hooks, VariantError, attention, host_function, variant_block_map,
+                                     variant_golden)
+from cvtile.kernels.variants.block_map import EMPTY, FULL, PARTIAL, balance_tasks, classify_blocks
+from cvtile.kernels.variants.gallery import alibi, causal, prefix_lm, sliding_window
+from cvtile.tiling.result import RowTask
+
+
+def _inputs(b=1, n=4, n2=2, s=2048, d=64, seed=0, dtype=np.float16):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((b, n, s, d)).astype(dtype)
+    k = rng.standard_normal((b, n2, s, d)).astype(dtype)
+    v = rng.standard_normal((b, n2, s, d)).astype(dtype)
+    kw = dict(num_heads=n, num_key_value_heads=n2, input_layout="BNSD", scale=1.0 / np.sqrt(d),
+              softmax_lse_flag=True)
+    return q, k, v, kw
+
+
+def _judge(out, lse, q, k, v, kw, **mods):
+    g_out, g_lse = variant_golden(q, k, v, **mods, **kw)
+    rep = compare(out, g_out, q.dtype, name="attention_out")
+    assert rep.passed, rep
+    finite = np.isfinite(g_lse)
+    assert np.array_equal(np.isfinite(lse), finite)
+    rep = compare(lse[finite], g_lse[finite], np.float32, rtol=1e-4, atol=1e-4, name="softmax_lse")
+    assert rep.passed, rep
+
+
+def test_sliding_window_skips_empty_blocks_and_matches_the_golden():
+    q, k, v, kw = _inputs()
+    mm = sliding_window(128)
+    bmap = variant_block_map(q, k, v, mask_mod=mm, **kw)
+    assert bmap.total > bmap.visited > 0 and bmap.density < 0.6, bmap.summary()
+    out, lse = attention(q, k, v, mask_mod=mm, **kw)
+    _judge(out, lse, q, k, v, kw, mask_mod=mm)
+
+
+def test_alibi_score_mod_matches_the_golden():
+    q, k, v, kw = _inputs(s=600)
+    sm = alibi(4)
+    out, lse = attention(q, k, v, score_mod=sm, **kw)
+    _judge(out, lse, q, k, v, kw, score_mod=sm)
+
+
+def test_without_hooks_attention_is_the_operator_bitwise():
+    q, k, v, kw = _inputs(s=200)
+    out, lse = attention(q, k, v, **kw)
+    ref, ref_lse = npu_fused_infer_attention_score(q, k, v, **kw)
+    assert np.array_equal(out, ref) and np.array_equal(lse, ref_lse)
+
+
+def test_a_hook_that_is_not_inline_is_refused_naming_the_parameter():
+    q, k, v, kw = _inputs(s=64)
+    with pytest.raises(VariantError, match="score_mod.*@cvtile.dsl.inline"):
+        attention(q, k, v, score_mod=lambda s, b, h, qi, ki: s, **kw)
+    with pytest.raises(VariantError, match="mod_args"):
+        Hooks(mask_mod=causal(), captures=tuple(np.zeros(1) for _ in range(5)))
+
+
+def test_a_hook_the_language_cannot_express_fails_at_the_hooks_line():
+    @ct.inline
+    def bad_mod(score, b, h, q_idx, kv_idx):
+        return np.tanh(score)             # a numpy call on a tile: not the tile language
+
+    q, k, v, kw = _inputs(s=64)
+    with pytest.raises(CompilationError) as info:
+        attention(q, k, v, score_mod=bad_mod, **kw)
+    assert "test_variants.py" in str(info.value) and "np.tanh" in str(info.value)
+
+
+def test_host_evaluation_rebinds_builtins_to_numpy():
+    fn = host_function(sliding_window(3))
+    keep = fn(0, np.zeros((1, 1)), np.arange(6)[:, None], np.arange(6)[None, :])
+    assert keep.dtype == bool and keep.sum() == 3 + 3 + 3 + 3 + 2 + 1
+    assert np.array_equal(keep, np.tril(np.ones((6, 6), bool)) & ~np.tril(np.ones((6, 6), bool), -3))
+
+
+def test_block_classes_follow_the_mask_inside_the_valid_extents():
+    # one task of 8 rows (G=1, positions 0..7) over 4 blocks of 4 KV positions, KV length 14
+    task = RowTask(b=0, n2=0, m_start=0, m_rows=8, s2_lo=0, s2_hi=4)
+    bmap = classify_blocks([task], Hooks(mask_mod=causal()), s2_base=4, qlen=[8], kvlen=[14], group=1,
+                           order="GS1")
+    assert list(bmap.classes[0]) == [PARTIAL, PARTIAL, EMPTY, EMPTY]
+    bmap = classify_blocks([task], Hooks(mask_mod=prefix_lm(8)), s2_base=4, qlen=[8], kvlen=[14], group=1,
+                           order="GS1")
+    assert list(bmap.classes[0]) == [FULL, FULL, EMPTY, EMPTY]
+    blocks, ptr = bmap.table([0])
+    assert blocks.tolist() == [[0, 1], [1, 1]] and ptr.tolist() == [0, 2]
+
+
+def test_balance_tasks_cuts_equal_shares_in_order():
+    assert balance_tasks([1, 1, 1, 1], 2) == [0, 2, 4]
+    assert balance_tasks([8, 1, 1, 1, 1], 2) == [0, 1, 5]
+    assert balance_tasks([1, 1], 4)[-1] == 2
+
+
+@pytest.mark.slow
+def test_prefix_lm_and_causal_with_sink_match_the_golden():
+    q, k, v, kw = _inputs(s=700)
+    out, lse = attention(q, k, v, mask_mod=prefix_lm(100), **kw)
+    _judge(out, lse, q, k, v, kw, mask_mod=prefix_lm(100))
+    sink = np.random.default_rng(1).standard_normal(4).astype(np.float32)
+    out, lse = attention(q, k, v, mask_mod=causal(), learnable_sink=sink, **kw)
+    g_out, _ = variant_golden(q, k, v, mask_mod=causal(), learnable_sink=sink, **kw)
+    assert compare(out, g_out, q.dtype).passed
+
+
+@pytest.mark.slow
+def test_hooked_kernel_pipelined_order_is_bitwise_the_program_order():
+    q, k, v, kw = _inputs(s=1100)
+    mods = dict(score_mod=alibi(4), mask_mod=sliding_window(300))
+    a = attention(q, k, v, **mods, **kw)
+    b = attention(q, k, v, **mods, order="pipelined", **kw)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
