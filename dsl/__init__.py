@@ -8,7 +8,9 @@ with ``kernel[grid](*args)``. Inside a kernel:
 * GM tensors are kernel arguments; view them with indexing, ``ds``,
   ``reshape``/``split``/``permute``/``merge``/``narrow``;
 * tiles: ``load``, ``store``, ``copy``, ``mma``, ``zeros``, ``full``, ``iota``,
-  arithmetic operators, ``exp``/``log``/``sqrt``/``rsqrt``/``abs``/``relu``,
+  arithmetic operators (``**`` too; integer tiles: ``// % & | ^ << >>``),
+  ``exp``/``log``/``sqrt``/``rsqrt``/``tanh``/``sigmoid``/``erf``/``floor``/``pow``/``abs``/``relu``
+  (the float math functions also take scalars),
   ``maximum``/``minimum``/``where``/``cast``, ``rowmax``/``rowsum``/``rowmin``,
   broadcasts ``v[:, None]`` / ``v[None, :]``;
 * scalars: ``block_idx()``, ``block_num()``, reads of GM integer tensors,
@@ -20,9 +22,9 @@ float32, int8, int16, int32, int64, uint8, bool_`` are attributes of this
 module.
 """
 
-from .builtins import (BUILTINS, abs, block_idx, block_num, cast, constexpr, copy, cube, ds, exp, full, iota, load,
-                       log, maximum, minimum, mma, relu, rowmax, rowmin, rowsum, rsqrt, sqrt, static_assert,
-                       static_range, store, subblock_idx, subblock_num, vector, where, zeros)
+from .builtins import (BUILTINS, abs, block_idx, block_num, cast, constexpr, copy, cube, ds, erf, exp, floor, full,
+                       iota, load, log, maximum, minimum, mma, pow, relu, rowmax, rowmin, rowsum, rsqrt, sigmoid, sqrt,
+                       static_assert, static_range, store, subblock_idx, subblock_num, tanh, vector, where, zeros)
 from .errors import BudgetError, CompilationError, SimulationError
 from .jit import CompiledKernel, JITFunction, inline, jit
 from .types import (GM, L0A, L0B, L0C, L1, UB, DType, Space, bfloat16, bool_, float16, float32, int8, int16, int32,
@@ -34,7 +36,7 @@ __all__ = [
     "jit", "inline", "constexpr", "cube", "vector", "JITFunction", "CompiledKernel", "CompilationError",
     "BudgetError", "SimulationError", "GM", "L1", "L0A", "L0B", "L0C", "UB", "DType", "Space", "float16",
     "bfloat16", "float32", "int8", "int16", "int32", "int64", "uint8", "bool_", "block_idx", "block_num",
-    "subblock_idx", "subblock_num", "load", "store", "copy", "mma", "zeros", "full", "iota", "exp", "log", "sqrt", "rsqrt", "abs",
+    "subblock_idx", "subblock_num", "load", "store", "copy", "mma", "zeros", "full", "iota", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "pow", "abs",
     "relu", "maximum", "minimum", "where", "cast", "rowmax", "rowsum", "rowmin", "ds", "static_assert",
     "static_range", "inf",
 ]

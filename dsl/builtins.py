@@ -159,22 +159,56 @@ def iota(n, dtype=int32, start=0, valid=None):
 
 @_builtin
 def exp(x):
-    """exp(x): elementwise e**x."""
+    """exp(x): elementwise e**x.
+
+    x: a float tile, or a scalar (the result is then a float32 scalar)."""
 
 
 @_builtin
 def log(x):
-    """log(x): elementwise natural log."""
+    """log(x): elementwise natural log.
+
+    x: a float tile, or a scalar (the result is then a float32 scalar)."""
 
 
 @_builtin
 def sqrt(x):
-    """sqrt(x): elementwise square root."""
+    """sqrt(x): elementwise square root.
+
+    x: a float tile, or a scalar (the result is then a float32 scalar)."""
 
 
 @_builtin
 def rsqrt(x):
-    """rsqrt(x): elementwise 1/sqrt(x)."""
+    """rsqrt(x): elementwise 1/sqrt(x).
+
+    x: a float tile, or a scalar (the result is then a float32 scalar)."""
+
+
+@_builtin
+def tanh(x):
+    """tanh(x): elementwise hyperbolic tangent (a float tile, or a scalar: float32)."""
+
+
+@_builtin
+def sigmoid(x):
+    """sigmoid(x): elementwise 1 / (1 + exp(-x)) (a float tile, or a scalar: float32)."""
+
+
+@_builtin
+def erf(x):
+    """erf(x): elementwise Gauss error function (a float tile, or a scalar: float32)."""
+
+
+@_builtin
+def floor(x):
+    """floor(x): elementwise largest integral value <= x, kept in the float dtype (a float tile, or a scalar)."""
+
+
+@_builtin
+def pow(x, y):
+    """pow(x, y): elementwise x ** y (the ** operator): tile ** scalar, scalar ** tile or tile ** tile of float
+    tiles; a constant integer exponent 0..8 is multiplies (integer tiles too)."""
 
 
 @_builtin

@@ -39,13 +39,17 @@ from .types import (BOOL, F32, GM, INDEX, L0A, L0B, L0C, L1, UB, DType, ScalarTy
 __all__ = ["Builder", "WDim", "Window", "Lookup", "is_const"]  # the address types live in ir; re-exported
 
 _SCALAR_BIN = {"add", "sub", "mul", "truediv", "floordiv", "mod", "min", "max", "lt", "le", "gt", "ge", "eq", "ne",
-               "and", "or", "xor", "lshift", "rshift"}
+               "and", "or", "xor", "lshift", "rshift", "pow"}
 _CMP = {"lt", "le", "gt", "ge", "eq", "ne"}
 _EWISE_BIN = {"add", "sub", "mul", "div", "max", "min", "floordiv", "mod", "and", "or", "xor", "lt", "le", "gt", "ge",
-              "eq", "ne"}
-_EWISE_UN = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "not", "relu"}
-_FLOAT_ONLY = {"exp", "log", "sqrt", "rsqrt", "div"}
-_INT_ONLY = {"floordiv", "mod", "and", "or", "xor"}
+              "eq", "ne", "pow", "lshift", "rshift"}
+#: the float math functions (tiles: ewise ops; runtime scalars: sun ops with a float32 result)
+MATH_UNARY = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor")
+_EWISE_UN = {"neg", "abs", "not", "relu", *MATH_UNARY}
+_FLOAT_ONLY = {*MATH_UNARY, "div", "pow"}
+_INT_ONLY = {"floordiv", "mod", "and", "or", "xor", "lshift", "rshift"}
+#: the largest constant integer exponent ``x ** n`` lowers to multiplies (binary exponentiation)
+POW_BY_MULTIPLIES = 8
 _REDUCE = {"max", "sum", "min"}
 _MMA_IN = {float16: float32, bfloat16: float32, int8: int32}
 
@@ -145,6 +149,8 @@ class Builder:
         if simple is not None:
             return simple
         ta, tb = self.scalar_type(a), self.scalar_type(b)
+        if op == "pow":
+            return self.spow(a, b, ta, tb)
         if op == "truediv":
             rt = F32
         elif op in _CMP:
@@ -161,6 +167,24 @@ class Builder:
         b = self._scalar_as(b, tb, rt if rt != BOOL or op in _CMP else BOOL, op)
         return self.emit("sbin", [a, b], [rt], {"op": op}, scope=None).result
 
+    def spow(self, a, b, ta=None, tb=None):
+        """a ** b on scalars: a constant integer exponent 0..POW_BY_MULTIPLIES is multiplies (exact for integers,
+        one rounding per multiply for floats); otherwise a float32 pow (an integer base needs such a constant
+        exponent)."""
+        ta = ta or self.scalar_type(a)
+        tb = tb or self.scalar_type(b)
+        n = _small_exponent(b)
+        if n is not None and ta != BOOL:
+            return _by_multiplies(a, n, lambda x, y: self.sbin("mul", x, y),
+                                  lambda: 1.0 if ta == F32 else 1)
+        if ta in (BOOL, INDEX) and tb != F32 and not (is_const(a) and isinstance(a, float)):
+            self.error(f"** of an integer scalar needs a constant exponent in 0..{POW_BY_MULTIPLIES}, got "
+                       f"{_describe(b)}; cast the base to float for a general power")
+        if BOOL in (ta, tb):
+            self.error("** of a bool scalar")
+        a, b = self._scalar_as(a, ta, F32, "pow"), self._scalar_as(b, tb, F32, "pow")
+        return self.emit("sbin", [a, b], [F32], {"op": "pow"}, scope=None).result
+
     def _scalar_as(self, x, t, rt, op):
         # comparisons and arithmetic on mixed int/float promote the int side to float
         if op in _CMP:
@@ -170,9 +194,17 @@ class Builder:
         return x
 
     def sun(self, op: str, a):
+        """A scalar unary op: neg, not, abs, or one of the float math functions (``MATH_UNARY``, a float32
+        result; an integer operand converts first; compile-time operands fold)."""
         if is_const(a):
+            if op in MATH_UNARY:
+                return _fold_math(op, a, self)
             return {"neg": lambda v: -v, "not": lambda v: not v, "abs": abs}[op](a)
         t = self.scalar_type(a)
+        if op in MATH_UNARY:
+            if t == BOOL:
+                self.error(f"{op}() of a bool scalar")
+            return self.emit("sun", [self.scast(a, float32)], [F32], {"op": op}, scope=None).result
         rt = BOOL if op == "not" else t
         return self.emit("sun", [a], [rt], {"op": op}, scope=None).result
 
@@ -444,8 +476,34 @@ class Builder:
                 self.error(f"{_OPNAME.get(op, op)} needs integer or bool tiles, got {dt}")
             if op == "not" and not (dt.is_bool or dt.is_int):
                 self.error(f"~ needs a bool or integer tile, got {dt}")
+            if op in ("lshift", "rshift"):
+                if dt.is_bool:
+                    self.error(f"{_OPNAME[op]} needs integer tiles, got {dt}")
+                amount = tiles[1]
+                if is_const(amount) and not (isinstance(amount, int) and 0 <= amount < dt.bits):
+                    self.error(f"{_OPNAME[op]}: the shift amount {amount!r} is outside [0, {dt.bits}) for a {dt} tile")
             rt = bool_ if op in _CMP else dt
         return self.emit("ewise", tiles, [TileType(rt, UB, shape)], {"op": op, "dtype": dt.name}).result
+
+    def pow(self, x, y) -> Value:
+        """x ** y with a tile operand: a constant integer exponent 0..POW_BY_MULTIPLIES becomes multiplies of x
+        (binary exponentiation; each product rounds to the tile dtype as the chip's Mul does; integer tiles
+        too); any other exponent is the float ``pow`` op (tile ** scalar, scalar ** tile, tile ** tile)."""
+        self._require_scope("** (pow)", "vector")
+        for name, v in (("x", x), ("y", y)):
+            if isinstance(v, Value) and v.is_tile and v.type.dtype.is_bool:
+                self.error(f"pow({name}=...): {name} is a bool tile; pow needs numeric tiles")
+        n = _small_exponent(y)
+        if n is not None and isinstance(x, Value) and x.is_tile:
+            x = self.use(x)
+            if n == 0:   # ones with x's shape and valid extents (pow(x, 0) = 1 also for inf and NaN)
+                return self.create(x.type.shape, 1, x.type.dtype, UB, valid=list(self.shapes(x)))
+            return _by_multiplies(x, n, lambda a, b: self.ewise("mul", a, b), None)
+        tile = next((v for v in (x, y) if isinstance(v, Value) and v.is_tile), None)
+        if tile is not None and not tile.type.dtype.is_float:
+            self.error(f"pow of a {tile.type.dtype} tile needs a constant integer exponent in "
+                       f"0..{POW_BY_MULTIPLIES}, got {_describe(y)}; cast the tile to a float dtype first")
+        return self.ewise("pow", x, y)
 
     def _broadcast(self, shapes) -> tuple:
         if not shapes:
@@ -510,7 +568,48 @@ class Builder:
 
 _OPNAME = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "lt": "<", "le": "<=",
            "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|", "xor": "^", "not": "~",
-           "neg": "unary -", "max": "maximum", "min": "minimum"}
+           "neg": "unary -", "max": "maximum", "min": "minimum", "pow": "** (pow)", "lshift": "<<", "rshift": ">>"}
+
+
+def _small_exponent(y):
+    """The exponent as an int when it is a compile-time integer in 0..POW_BY_MULTIPLIES (else None)."""
+    if is_const(y) and not isinstance(y, bool):
+        if isinstance(y, float) and y.is_integer():
+            y = int(y)
+        if isinstance(y, int) and 0 <= y <= POW_BY_MULTIPLIES:
+            return y
+    return None
+
+
+def _by_multiplies(x, n: int, mul, one):
+    """x ** n (n >= 0) as products of x, by binary exponentiation (``one()``: the value of x ** 0)."""
+    if n == 0:
+        return one()
+    result, base = None, x
+    while n:
+        if n & 1:
+            result = base if result is None else mul(result, base)
+        n >>= 1
+        if n:
+            base = mul(base, base)
+    return result
+
+
+def _fold_math(op, a, builder):
+    """A float math function of a compile-time number (a float; ValueError is a compile error)."""
+    import math
+
+    x = float(a)
+    try:
+        if op == "rsqrt":
+            return 1.0 / math.sqrt(x)
+        if op == "sigmoid":
+            return 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0
+        if op == "floor":
+            return float(math.floor(x))
+        return getattr(math, op)(x)
+    except (ValueError, ZeroDivisionError, OverflowError) as e:
+        builder.error(f"{op}({a!r}) at compile time: {e}")
 
 
 def _describe(x) -> str:

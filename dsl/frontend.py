@@ -44,13 +44,12 @@ from __future__ import annotations
 import ast
 import builtins as _pybuiltins
 import inspect
-import math
 import textwrap
 from dataclasses import dataclass
 from typing import Any
 
 from . import builtins as B
-from .emitter import Builder, Window, is_const
+from .emitter import MATH_UNARY, Builder, Window, is_const
 from .errors import CompilationError
 from .ir import Block, Kernel, Loc, Param, Value
 from .shapes import same_extents
@@ -138,7 +137,7 @@ _UNSUPPORTED = {
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
            ast.Mod: "mod", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "lshift",
-           ast.RShift: "rshift"}
+           ast.RShift: "rshift", ast.Pow: "pow"}
 _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _PY_FOLDABLE = {"min", "max", "abs", "int", "float", "bool", "len", "range", "print", "isinstance", "round"}
 
@@ -656,10 +655,9 @@ class FunctionCompiler(ast.NodeVisitor):
 
     def binop(self, op, a, b, node):
         if (isinstance(a, Value) and a.is_tile) or (isinstance(b, Value) and b.is_tile):
-            tile_op = {"truediv": "div"}.get(op, op)
-            if tile_op in ("lshift", "rshift"):
-                self.err("shifts are not supported on tiles", node)
-            return self.b.ewise(tile_op, a, b)
+            if op == "pow":
+                return self.b.pow(a, b)
+            return self.b.ewise({"truediv": "div"}.get(op, op), a, b)
         if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and op == "add":
             return tuple(a) + tuple(b)
         for x in (a, b):
@@ -669,26 +667,20 @@ class FunctionCompiler(ast.NodeVisitor):
 
     def expr_BoolOp(self, node):
         is_and = isinstance(node.op, ast.And)
-        result = None
-        for i, sub in enumerate(node.values):
+        result, first = None, True
+        for sub in node.values:
             v = self.eval(sub)
             if isinstance(v, Value) and v.is_tile:
                 self.err("and/or on tiles: use & and |", sub)
-            if i == 0:
+            folded = first or is_const(result)   # everything so far was compile-time (and not decisive)
+            if is_const(v) and ((is_and and not v) or (not is_and and v)):
+                # a decisive compile-time operand ends the chain, as Python's short circuit does
+                return v if folded else (not is_and)
+            if folded:
                 result = v
-                if is_const(result) and ((is_and and not result) or (not is_and and result)):
-                    return result
-                continue
-            if is_const(result):
-                result = v
-            else:
-                if is_const(v):
-                    if is_and and not v:
-                        return False
-                    if not is_and and v:
-                        return True
-                    continue
+            elif not is_const(v):
                 result = self.b.sbin("and" if is_and else "or", self._as_bool(result), self._as_bool(v))
+            first = False
         return result
 
     def _as_bool(self, v):
@@ -864,11 +856,13 @@ class FunctionCompiler(ast.NodeVisitor):
 
     def _unary(name):
         def f(self, x):
-            if not (isinstance(x, Value) and x.is_tile):
-                if name in ("exp", "log", "sqrt") and is_const(x):
-                    return getattr(math, name)(x)
-                self.err(f"{name}() takes a tile, got {_desc(x)}")
-            return self.b.ewise(name, x)
+            if isinstance(x, Value) and x.is_tile:
+                return self.b.ewise(name, x)
+            if name in MATH_UNARY and (is_const(x) or (isinstance(x, Value) and x.is_scalar)):
+                return self.b.sun(name, x)      # folds a compile-time operand; a runtime scalar is a sun op
+            if name == "abs" and (is_const(x) or (isinstance(x, Value) and x.is_scalar)):
+                return self.b.sun("abs", x)
+            self.err(f"{name}() takes a tile or a scalar, got {_desc(x)}")
         f.__name__ = "bi_" + name
         return f
 
@@ -876,9 +870,16 @@ class FunctionCompiler(ast.NodeVisitor):
     bi_log = _unary("log")
     bi_sqrt = _unary("sqrt")
     bi_rsqrt = _unary("rsqrt")
+    bi_tanh = _unary("tanh")
+    bi_sigmoid = _unary("sigmoid")
+    bi_erf = _unary("erf")
+    bi_floor = _unary("floor")
     bi_abs = _unary("abs")
     bi_relu = _unary("relu")
     del _unary
+
+    def bi_pow(self, x, y):
+        return self.binop("pow", x, y, None)
 
     def bi_maximum(self, a, b):
         return self.b.ewise("max", a, b)

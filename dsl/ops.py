@@ -216,7 +216,8 @@ _DEFS = [
     # scalars: both core types run them
     OpDef("const", "scalar", _ANY_SCOPE, True, "S", doc="a compile-time constant"),
     OpDef("sbin", "scalar", _ANY_SCOPE, True, "S", ("a", "b"), doc="scalar binary op (attrs op)"),
-    OpDef("sun", "scalar", _ANY_SCOPE, True, "S", ("a",), doc="scalar unary op (attrs op)"),
+    OpDef("sun", "scalar", _ANY_SCOPE, True, "S", ("a",),
+          doc="scalar unary op (attrs op: neg, not, abs, or a float math function with a float32 result)"),
     OpDef("scast", "scalar", _ANY_SCOPE, True, "S", ("a",), doc="scalar conversion (attrs to)"),
     OpDef("sselect", "scalar", _ANY_SCOPE, True, "S", ("cond", "a", "b"), doc="scalar select"),
     OpDef("sload", "scalar", _ANY_SCOPE, True, "S", ("tensor", "offset"),
@@ -243,7 +244,8 @@ _DEFS = [
     OpDef("iota", "tile", _VEC, True, "V", ("start", "*valid"), (), _verify_vector, _valid_operands,
           doc="a rank-1 tile start, start+1, ..."),
     OpDef("ewise", "tile", _VEC, True, "V", ("*x",), (), _verify_vector, _valid_ewise,
-          doc="elementwise op (attrs op, dtype), incl. compares and where"),
+          doc="elementwise op (attrs op, dtype): arithmetic, compares, where, integer // % & | ^ << >>, "
+              "float math (exp log sqrt rsqrt tanh sigmoid erf floor pow)"),
     OpDef("cast", "tile", _VEC, True, "V", ("x",), (), _verify_vector, _valid_same,
           doc="dtype conversion (attrs to, rounding)"),
     OpDef("reduce", "tile", _VEC, True, "V", ("x",), (), _verify_vector, _valid_reduce,
@@ -287,6 +289,13 @@ _DEFS = [
 OPS: dict[str, OpDef] = {d.kind: d for d in _DEFS}
 
 
+def _real_pow(a, b):
+    """a ** b of two Python numbers; a complex result (a negative base, a fractional exponent) is NaN, as the
+    C pow gives."""
+    r = operator.pow(a, b)
+    return float("nan") if isinstance(r, complex) else r
+
+
 def _logic(bitwise, boolean):
     return lambda a, b: boolean(a, b) if isinstance(a, bool) else bitwise(a, b)
 
@@ -297,7 +306,7 @@ SCALAR_BINARY: dict = {
     "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
     "floordiv": operator.floordiv, "mod": operator.mod, "min": min, "max": max,
     "and": _logic(operator.and_, lambda a, b: a and b), "or": _logic(operator.or_, lambda a, b: a or b),
-    "xor": operator.xor, "lshift": operator.lshift, "rshift": operator.rshift,
+    "xor": operator.xor, "lshift": operator.lshift, "rshift": operator.rshift, "pow": _real_pow,
     "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq, "ne": operator.ne,
 }
 

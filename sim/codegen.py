@@ -70,17 +70,20 @@ _BIN_FMT = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "d
             "floordiv": "({a} // {b})", "mod": "({a} % {b})", "and": "({a} & {b})", "or": "({a} | {b})",
             "xor": "({a} ^ {b})", "lt": "({a} < {b})", "le": "({a} <= {b})", "gt": "({a} > {b})",
             "ge": "({a} >= {b})", "eq": "({a} == {b})", "ne": "({a} != {b})", "max": "fmax({a}, {b})",
-            "min": "fmin({a}, {b})"}
+            "min": "fmin({a}, {b})", "pow": "fpow({a}, {b})", "lshift": "({a} << {b})", "rshift": "({a} >> {b})"}
 _UN_FMT = {"neg": "(-{a})", "abs": "abs({a})", "exp": "fexp({a})", "log": "flog({a})", "sqrt": "fsqrt({a})",
-           "rsqrt": "frsqrt({a})", "relu": "frelu({a})"}
+           "rsqrt": "frsqrt({a})", "relu": "frelu({a})", "tanh": "ftanh({a})", "sigmoid": "fsigmoid({a})",
+           "erf": "ferf({a})", "floor": "ffloor({a})"}
 #: in rank-1 loops (a few elements per row) the math functions are called, not inlined: numba compiles an
 #: inlined call site far more slowly, and only the rank-2 loops are hot enough to need the vectorised inline
 _CALLED = {"fexp(": "fexp_call(", "flog(": "flog_call(", "fsqrt(": "fsqrt_call(", "frsqrt(": "frsqrt_call(",
-           "round_to_f16(": "round_f16_call(", "round_to_bf16(": "round_bf16_call("}
+           "round_to_f16(": "round_f16_call(", "round_to_bf16(": "round_bf16_call(", "ftanh(": "ftanh_call(",
+           "fsigmoid(": "fsigmoid_call(", "ferf(": "ferf_call(", "ffloor(": "ffloor_call(", "fpow(": "fpow_call("}
 _SCALAR_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "floordiv": "({a} // {b})",
                "mod": "({a} % {b})", "min": "min({a}, {b})", "max": "max({a}, {b})", "lt": "({a} < {b})",
                "le": "({a} <= {b})", "gt": "({a} > {b})", "ge": "({a} >= {b})", "eq": "({a} == {b})",
-               "ne": "({a} != {b})", "xor": "({a} ^ {b})", "lshift": "({a} << {b})", "rshift": "({a} >> {b})"}
+               "ne": "({a} != {b})", "xor": "({a} ^ {b})", "lshift": "({a} << {b})", "rshift": "({a} >> {b})",
+               "pow": "fpow_call(f32({a}), f32({b}))"}
 _CAST_INT = {"rint": "cast_rint", "trunc": "cast_trunc", "floor": "cast_floor", "ceil": "cast_ceil"}
 _INLINE_OPS = ("ewise", "cast", "expand")
 #: an mma whose a operand has at most this many valid rows streams a GM b operand row by row (no BLAS)
@@ -184,7 +187,9 @@ def _module_header(kernel: Kernel) -> list:
         "                           row_max_int, row_min, row_min_int, row_sum, read_rows_f16, read_rows_bf16,",
         "                           read_rows_f32, read_rows_raw, write_rows_f16, write_rows_bf16,",
         "                           write_rows_f32, write_rows_raw, fexp_call, flog_call, fsqrt_call,",
-        "                           frsqrt_call, round_f16_call, round_bf16_call, dot_rows_t, axpy_rows)",
+        "                           frsqrt_call, round_f16_call, round_bf16_call, dot_rows_t, axpy_rows,",
+        "                           ftanh, fsigmoid, ferf, ffloor, fpow, ftanh_call, fsigmoid_call, ferf_call,",
+        "                           ffloor_call, fpow_call)",
     ] + (["from cvtile.sim.sync import abort_group, finish_turn, take_turn, wait_turn"] if len(kernel.programs()) == 2
          else []) + [""]
 
@@ -489,7 +494,10 @@ class _Gen:
         kind = op.attrs["op"]
         out = self.var_name(op.result)
         ra = self.ref(a)
-        expr = {"neg": f"-{ra}", "not": f"not {ra}", "abs": f"abs({ra})"}[kind]
+        if kind in _UN_FMT and kind not in ("neg", "abs"):   # a float math function: the called runtime version
+            expr = _called(_UN_FMT[kind].format(a=f"f32({ra})"))
+        else:
+            expr = {"neg": f"-{ra}", "not": f"not {ra}", "abs": f"abs({ra})"}[kind]
         if op.result.type == F32:
             expr = f"f32({expr})"
         self.emit(f"{out} = {expr}")

@@ -15,6 +15,16 @@ float32 (x < -87.33) to 0, gives +inf above 88.72 and NaN for NaN; exp(-inf)
 is exactly 0, which is what masking with -inf relies on. It is branch-free so
 loops over it vectorise (about 0.8 ns per element on one core, against about
 4 ns for libm's expf).
+
+The other elementary functions of the vector math builtins are float32 in,
+float32 out, and each is one fixed rule that the CPU twin's implementation of
+the Ascend C call follows bit for bit (``include/twin/cvtile_twin_numeric.h``):
+``ftanh``, ``ferf`` and ``fpow`` evaluate the double-precision libm function on
+the (exact) float64 value of the operands and round once to float32 (within an
+ulp; the chip's own polynomial is not modelled bit for bit); ``fsigmoid`` is
+``1 / (1 + fexp(-x))`` in float32, the formula of the Sigmoid API built on the
+vector exp; ``ffloor`` is exact. 16-bit tiles round each result once more to
+their grid, as for exp.
 """
 
 from __future__ import annotations
@@ -33,7 +43,9 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "row_max", "row_min", "row_max_int", "row_min_int", "mm_bt_f16", "mm_b_f16", "mm_bt_bf16", "mm_b_bf16",
            "mm_bt_f32", "mm_b_f32", "read_rows_f16", "write_rows_f16", "read_rows_bf16", "write_rows_bf16",
            "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw", "fexp_call", "flog_call",
-           "fsqrt_call", "frsqrt_call", "round_f16_call", "round_bf16_call", "dot_rows_t", "axpy_rows"]
+           "fsqrt_call", "frsqrt_call", "round_f16_call", "round_bf16_call", "dot_rows_t", "axpy_rows", "ftanh",
+           "fsigmoid", "ferf", "ffloor", "fpow", "ftanh_call", "fsigmoid_call", "ferf_call", "ffloor_call",
+           "fpow_call"]
 
 #: LLVM fast-math flags for generated code: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay IEEE.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -53,7 +65,7 @@ _EXP_HI = np.float32(88.72283)
 def fexp(x):
     x = np.float32(x)
     xc = min(max(x, _EXP_LO), _EXP_HI)
-    n = math.floor(xc * _LOG2E + np.float32(0.5))
+    n = np.float32(math.floor(xc * _LOG2E + np.float32(0.5)))   # float32: math.floor gives an int64
     r = xc - n * _LN2_HI
     r = r - n * _LN2_LO
     p = np.float32(1.9875691500e-4)
@@ -87,6 +99,38 @@ def fsqrt(x):
 @njit(inline="always", fastmath=FASTMATH)
 def frsqrt(x):
     return np.float32(1.0) / np.float32(math.sqrt(x)) if x >= 0 else np.float32(np.nan)
+
+
+@njit(inline="always")
+def ftanh(x):
+    """tanh of a float32: the double libm tanh of its exact value, rounded once to float32."""
+    return np.float32(math.tanh(np.float64(x)))
+
+
+@njit(inline="always")
+def fsigmoid(x):
+    """1 / (1 + exp(-x)) in float32, with the vector exp (``fexp``): 0 at -inf, 1 at +inf, NaN for NaN."""
+    d = np.float32(np.float32(1.0) + np.float32(fexp(-np.float32(x))))
+    return np.float32(np.float32(1.0) / d)      # a float64 quotient of float32 operands rounds exactly
+
+
+@njit(inline="always")
+def ferf(x):
+    """erf of a float32: the double libm erf of its exact value, rounded once to float32."""
+    return np.float32(math.erf(np.float64(x)))
+
+
+@njit(inline="always")
+def ffloor(x):
+    """floor of a float32 (exact; -0.0, inf and NaN unchanged)."""
+    return np.float32(np.floor(np.float64(x)))
+
+
+@njit(inline="always")
+def fpow(x, y):
+    """x ** y of two float32: the double libm pow of their exact values (C99 special cases: pow(x, 0) = 1,
+    pow(negative, non-integer) = NaN), rounded once to float32."""
+    return np.float32(math.pow(np.float64(x), np.float64(y)))
 
 
 @njit(inline="always", fastmath=FASTMATH)
@@ -292,34 +336,22 @@ read_rows_raw, write_rows_raw = _gm_copies(_same, _same)
 # The same functions, compiled once and called: generated kernels use these where a loop is short (rank-1
 # tiles), because each inlined call site costs numba a lot of compile time.
 
-@njit(cache=True, nogil=True)
-def fexp_call(x):
-    return fexp(x)
+def _called(fn):
+    """``fn`` (an inlined one-argument runtime function) compiled once as a function of its own."""
+    @njit(cache=True, nogil=True)
+    def call(x):
+        return fn(x)
+    return call
+
+
+fexp_call, flog_call, fsqrt_call, frsqrt_call = _called(fexp), _called(flog), _called(fsqrt), _called(frsqrt)
+round_f16_call, round_bf16_call = _called(round_to_f16), _called(round_to_bf16)
+ftanh_call, fsigmoid_call, ferf_call, ffloor_call = _called(ftanh), _called(fsigmoid), _called(ferf), _called(ffloor)
 
 
 @njit(cache=True, nogil=True)
-def flog_call(x):
-    return flog(x)
-
-
-@njit(cache=True, nogil=True)
-def fsqrt_call(x):
-    return fsqrt(x)
-
-
-@njit(cache=True, nogil=True)
-def frsqrt_call(x):
-    return frsqrt(x)
-
-
-@njit(cache=True, nogil=True)
-def round_f16_call(x):
-    return round_to_f16(x)
-
-
-@njit(cache=True, nogil=True)
-def round_bf16_call(x):
-    return round_to_bf16(x)
+def fpow_call(x, y):
+    return fpow(x, y)
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"})

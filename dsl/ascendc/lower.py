@@ -25,8 +25,11 @@ backend reads nothing else: not the kernel library, not the tiling mirror.
   scratch area placed after the planned UB peak; ``AscendCError`` when it
   does not fit.
 * Elementwise ops the vector API has no form for here (compares and bool
-  logic, ``where`` with broadcast or scalar arms, integer ``//`` / ``%``) are a
-  loop of scalar UB accesses fenced by ``PipeBarrier<PIPE_ALL>``: exact, slow.
+  logic, ``where`` with broadcast or scalar arms, integer ``//`` / ``%`` /
+  shifts) are a loop of scalar UB accesses fenced by ``PipeBarrier<PIPE_ALL>``:
+  exact, slow. ``tanh`` / ``sigmoid`` / ``erf`` / ``floor`` / ``pow`` are the
+  math library's ``Tanh`` / ``Sigmoid`` / ``Erf`` / ``Floor`` / ``Power`` count
+  forms (half and float tiles); the scalar math functions are not lowered.
 * Scalars are C++ locals (``int64_t``, ``float``, ``bool``; unnamed ones are
   inlined into their uses); ``//`` and ``%`` keep Python's floor semantics
   (``cvtFloorDiv`` / ``cvtMod``). Runtime scalar parameters and the GM
@@ -74,6 +77,8 @@ _PIPE = {"V": "PIPE_V", "M": "PIPE_M", "MTE1": "PIPE_MTE1", "MTE2": "PIPE_MTE2",
 _BIN_TT = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "max": "Max", "min": "Min"}
 _BIN_TS = {"add": "Adds", "mul": "Muls", "max": "Maxs", "min": "Mins"}
 _UNARY = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "abs": "Abs", "relu": "Relu"}
+#: the math-library (advanced API) unary functions: their element count is a uint32_t calCount
+_MATH_UNARY = {"tanh": "Tanh", "sigmoid": "Sigmoid", "erf": "Erf", "floor": "Floor"}
 _REDUCE = {"max": "ReduceMax", "min": "ReduceMin", "sum": "ReduceSum"}
 _ROUND = {"rint": "RoundMode::CAST_RINT", "trunc": "RoundMode::CAST_TRUNC", "floor": "RoundMode::CAST_FLOOR",
           "ceil": "RoundMode::CAST_CEIL"}
@@ -391,6 +396,8 @@ class _Lowering(CubeRules):
                 expr = f"({self.ref(a)} {'&&' if kind == 'and' else '||'} {self.ref(b)})"
         elif kind in ("floordiv", "mod") and op.result.type.dtype.name == "float32":
             raise AscendCUnsupported(f"float {kind} of scalars", op.loc)
+        elif kind == "pow":
+            raise AscendCUnsupported("a float ** of scalars (the scalar unit has no pow in the subset)", op.loc)
         elif kind == "truediv" and op.result.type.dtype.name != "float32":
             expr = f"(static_cast<float>({self.ref(a)}) / static_cast<float>({self.ref(b)}))"
         else:
@@ -405,6 +412,9 @@ class _Lowering(CubeRules):
     def op_sun(self, op):
         (a,) = op.args
         kind = op.attrs["op"]
+        if kind not in ("neg", "not", "abs"):
+            raise AscendCUnsupported(f"the scalar math function {kind}() (the scalar unit has no such "
+                                     f"instruction in the subset; compute it on a tile)", op.loc)
         expr = {"neg": f"(-{self.ref(a)})", "not": f"(!{self.ref(a)})",
                 "abs": f"({self.ref(a)} < 0 ? -{self.ref(a)} : {self.ref(a)})"}[kind]
         self.define(op.result, expr)
@@ -871,6 +881,10 @@ class _Lowering(CubeRules):
         n = self.count(out)
         ct = CTYPE[dt.name]
         tiles = [a for a in op.args if a.is_tile]
+        if kind in _MATH_UNARY:
+            return self._math_unary(op, kind, dst, n, ct)
+        if kind == "pow":
+            return self._power(op, dst, n)
         if kind in _UNARY or kind == "neg":
             (x,) = op.args
             xs = self._full_operand(x, out, op)
@@ -899,6 +913,27 @@ class _Lowering(CubeRules):
         if full is b and kind in ("sub", "div"):
             raise AscendCUnsupported(f"{kind} of a column-broadcast tile by a full tile", op.loc)
         self._column_broadcast(op, kind, full, col, dst, out)
+
+    def _math_unary(self, op, kind, dst, n, ct):
+        """Tanh / Sigmoid / Erf / Floor: the math library's count form (no temporary buffer argument)."""
+        (x,) = op.args
+        xs = self._full_operand(x, op.result, op)
+        self.emit(f"{_MATH_UNARY[kind]}({dst}, {xs}, {_cast('uint32_t', n)});")
+        self.api.add(_MATH_UNARY[kind])
+
+    def _power(self, op, dst, n):
+        """x ** y (not a small integer constant, which the builder made multiplies): Power's tensor-tensor,
+        tensor-scalar or scalar-tensor count form (operands of the result's shape)."""
+        a, b = op.args
+        out = op.result
+        for t in (a, b):
+            if t.is_tile and t.type.shape != out.type.shape:
+                raise AscendCUnsupported("a broadcast operand of pow", op.loc)
+        dt = out.type.dtype
+        x = self.tile(a) if a.is_tile else self.scalar_as(a, dt)
+        y = self.tile(b) if b.is_tile else self.scalar_as(b, dt)
+        self.emit(f"Power({dst}, {x}, {y}, {_cast('uint32_t', n)});")
+        self.api.add("Power")
 
     def _vector_form(self, op) -> bool:
         """Whether the vector API has a form for this elementwise op (else the scalar loop lowers it)."""
@@ -1103,7 +1138,8 @@ class _Lowering(CubeRules):
         self.api.add("CrossCoreWaitFlag")
 
 
-_SCALAR_EWISE = ("lt", "le", "gt", "ge", "eq", "ne", "where", "and", "or", "not", "xor", "floordiv", "mod")
+_SCALAR_EWISE = ("lt", "le", "gt", "ge", "eq", "ne", "where", "and", "or", "not", "xor", "floordiv", "mod", "lshift",
+                 "rshift")
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
@@ -1126,6 +1162,8 @@ def _scalar_expr(kind: str, vals: list, dt: str, op) -> str:
         return f"({vals[0]} {'&' if kind == 'and' else '|' if kind == 'or' else '^'} {vals[1]})"
     if kind == "not":
         return f"(!{vals[0]})" if dt == "bool" else f"(~{vals[0]})"
+    if kind in ("lshift", "rshift"):
+        return f"({vals[0]} {'<<' if kind == 'lshift' else '>>'} {vals[1]})"
     if kind in ("floordiv", "mod") and not dt.startswith("float"):
         return f"{'cvtFloorDiv' if kind == 'floordiv' else 'cvtMod'}(static_cast<int64_t>({vals[0]}), " \
                f"static_cast<int64_t>({vals[1]}))"

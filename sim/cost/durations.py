@@ -20,8 +20,9 @@ table (``Platform.cost``; each entry names its source):
 * vector ops (V): an instruction head plus the elements (valid rows times the
   valid columns rounded up to a 32-byte block, as the vector unit reads UB)
   at the rate of the op's class (binary, scalar operand, exp, div, cast,
-  compare/select, dup; a row reduce adds a per-row term), plus a per-row cost where an operand
-  is broadcast along the rows (the chip expands it first);
+  compare/select, dup; a row reduce adds a per-row term; the math-library functions tanh,
+  sigmoid, erf, pow and floor count as several passes at the exp rate, ``_MATH_PASSES``),
+  plus a per-row cost where an operand is broadcast along the rows (the chip expands it first);
 * views (``expand``, ``slice_rows``) cost nothing; scalar ops cost a scalar
   issue; a scalar GM read the data-cache miss.
 
@@ -38,6 +39,10 @@ from ...dsl.types import L0A, L0B, L0C, L1, UB
 __all__ = ["Piece", "tile_cost", "scalar_cost"]
 
 _UNARY_EXP = ("exp", "log", "sqrt", "rsqrt")
+#: the math-library functions as passes over the elements at the exp rate: the vector instructions their
+#: documented formulas take (an assumption of cvtile, not a measurement): tanh (e^2x - 1) / (e^2x + 1) five,
+#: sigmoid 1 / (1 + e^-x) four, erf a rational polynomial about ten, pow exp(y ln x) three, floor two casts
+_MATH_PASSES = {"tanh": 5, "sigmoid": 4, "erf": 10, "pow": 3, "floor": 2}
 _COMPARE = ("lt", "le", "gt", "ge", "eq", "ne", "where", "and", "or", "xor", "not")
 
 
@@ -171,6 +176,8 @@ def _vector_cycles(op, ext_of, cost) -> float:
         half = t.dtype.bits == 16
         if name in _UNARY_EXP:
             rate = rates["exp"]
+        elif name in _MATH_PASSES:
+            rate = rates["exp"] / _MATH_PASSES[name]
         elif name == "div":
             rate = rates["div"]
         elif name in _COMPARE:

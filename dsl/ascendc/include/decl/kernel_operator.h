@@ -1138,6 +1138,30 @@ template <typename T>
 __aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsRelu<T>::value)
     Relu(const LocalTensor<T>& dst, const LocalTensor<T>& src, const int32_t& count);
 
+// ---------------------------------------------------------------- vector: math library (count forms)
+// The advanced API's elementwise functions in the form without a temporary buffer (half / float; calCount
+// elements). The 950 headers add a trailing config template parameter with a default to Tanh/Erf; calls that
+// deduce T compile against either (arch 2201 and 3510 as the asc-devkit headers read list for Tanh, Sigmoid,
+// Floor and Power; Erf assumed the same).
+#define CVTILE_DECL_MATH1(NAME)                                                                                      \
+    template <typename T, bool isReuseSource = false>                                                                \
+    __aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsVecFloat<T>::value)                                               \
+        NAME(const LocalTensor<T>& dstTensor, const LocalTensor<T>& srcTensor, const uint32_t calCount);
+CVTILE_DECL_MATH1(Tanh)
+CVTILE_DECL_MATH1(Erf)
+CVTILE_DECL_MATH1(Floor)
+CVTILE_DECL_MATH1(Sigmoid)
+#undef CVTILE_DECL_MATH1
+template <typename T, bool isReuseSource = false>
+__aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsVecFloat<T>::value) Power(const LocalTensor<T>& dstTensor,
+    const LocalTensor<T>& src0Tensor, const LocalTensor<T>& src1Tensor, uint32_t calCount);
+template <typename T, bool isReuseSource = false>
+__aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsVecFloat<T>::value) Power(const LocalTensor<T>& dstTensor,
+    const LocalTensor<T>& src0Tensor, const T& src1Scalar, uint32_t calCount);
+template <typename T, bool isReuseSource = false>
+__aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsVecFloat<T>::value) Power(const LocalTensor<T>& dstTensor,
+    const T& src0Scalar, const LocalTensor<T>& src1Tensor, uint32_t calCount);
+
 // ---------------------------------------------------------------- vector: binary
 #define CVTILE_DECL_BINARY(NAME, TRAIT)                                                                              \
     template <typename T>                                                                                            \

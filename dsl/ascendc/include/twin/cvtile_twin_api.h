@@ -1670,6 +1670,45 @@ inline CVT_ENABLE(cvtile_api::IsRelu<T>::value)
     CountMap1("Relu", dst, src, count, [](T a) { return Ops<T>::Relu(a); });
 }
 
+// ====================================================================== vector: math library (count forms)
+#define CVTILE_MATH1(NAME, FN)                                                                                       \
+    template <typename T, bool isReuseSource>                                                                        \
+    inline CVT_ENABLE(cvtile_api::IsVecFloat<T>::value)                                                              \
+        NAME(const LocalTensor<T>& dstTensor, const LocalTensor<T>& srcTensor, const uint32_t calCount)              \
+    {                                                                                                                \
+        using namespace ::cvtile_twin;                                                                               \
+        CountMap1(#NAME, dstTensor, srcTensor, calCount, [](T a) { return T(FN(static_cast<float>(a))); });          \
+    }
+CVTILE_MATH1(Tanh, VecTanh)
+CVTILE_MATH1(Erf, VecErf)
+CVTILE_MATH1(Floor, VecFloor)
+CVTILE_MATH1(Sigmoid, VecSigmoid)
+#undef CVTILE_MATH1
+template <typename T, bool isReuseSource>
+inline CVT_ENABLE(cvtile_api::IsVecFloat<T>::value) Power(const LocalTensor<T>& dstTensor,
+    const LocalTensor<T>& src0Tensor, const LocalTensor<T>& src1Tensor, uint32_t calCount)
+{
+    using namespace ::cvtile_twin;
+    CountMap2("Power", dstTensor, src0Tensor, src1Tensor, calCount,
+        [](T a, T b) { return T(VecPow(static_cast<float>(a), static_cast<float>(b))); });
+}
+template <typename T, bool isReuseSource>
+inline CVT_ENABLE(cvtile_api::IsVecFloat<T>::value) Power(const LocalTensor<T>& dstTensor,
+    const LocalTensor<T>& src0Tensor, const T& src1Scalar, uint32_t calCount)
+{
+    using namespace ::cvtile_twin;
+    const float y = static_cast<float>(src1Scalar);
+    CountMap1("Power", dstTensor, src0Tensor, calCount, [y](T a) { return T(VecPow(static_cast<float>(a), y)); });
+}
+template <typename T, bool isReuseSource>
+inline CVT_ENABLE(cvtile_api::IsVecFloat<T>::value) Power(const LocalTensor<T>& dstTensor,
+    const T& src0Scalar, const LocalTensor<T>& src1Tensor, uint32_t calCount)
+{
+    using namespace ::cvtile_twin;
+    const float x = static_cast<float>(src0Scalar);
+    CountMap1("Power", dstTensor, src1Tensor, calCount, [x](T b) { return T(VecPow(x, static_cast<float>(b))); });
+}
+
 // ====================================================================== vector: binary
 #define CVTILE_BINARY_OPS(NAME, CNT, REP, OPS)                                                                       \
     template <typename T>                                                                                            \

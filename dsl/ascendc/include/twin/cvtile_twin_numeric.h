@@ -216,6 +216,13 @@ CVTILE_NOFMA inline float VecRec(float x) { return 1.0f / x; }
 inline float VecMax(float a, float b) { return (a > b || a != a) ? a : b; }
 inline float VecMin(float a, float b) { return (a < b || a != a) ? a : b; }
 inline float VecRelu(float a) { return a > 0.0f ? a : a * 0.0f; }
+// The math library's functions as the cvtile simulator computes them (sim/rt.py, bit for bit): the double libm
+// function of the exact float value rounded once to float; sigmoid is its formula on the vector exp in float.
+inline float VecTanh(float x) { return static_cast<float>(std::tanh(static_cast<double>(x))); }
+inline float VecErf(float x) { return static_cast<float>(std::erf(static_cast<double>(x))); }
+inline float VecFloor(float x) { return static_cast<float>(std::floor(static_cast<double>(x))); }
+inline float VecPow(float x, float y) { return static_cast<float>(std::pow(static_cast<double>(x), static_cast<double>(y))); }
+CVTILE_NOFMA inline float VecSigmoid(float x) { return 1.0f / (1.0f + VecExp(-x)); }
 
 } // namespace cvtile_twin
 
