@@ -34,6 +34,10 @@ def add_tiling_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--compare", action="store_true",
                    help="also time op_host's plan and its neighbours (M/S2 bases halved and doubled, all cores) "
                         "with the cost model and show the best against op_host's")
+    p.add_argument("--mask-mod", default=None, metavar="SPEC",
+                   help="also classify the tiling's blocks by a variant's mask_mod (a gallery entry such as "
+                        "sliding_window:256, prefix_lm:128, causal, or module:attribute) and show the block map's "
+                        "density")
     p.set_defaults(func=run_tiling)
     return p
 
@@ -154,16 +158,43 @@ def run_tiling(args) -> int:
     search = _compare(args) if getattr(args, "compare", False) else None
     if isinstance(search, int):
         return search
+    bmap = _block_map(args, t) if getattr(args, "mask_mod", None) else None
+    if isinstance(bmap, int):
+        return bmap
     if args.json:
         doc = t.to_dict()
         if search is not None:
             doc["plan_search"] = search.to_dict()
+        if bmap is not None:
+            doc["block_map"] = {"visited": bmap.visited, "full": bmap.full, "total": bmap.total,
+                                "density": bmap.density}
         print(json.dumps(doc, indent=2))
     else:
         print(format_tiling(t))
         if search is not None:
             print(search.format())
+        if bmap is not None:
+            print(f"{args.mask_mod}: {bmap.summary()}")
     return 0
+
+
+def _block_map(args, t):
+    """The block map of ``--mask-mod`` over the tiling's tasks, or exit status 2 for a spec cvtile cannot use."""
+    from cvtile.kernels.fia.launch import effective_lengths
+    from cvtile.kernels.variants import Hooks, VariantError
+    from cvtile.kernels.variants.block_map import classify_blocks
+    from cvtile.kernels.variants.gallery import hook_from_spec
+
+    try:
+        hooks = Hooks(mask_mod=hook_from_spec(args.mask_mod))
+        qlen, kvlen = effective_lengths(t)
+        tasks = [task for c in t.cores for task in c.tasks]
+        nkv = args.num_kv_heads or (8 if args.num_heads % 8 == 0 else args.num_heads)
+        return classify_blocks(tasks, hooks, s2_base=t.s2_base, qlen=qlen, kvlen=kvlen,
+                               group=args.num_heads // nkv, order=t.m_order)
+    except VariantError as e:
+        print(f"cvtile tiling --mask-mod: {e}", file=sys.stderr)
+        return 2
 
 
 def _compare(args):

@@ -3,7 +3,8 @@
 out = softmax(q k^T * scale + causal mask) v, for q, k, v of shape (S, D) in float16.
 Each core takes blocks of BM query rows; per block of BN keys the cube computes
 s = q k^T (fp32 in L0C), the vector cores apply the mask and the online softmax
-(running max m, running sum l, rescaled accumulator acc), cast P to fp16 as the
+(running max m, running sum l, rescaled accumulator acc; ``online_softmax_step`` from the kernel
+library, which keeps rows that have seen only masked keys at zero instead of NaN), cast P to fp16 as the
 chip does, and the cube computes P v. The values crossing scopes (s, p16, o)
 are the cube<->vector hand-offs the compiler derives; print `ck.ir` to see them.
 
@@ -15,6 +16,7 @@ import sys
 import numpy as np
 
 import cvtile.dsl as ct
+from cvtile.kernels.merge_state import online_softmax_step
 
 
 @ct.jit
@@ -35,12 +37,8 @@ def flash_attention(q, k, v, out, scale, S: ct.constexpr, D: ct.constexpr, BM: c
             with ct.vector():
                 cols = ct.iota(BN, valid=ncols) + n0
                 s = ct.where(cols[None, :] <= rows[:, None], s * scale, -ct.inf)
-                m_new = ct.maximum(m, ct.rowmax(s))
-                p = ct.exp(s - m_new[:, None])
-                alpha = ct.exp(m - m_new)
-                l = l * alpha + ct.rowsum(p)
+                p, alpha, m, l = online_softmax_step(s, m, l)                   # the library step (all-masked guard)
                 acc = acc * alpha[:, None]
-                m = m_new
                 p16 = ct.cast(p, ct.float16)                                    # P in fp16, as on the chip
             with ct.cube():
                 o = ct.mma(p16, v[ct.ds(n0, BN, valid=ncols), 0:D])             # P v, fp32

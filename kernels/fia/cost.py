@@ -28,15 +28,16 @@ __all__ = ["fia_cost", "useful_flops"]
 
 
 def fia_cost(query, key, value, *, target: str, record: str = "critical", overrides: dict | None = None,
-             **kwargs) -> CostReport:
+             hooks=None, **kwargs) -> CostReport:
     """The cost report of ``npu_fused_infer_attention_score(query, key, value, target=target, **kwargs)``;
-    ``overrides`` replaces op_host's block sizes or core count (the plan search, ``tile_fia``)."""
+    ``overrides`` replaces op_host's block sizes or core count (the plan search, ``tile_fia``); ``hooks`` (a
+    ``variants.Hooks``) costs the call with a variant compiled in (``cvtile.attention``)."""
     bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, target=target, **kwargs)
     bound.apply_defaults()
     optional, attrs = v1_call_parts(dict(bound.arguments))
     _, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides)
     with record_launches(run=False) as rec:
-        simulate_fia(query, key, value, optional, attrs, target, "program", overrides)
+        simulate_fia(query, key, value, optional, attrs, target, "program", overrides, hooks)
     report = estimate_calls(rec.launches, target, flops=useful_flops(query, key, value, **kwargs), record=record)
     report.tiling = tiling
     return report

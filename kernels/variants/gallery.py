@@ -32,7 +32,8 @@ from functools import lru_cache
 
 import cvtile.dsl as ct
 
-__all__ = ["soft_cap", "alibi", "causal", "sliding_window", "prefix_lm", "document", "rel_bias", "GALLERY"]
+__all__ = ["soft_cap", "alibi", "causal", "sliding_window", "prefix_lm", "document", "rel_bias", "GALLERY",
+           "hook_from_spec"]
 
 
 @lru_cache(maxsize=None)
@@ -110,3 +111,37 @@ def rel_bias(max_distance: int):
 #: name -> factory, for ``cvtile variant NAME`` style lookups and the gallery tests
 GALLERY = {"soft_cap": soft_cap, "alibi": alibi, "causal": causal, "sliding_window": sliding_window,
            "prefix_lm": prefix_lm, "document": document, "rel_bias": rel_bias}
+
+
+def hook_from_spec(spec: str):
+    """The hook a command-line spec names: ``NAME`` or ``NAME:ARG[,ARG...]`` of the gallery (``sliding_window:256``,
+    ``prefix_lm:128``, ``soft_cap:50``), or ``package.module:attribute`` naming an ``@ct.inline`` function or a
+    factory called with no arguments. Raises ``VariantError`` naming the spec."""
+    from .hooks import VariantError
+
+    name, _, rest = spec.partition(":")
+    if name in GALLERY:
+        args = []
+        for a in filter(None, rest.split(",")):
+            try:
+                args.append(int(a))
+            except ValueError:
+                try:
+                    args.append(float(a))
+                except ValueError:
+                    raise VariantError("mask_mod", spec, f"argument {a!r} of {name} is not a number") from None
+        try:
+            return GALLERY[name](*args)
+        except TypeError as exc:
+            raise VariantError("mask_mod", spec, f"{name}: {exc}") from None
+    if "." in name and rest:
+        import importlib
+
+        try:
+            obj = getattr(importlib.import_module(name), rest)
+        except (ImportError, AttributeError) as exc:
+            raise VariantError("mask_mod", spec, f"cannot load it: {exc}") from None
+        from cvtile.dsl.frontend import InlineFunction
+
+        return obj if isinstance(obj, InlineFunction) else obj()
+    raise VariantError("mask_mod", spec, f"not a gallery entry ({', '.join(sorted(GALLERY))}) nor module:attribute")

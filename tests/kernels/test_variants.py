@@ -48,6 +48,9 @@ def test_sliding_window_skips_empty_blocks_and_matches_the_golden():
     assert bmap.total > bmap.visited > 0 and bmap.density < 0.6, bmap.summary()
     out, lse = attention(q, k, v, mask_mod=mm, **kw)
     _judge(out, lse, q, k, v, kw, mask_mod=mm)
+    # skipping only leaves out blocks that would add exp(-inf) = 0 with alpha = 1: bitwise the dense run
+    dense_out, dense_lse = attention(q, k, v, mask_mod=mm, block_sparse=False, **kw)
+    assert np.array_equal(out, dense_out) and np.array_equal(lse, dense_lse)
 
 
 def test_alibi_score_mod_matches_the_golden():
