@@ -237,6 +237,15 @@ def where(cond, a, b):
 
 
 @_builtin
+def gather(table, idx):
+    """gather(table, idx) -> tile: result[i] = table[idx[i]] for the valid elements of idx.
+
+    table: a rank-1 GM view (a kernel tensor, or a view of one such as t[b], t.merge(0), t[b, ds(s, E)]);
+    idx: an integer UB tile of rank 1 or 2. The result is a UB tile of idx's shape and table's dtype. Vector
+    scope only; the simulator checks every index against the table's extent."""
+
+
+@_builtin
 def cast(x, dtype, rounding="rint"):
     """cast(x, dtype, rounding='rint') -> tile of dtype (RNE for float narrowing)."""
 

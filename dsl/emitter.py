@@ -557,6 +557,19 @@ class Builder:
         rt = x.type.with_(shape=(x.type.shape[0],))
         return self.emit("reduce", [x], [rt], {"op": op}).result
 
+    def gather(self, table: Window, idx) -> Value:
+        """result[i] = table[idx[i]]: ``table`` a rank-1 window whose ``valid`` is the table's extent (an index
+        must lie in [0, valid) and its element inside the dimension's bound; the simulator checks each one),
+        ``idx`` an integer UB tile; the result is a UB tile of idx's shape and the table's dtype."""
+        self._require_scope("gather", "vector")
+        idx = self.use(self._tile(idx, "gather's idx"))
+        if idx.type.space is not UB:
+            self.error(f"gather's idx must be a UB tile, got a {idx.type.space} tile")
+        if not idx.type.dtype.is_int:
+            self.error(f"gather's idx must be an integer tile, got {idx.type.dtype}")
+        t = TileType(table.tensor.type.dtype, UB, idx.type.shape)
+        return self.emit("gather", [idx], [t], windows={"table": table}).result
+
     def expand(self, x, axis: int) -> Value:
         x = self.use(self._tile(x, "broadcast operand"))
         if x.type.rank != 1:

@@ -51,7 +51,7 @@ from typing import Any
 from . import builtins as B
 from .emitter import MATH_UNARY, Builder, Window, is_const
 from .errors import CompilationError
-from .ir import Block, Kernel, Loc, Param, Value
+from .ir import Block, Kernel, Loc, Param, Value, WDim
 from .shapes import same_extents
 from .types import INDEX, DType, ScalarType, Space, TensorType, int32
 from .views import DynSlice, GMView, tensor_view
@@ -880,6 +880,22 @@ class FunctionCompiler(ast.NodeVisitor):
 
     def bi_pow(self, x, y):
         return self.binop("pow", x, y, None)
+
+    def bi_gather(self, table, idx):
+        if not isinstance(table, GMView):
+            self.err(f"gather(table=...): table must be a rank-1 GM view (a kernel tensor or a view of one), got "
+                     f"{_desc(table)}")
+        if table.ndim != 1:
+            self.err(f"gather(table=...): table must be a rank-1 GM view, got rank {table.ndim} (index or merge "
+                     f"the other dims, e.g. t[b] or t.merge(0))")
+        d = table.dims[0]
+        if d.lookups:
+            self.err("gather(table=...): a paged view (through a block table) cannot be gathered from")
+        count = d.valid if d.valid is not None else (d.extent if d.extent is not None
+                                                      else self.b.sbin("sub", d.bound, d.start))
+        w = Window(table.tensor, table.offset,
+                   [WDim(d.start, d.bound, d.extent or 0, count, list(d.radices), list(d.strides))])
+        return self.b.gather(w, idx)
 
     def bi_maximum(self, a, b):
         return self.b.ewise("max", a, b)

@@ -250,6 +250,9 @@ _DEFS = [
           doc="dtype conversion (attrs to, rounding)"),
     OpDef("reduce", "tile", _VEC, True, "V", ("x",), (), _verify_vector, _valid_reduce,
           doc="per-row max/sum/min of a rank-2 tile (attrs op)"),
+    OpDef("gather", "tile", _VEC, True, "V", ("idx",), ("table",), _verify_vector, _valid_same,
+          doc="result[i] = table[idx[i]] over idx's valid elements: a UB tile of idx's shape and the table's dtype; "
+              "the table window is a rank-1 GM view (valid = its extent), every index is checked against it"),
     OpDef("expand", "tile", _VEC, True, "S", ("x",), (), _verify_vector, _valid_expand,
           doc="a rank-1 tile viewed as (n, 1) or (1, n) for broadcasting (attrs axis); no data moves"),
     # row chunks (chunk_rows): views and in-place updates of a tile's rows, no data movement of their own

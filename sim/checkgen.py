@@ -6,8 +6,8 @@ Model
 generated functions take one more argument, ``shadow`` (``shadow.ShadowPlan``: the vector clocks, flag
 queues and event counters, then the shadow arrays of the tracked GM tensors and workspace channels).
 
-* GM accesses (``races``, ``write_once``, and ``uninit`` for the workspace): after a load, store, mma operand
-  or scalar read of a tracked tensor, every element it touched is recorded in the shadow and checked
+* GM accesses (``races``, ``write_once``, and ``uninit`` for the workspace): after a load, store, mma operand,
+  gather or scalar read of a tracked tensor, every element it touched is recorded in the shadow and checked
   (``shadow.gm_*`` / ``shadow.ws_*``; plain row windows in one runtime call, other windows element by element
   through the window's index arithmetic). A failed check returns the element, the other access's entry and
   the kind of conflict in ``err``; ``checking`` turns it into the typed error.
@@ -270,6 +270,23 @@ class CheckedGen(_Gen):
             me = self._me(site)
             self.emit(f"gm_one(shw_{i}, shr_{i}, {_i64(self.ref(offset))}, {me}, vc, blk, {self._role}, err, "
                       f"np.bool_(False), np.bool_(True))")
+
+    def _gather_prologue(self, op):
+        """gather: its idx is read like any operand; a tracked table is read element by element (one shadow
+        entry for the op, a ``gm_one`` per element at its address)."""
+        self._check_read(op, op.args[0])
+        t = self.plan.tensor(op.windows["table"].tensor.id)
+        if t is None or not t.rd:
+            return None
+        site = self.site(f"reads {t.name}", op)
+        self.info.sites[site] = ("access", t.name, "read", False)
+        return self.plan.tensors.index(t), self._me(site)
+
+    def _gather_read(self, op, state, addr):
+        if state is not None:
+            i, me = state
+            self.emit(f"gm_one(shw_{i}, shr_{i}, {_i64(addr)}, {me}, vc, blk, {self._role}, err, np.bool_(False), "
+                      f"np.bool_(True))")
 
     # ------------------------------------------------------------ flags and events
     def op_flag_set(self, op):

@@ -91,7 +91,7 @@ _SKINNY_ROWS = 16
 
 _FUSE_CONSUMERS = ("ewise", "cast", "reduce")
 #: ops whose result gets a buffer of its own (copy, handoff and loop/branch results alias another value's)
-_OWN_BUFFER = ("create", "iota", "load", "mma", "ewise", "cast", "reduce")
+_OWN_BUFFER = ("create", "iota", "load", "mma", "ewise", "cast", "reduce", "gather")
 
 
 class GeneratedSource:
@@ -940,6 +940,43 @@ class _Gen:
         if dt.is_bool:
             return f"bool({r})"
         return f"np.int64({r})"
+
+    # ---------------------------------------------------------- gather
+    def op_gather(self, op):
+        """result[i] = table[idx[i]] over idx's valid elements. Each index k is checked before the read: k in
+        [0, count) (the table view's extent) and start + k below the dimension's bound; a failure is the
+        kernel line's out-of-bounds error. ``_gather_prologue`` / ``_gather_read`` are the checking mode's
+        hooks (a GM read of every element)."""
+        w = op.windows["table"]
+        (idx,) = op.args
+        shape = self._shape_from(self._leaves(idx), idx, op)
+        out = self.view(op.result, list(shape))
+        flat, _, dt = self.tensors[w.tensor.id]
+        dec = _DECODE.get(dt)
+        d = w.dims[0]
+        n, start, bound = self.ref(d.valid), self.ref(d.start), self.ref(d.bound)
+        state = self._gather_prologue(op)
+        ivars = [self.tmp("i") for _ in shape]
+        for iv, ext in zip(ivars, shape):
+            self.emit(f"for {iv} in range({ext}):")
+            self.depth += 1
+        k = self.tmp("k")
+        self.emit(f"{k} = np.int64({self.expr(idx, tuple(ivars))})")
+        past = f"{k} >= {n}" if start == "0" else f"{k} >= {n} or {start} + {k} >= {bound}"
+        self.fail_if(f"{k} < 0 or {past}", "gather: an index lies outside the table (GM index out of bounds)",
+                     op, [("index", k), ("extent", n), ("bound", bound)])
+        addr = self.tmp("a")
+        self.emit(f"{addr} = {self.ref(w.offset)} + {self._row_addr(w, 0, k if start == '0' else f'{start} + {k}', op)}")
+        self._gather_read(op, state, addr)
+        raw = f"{flat}[{addr}]"
+        self.emit(f"{out}[{', '.join(ivars)}] = {f'{dec}({raw})' if dec else raw}")
+        self.depth -= len(ivars)
+
+    def _gather_prologue(self, op):
+        return None
+
+    def _gather_read(self, op, state, addr: str):
+        pass
 
     # ---------------------------------------------------------- row chunks
     def op_slice_rows(self, op):

@@ -556,7 +556,7 @@ def accesses(ir) -> tuple:
         for op in walk(body):
             if op.kind == "store":
                 stored.setdefault(op.windows["window"].tensor.id, []).append(op.loc)
-            elif op.kind in ("load", "mma"):
+            elif op.kind in ("load", "mma", "gather"):
                 read.update(w.tensor.id for w in op.windows.values())
             elif op.kind == "sload":
                 read.add(op.args[0].id)

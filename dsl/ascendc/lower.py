@@ -30,6 +30,8 @@ backend reads nothing else: not the kernel library, not the tiling mirror.
   exact, slow. ``tanh`` / ``sigmoid`` / ``erf`` / ``floor`` / ``pow`` are the
   math library's ``Tanh`` / ``Sigmoid`` / ``Erf`` / ``Floor`` / ``Power`` count
   forms (half and float tiles); the scalar math functions are not lowered.
+  ``gather`` is a fenced loop of scalar GM reads and UB writes, each index
+  checked with ``CVT_CHECK``.
 * Scalars are C++ locals (``int64_t``, ``float``, ``bool``; unnamed ones are
   inlined into their uses); ``//`` and ``%`` keep Python's floor semantics
   (``cvtFloorDiv`` / ``cvtMod``). Runtime scalar parameters and the GM
@@ -934,6 +936,39 @@ class _Lowering(CubeRules):
         y = self.tile(b) if b.is_tile else self.scalar_as(b, dt)
         self.emit(f"Power({dst}, {x}, {y}, {_cast('uint32_t', n)});")
         self.api.add("Power")
+
+    def op_gather(self, op):
+        """result[i] = table[idx[i]]: a loop of scalar reads (GlobalTensor::GetValue of each index, checked
+        against the table's extent and bound by CVT_CHECK) and UB writes (LocalTensor::SetValue) over idx's
+        valid elements, fenced by PipeBarrier<PIPE_ALL> like the scalar elementwise loop."""
+        w = op.windows["table"]
+        (idx,) = op.args
+        out = op.result
+        d = w.dims[0]
+        dst, src = self.tile(out), self.tile(idx)
+        ext = self.extents(out)
+        ivars = [self.namer.ident(n) for n in ("i", "j")[:out.type.rank]]
+        pitch = out.type.shape[-1]
+        at = ivars[0] if out.type.rank == 1 else _sum(_mul(ivars[0], str(pitch)), ivars[1])
+        if idx.type.shape != out.type.shape:
+            raise AscendCUnsupported("a gather with a broadcast idx operand", op.loc)
+        self.emit("PipeBarrier<PIPE_ALL>();")
+        for k, (iv, e) in enumerate(zip(ivars, ext)):
+            self.emit("    " * k + f"for (int64_t {iv} = 0; {iv} < {e}; ++{iv}) {{")
+        self.depth += len(ivars)
+        k = self.namer.ident("k")
+        n, start, bound = self.ref(d.valid), self.ref(d.start), self.ref(d.bound)
+        self.emit(f"const int64_t {k} = static_cast<int64_t>({src}.GetValue({at}));")
+        past = f"{k} < {n}" if start == "0" else f"{k} < {n} && {start} + {k} < {bound}"
+        self.emit(f"CVT_CHECK({k} >= 0 && {past}, {c_string('gather: an index lies outside the table')});")
+        elem = k if start == "0" else f"{start} + {k}"
+        addr = _sum(self.ref(w.offset), self._row_offset(d, elem, op))
+        self.emit(f"{dst}.SetValue({at}, {self.gm[w.tensor.id]}.GetValue({addr}));")
+        self.depth -= len(ivars)
+        for k in reversed(range(len(ivars))):
+            self.emit("    " * k + "}")
+        self.emit("PipeBarrier<PIPE_ALL>();")
+        self.api |= {"GlobalTensor::GetValue", "LocalTensor::GetValue", "LocalTensor::SetValue", "PipeBarrier"}
 
     def _vector_form(self, op) -> bool:
         """Whether the vector API has a form for this elementwise op (else the scalar loop lowers it)."""

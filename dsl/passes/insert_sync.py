@@ -201,6 +201,9 @@ def _accesses(op: Op, plan):
             if a.is_tile:
                 reads.append((_key(a, plan), "V"))
         writes.append((_key(op.results[0], plan), "V"))
+    elif k == "gather":   # the table's elements are scalar reads; the result is a vector-side UB write
+        reads += [(_key(op.args[0], plan), "V"), (("gm", op.windows["table"].tensor.id), "S")]
+        writes.append((_key(op.results[0], plan), "V"))
     elif k == "sload":
         reads.append((("gm", op.args[0].id), "S"))
     return reads, writes

@@ -117,7 +117,7 @@ class RowClasses:
                     self._make_whole(o)
                 else:
                     self._union(o, res)
-        elif k in ("cast", "reduce"):
+        elif k in ("cast", "reduce", "gather"):
             self._union(op.args[0], res)
         elif k == "expand":
             if op.attrs["axis"] == 1:
@@ -483,7 +483,7 @@ def _gm_accesses(op: Op):
         yield op.windows["window"].tensor, "r"
     elif op.kind == "store":
         yield op.windows["window"].tensor, "w"
-    elif op.kind == "mma":
+    elif op.kind in ("mma", "gather"):
         for w in op.windows.values():
             yield w.tensor, "r"
 

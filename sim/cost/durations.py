@@ -24,7 +24,8 @@ table (``Platform.cost``; each entry names its source):
   sigmoid, erf, pow and floor count as several passes at the exp rate, ``_MATH_PASSES``),
   plus a per-row cost where an operand is broadcast along the rows (the chip expands it first);
 * views (``expand``, ``slice_rows``) cost nothing; scalar ops cost a scalar
-  issue; a scalar GM read the data-cache miss.
+  issue; a scalar GM read the data-cache miss; a ``gather`` is scalar work per
+  element (S: a GM read miss and a scalar issue each) followed by a vector op.
 
 Every duration is a pure function of the op and its operands' runtime valid
 extents, so the same op with the same extents always costs the same.
@@ -115,6 +116,10 @@ def tile_cost(op, ext_of, window_ext, cost) -> list:
         return [Piece(op.pipe, cost.mte1_head_cycles + nbytes / cost.mte1_l0a_bytes_per_cycle)]
     if kind == "mma":
         return _mma_cost(op, ext_of, window_ext, cost)
+    if kind == "gather":    # one scalar GM read (a data-cache miss) and UB write per element, then a vector op
+        rows, cols = _rows_cols(ext_of(op.results[0]))
+        return [Piece("S", rows * cols * (cost.scalar_gm_read_cycles + cost.scalar_op_cycles)),
+                Piece("V", _vector_cycles(op, ext_of, cost))]
     if kind in ("expand", "slice_rows") or (kind == "create" and op.attrs.get("uninit")):
         return []       # views, and a buffer that is only claimed (no fill instruction)
     return [Piece("V", _vector_cycles(op, ext_of, cost))]
@@ -170,6 +175,8 @@ def _vector_cycles(op, ext_of, cost) -> float:
         rate = rates["dup"]
     elif kind == "cast":
         rate = rates["cast"]
+    elif kind == "gather":
+        rate = rates["dup"]
     else:  # ewise
         name = op.attrs["op"]
         tiles = [o for o in op.args if o.is_tile]

@@ -1,7 +1,8 @@
 """Vector math builtins (tanh, sigmoid, erf, floor, pow / **), integer tile operators (// % & | ^ << >>) and the
 math functions on runtime scalars: each against a float64 numpy golden with the project's comparison
 (``kernels.precision.compare``, the dtype's tolerance class) for float32, float16 and bfloat16 inputs; integer
-results exactly; program and pipelined order bit for bit for a mixed kernel that uses them in its vector stage;
+results exactly; program and pipelined order bit for bit for a mixed kernel that uses them (and a gather) in its
+vector stage;
 unsupported uses are typed compile errors naming the operand."""
 
 from __future__ import annotations
@@ -100,31 +101,34 @@ def test_math_functions_and_min_max_on_runtime_scalars():
 
 # ------------------------------------------------------------------ program vs pipelined order
 @ct.jit
-def mixed_math(x, w, idx, out, oi, n, R: ct.constexpr, C: ct.constexpr):
+def mixed_math(x, w, idx, table, out, oi, n, R: ct.constexpr, C: ct.constexpr):
     for t in range(ct.block_idx(), n, ct.block_num()):
         with ct.cube():
             s = ct.mma(ct.load(x[t, 0:R, 0:C]), ct.load(w[0:C, 0:C]))
         with ct.vector():
             g = ct.sigmoid(s) * ct.tanh(s) + ct.erf(s) - ct.floor(s) + s ** 2
-            ct.store(out[t, 0:R, 0:C], g)
+            bucket = ct.minimum(ct.cast(ct.abs(s) * 4.0, ct.int32, "floor"), 63)
+            ct.store(out[t, 0:R, 0:C], g + ct.gather(table, bucket))
             i = ct.load(idx[t, 0:R, 0:C])
             ct.store(oi[t, 0:R, 0:C], ((i >> 2) << 1) + (i // 128) % 5 + ((i & 3) | (i ^ 6)) + (~i) + i ** 2 + t)
 
 
-def test_mixed_kernel_math_and_integer_ops_program_and_pipelined_order_bitwise(dsl):
+def test_mixed_kernel_math_integer_ops_and_gather_program_and_pipelined_order_bitwise(dsl):
     rng = np.random.default_rng(5)
     n = 3
     x = rng.uniform(-1, 1, (n, 16, 32)).astype(np.float16)
     w = rng.uniform(-1, 1, (32, 32)).astype(np.float16)
     idx = rng.integers(-4096, 4096, (n, 16, 32)).astype(np.int32)
+    table = rng.standard_normal(64).astype(np.float32)
     outs = []
     for order in ("program", "pipelined"):
         out, oi = np.zeros((n, 16, 32), np.float32), np.zeros((n, 16, 32), np.int32)
-        mixed_math[2](x, w, idx, out, oi, n, R=16, C=32, order=order)
+        mixed_math[2](x, w, idx, table, out, oi, n, R=16, C=32, order=order)
         outs.append((out, oi))
     assert dsl.same_bits(outs[0][0], outs[1][0]) and dsl.same_bits(outs[0][1], outs[1][1])
     s = x.astype(np.float64) @ w.astype(np.float64)
-    golden = 1 / (1 + np.exp(-s)) * np.tanh(s) + np.vectorize(math.erf)(s) - np.floor(s) + s ** 2
+    golden = 1 / (1 + np.exp(-s)) * np.tanh(s) + np.vectorize(math.erf)(s) - np.floor(s) + s ** 2 \
+        + table[np.minimum(np.floor(np.abs(s) * 4).astype(np.int64), 63)]
     rep = compare(outs[0][0], golden, np.float32, max_fail_ratio=0.01)   # floor near integers may flip
     assert rep.passed, str(rep)
     t = np.arange(n)[:, None, None]
