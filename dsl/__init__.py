@@ -12,7 +12,7 @@ with ``kernel[grid](*args)``. Inside a kernel:
   ``exp``/``log``/``sqrt``/``rsqrt``/``tanh``/``sigmoid``/``erf``/``floor``/``pow``/``abs``/``relu``
   (the float math functions also take scalars),
   ``maximum``/``minimum``/``where``/``cast``, ``rowmax``/``rowsum``/``rowmin``,
-  ``gather(table, idx)`` (table[idx[i]] from a rank-1 GM view),
+  ``gather(table, idx)`` (table[idx[i]] from a rank-1 GM view), ``device_print(name, value)``;
   broadcasts ``v[:, None]`` / ``v[None, :]``;
 * scalars: ``block_idx()``, ``block_num()``, reads of GM integer tensors,
   Python arithmetic; ``for`` over ``range`` (an IR loop) or ``static_range``
@@ -23,9 +23,10 @@ float32, int8, int16, int32, int64, uint8, bool_`` are attributes of this
 module.
 """
 
-from .builtins import (BUILTINS, abs, block_idx, block_num, cast, constexpr, copy, cube, ds, erf, exp, floor, full,
-                       gather, iota, load, log, maximum, minimum, mma, pow, relu, rowmax, rowmin, rowsum, rsqrt, sigmoid, sqrt,
-                       static_assert, static_range, store, subblock_idx, subblock_num, tanh, vector, where, zeros)
+from .builtins import (BUILTINS, abs, block_idx, block_num, cast, constexpr, copy, cube, device_print, ds, erf, exp,
+                       floor, full, gather, iota, load, log, maximum, minimum, mma, pow, relu, rowmax, rowmin, rowsum,
+                       rsqrt, sigmoid, sqrt, static_assert, static_range, store, subblock_idx, subblock_num, tanh,
+                       vector, where, zeros)
 from .errors import BudgetError, CompilationError, SimulationError
 from .jit import CompiledKernel, JITFunction, inline, jit
 from .types import (GM, L0A, L0B, L0C, L1, UB, DType, Space, bfloat16, bool_, float16, float32, int8, int16, int32,
@@ -38,6 +39,6 @@ __all__ = [
     "BudgetError", "SimulationError", "GM", "L1", "L0A", "L0B", "L0C", "UB", "DType", "Space", "float16",
     "bfloat16", "float32", "int8", "int16", "int32", "int64", "uint8", "bool_", "block_idx", "block_num",
     "subblock_idx", "subblock_num", "load", "store", "copy", "mma", "zeros", "full", "iota", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "pow", "abs",
-    "relu", "maximum", "minimum", "where", "gather", "cast", "rowmax", "rowsum", "rowmin", "ds", "static_assert",
+    "relu", "maximum", "minimum", "where", "gather", "cast", "rowmax", "rowsum", "rowmin", "device_print", "ds", "static_assert",
     "static_range", "inf",
 ]

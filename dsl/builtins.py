@@ -265,6 +265,18 @@ def rowmin(x):
     """rowmin(x) -> rank-1 tile: the min of each row's valid columns."""
 
 
+# ------------------------------------------------------------------ debugging
+
+@_builtin
+def device_print(name, value):
+    """device_print(name, value): on the simulator, print name, the core (block, and the vector core in a
+    core group's AIV program), the enclosing loops' indices and value (a scalar, or a tile's valid values,
+    numpy-style, long tiles summarised).
+
+    Inside `with cube():` or `with vector():`. It prints in program and in pipelined order (each AIV its own
+    rows there); the emitted Ascend C holds a comment in its place."""
+
+
 # ------------------------------------------------------------------ views and compile time
 
 @_builtin

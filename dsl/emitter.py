@@ -570,6 +570,21 @@ class Builder:
         t = TileType(table.tensor.type.dtype, UB, idx.type.shape)
         return self.emit("gather", [idx], [t], windows={"table": table}).result
 
+    def device_print(self, name: str, value) -> None:
+        """A ``device_print`` op of ``value`` (a tile or a scalar) with the induction variables of the loops
+        around it as further operands (printed with their names), in the current scope."""
+        if self.scope is None:
+            self.error("device_print is a tile op; put it inside `with cube():` or `with vector():` (the core "
+                       "that prints)")
+        if not isinstance(name, str):
+            self.error(f"device_print(name=...): name must be a compile-time string, got {_describe(name)}")
+        if isinstance(value, Value) and value.is_tile:
+            value = self.use(value)
+        elif not (is_const(value) or (isinstance(value, Value) and value.is_scalar)):
+            self.error(f"device_print(value=...): value must be a tile or a scalar, got {_describe(value)}")
+        loops = [b.args[0] for b in self.blocks if b.args]
+        self.emit("device_print", [value, *loops], [], {"name": name, "loop_names": [v.name or "i" for v in loops]})
+
     def expand(self, x, axis: int) -> Value:
         x = self.use(self._tile(x, "broadcast operand"))
         if x.type.rank != 1:

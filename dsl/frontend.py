@@ -897,6 +897,9 @@ class FunctionCompiler(ast.NodeVisitor):
                    [WDim(d.start, d.bound, d.extent or 0, count, list(d.radices), list(d.strides))])
         return self.b.gather(w, idx)
 
+    def bi_device_print(self, name, value):
+        self.b.device_print(name, value)
+
     def bi_maximum(self, a, b):
         return self.b.ewise("max", a, b)
 

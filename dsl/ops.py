@@ -255,6 +255,10 @@ _DEFS = [
               "the table window is a rank-1 GM view (valid = its extent), every index is checked against it"),
     OpDef("expand", "tile", _VEC, True, "S", ("x",), (), _verify_vector, _valid_expand,
           doc="a rank-1 tile viewed as (n, 1) or (1, n) for broadcasting (attrs axis); no data moves"),
+    OpDef("device_print", "tile", _BOTH, False, "S", ("value", "*loops"),
+          doc="print a tile's valid values or a scalar when the kernel runs on the simulator (attrs name, "
+              "loop_names: the enclosing loops' variables, operands after value); not pure, so no pass drops it; "
+              "the Ascend C is a comment"),
     # row chunks (chunk_rows): views and in-place updates of a tile's rows, no data movement of their own
     OpDef("slice_rows", "tile", _VEC, True, "S", ("x", "row", "rows"), (), _verify_vector, _valid_slice_rows,
           doc="rows [row, row+rows) of a UB tile as a tile of capacity attrs['cap'] rows (a view)"),

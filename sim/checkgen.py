@@ -445,6 +445,10 @@ class CheckedGen(_Gen):
         self._check_read(op, op.operands[0])
         super().op_cast(op)
 
+    def op_device_print(self, op):
+        self._check_read(op, op.args[0])
+        super().op_device_print(op)
+
     def op_reduce(self, op):
         x = op.operands[0]
         if x.id in self.tile_var:

@@ -38,6 +38,11 @@ runtime functions (``rt.row_sum``/``row_max``/``row_min``, ``rt.mm_bt_*``)
 compiled once per machine; sums there are vectorised, so their accumulation
 order (like the chip's ReduceSum and the cube's) is not modelled bit for bit.
 
+Printing. ``device_print`` is a ``print`` in the generated code: numba's nopython print boxes its items and
+writes them to ``sys.stdout`` while holding the GIL for the whole line, which is robust with the cores' nogil
+threads (a line is never torn; lines of cores running at the same time interleave in the order they happen;
+``serial=True`` gives block order) and keeps the module cacheable (no object-mode block).
+
 Checks. Bound checks of GM accesses, shape agreement of tile operands and the
 kernel's own ``check`` ops write an error record (site, values) into
 ``err[blk]`` and return; the launcher turns it into ``SimulationError`` with
@@ -940,6 +945,24 @@ class _Gen:
         if dt.is_bool:
             return f"bool({r})"
         return f"np.int64({r})"
+
+    # ---------------------------------------------------------- device_print
+    def op_device_print(self, op):
+        """One line on stdout through numba's print (it holds the GIL for the line, so the cores' threads
+        print whole lines): ``device_print 'name' block B [sub S] [loop i ...] : value``, the value a scalar or
+        the tile's valid view (numpy's str, which summarises long arrays)."""
+        value, *loops = op.args
+        items = ["'device_print'", repr(repr(op.attrs["name"])), "'block'", "blk"]
+        if self.core == "aiv":
+            items += ["'sub'", "sub"]
+        for name, v in zip(op.attrs["loop_names"], loops):
+            items += [repr(name), self.ref(v)]
+        if isinstance(value, Value) and value.is_tile:
+            src = value.owner.args[0] if value.owner is not None and value.owner.kind == "expand" else value
+            shown = self.tile(src)
+        else:
+            shown = self.ref(value)
+        self.emit(f"print({', '.join(items)}, ':', {shown})")
 
     # ---------------------------------------------------------- gather
     def op_gather(self, op):

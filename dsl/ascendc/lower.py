@@ -31,7 +31,8 @@ backend reads nothing else: not the kernel library, not the tiling mirror.
   math library's ``Tanh`` / ``Sigmoid`` / ``Erf`` / ``Floor`` / ``Power`` count
   forms (half and float tiles); the scalar math functions are not lowered.
   ``gather`` is a fenced loop of scalar GM reads and UB writes, each index
-  checked with ``CVT_CHECK``.
+  checked with ``CVT_CHECK``; ``device_print`` is a ``// device_print(...)``
+  comment.
 * Scalars are C++ locals (``int64_t``, ``float``, ``bool``; unnamed ones are
   inlined into their uses); ``//`` and ``%`` keep Python's floor semantics
   (``cvtFloorDiv`` / ``cvtMod``). Runtime scalar parameters and the GM
@@ -936,6 +937,12 @@ class _Lowering(CubeRules):
         y = self.tile(b) if b.is_tile else self.scalar_as(b, dt)
         self.emit(f"Power({dst}, {x}, {y}, {_cast('uint32_t', n)});")
         self.api.add("Power")
+
+    def op_device_print(self, op):
+        """A simulator-only print: a comment naming it (no code, no sync)."""
+        value = op.args[0]
+        what = (value.name or "tile") if value.is_tile else (value.name or self.ref(value))
+        self.emit(f"// device_print({comment(chr(34) + op.attrs['name'] + chr(34))}, {comment(str(what))})")
 
     def op_gather(self, op):
         """result[i] = table[idx[i]]: a loop of scalar reads (GlobalTensor::GetValue of each index, checked

@@ -35,6 +35,7 @@ def every_new_op(x, y, ix, o, oi, R: ct.constexpr, C: ct.constexpr):
         ct.store(o[8, 0:R, 0:C], ct.gather(y.merge(0), i & 511) + ct.gather(x[3], i & 63))
         ct.store(oi[0, 0:R, 0:C], (i >> 2) + (i << 3) + ((i & 12) | (i ^ 5)))
         ct.store(oi[1, 0:R, 0:C], (i // 128) + (i % 7) + i ** 2)
+        ct.device_print("i", i)
 
 
 def _args(dt):
@@ -51,7 +52,7 @@ def test_every_new_op_checks_and_runs_on_the_twin_bitwise(tmp_path, dt):
     args = _args(dt)
     ck = every_new_op.compile(*args, R=8, C=64)
     src = A.lowered(ck).source
-    for call in ("Tanh(", "Sigmoid(", "Erf(", "Floor(", "Power(", "Exp(", "Gm.GetValue("):
+    for call in ("Tanh(", "Sigmoid(", "Erf(", "Floor(", "Power(", "Exp(", "Gm.GetValue(", '// device_print("i", i)'):
         assert call in src, call
     res = A.emit(str(tmp_path), [A.Launch(ck, 1, args)])
     assert len(A.check_project(str(tmp_path), res["kernels"])) == 4

@@ -31,7 +31,7 @@ def test_every_op_record_states_its_scopes_pipe_and_purity():
         assert d.category in ("scalar", "tile", "control", "sync"), kind
         assert d.scopes and all(s in (None, "cube", "vector") for s in d.scopes), kind
         assert isinstance(d.pure, bool) and d.doc, kind
-        if d.category == "tile" and kind not in ("store", "send"):
+        if d.category == "tile" and kind not in ("store", "send", "device_print"):   # no tile result
             assert d.valid is not None, f"{kind} has no valid-extent rule"
 
 
