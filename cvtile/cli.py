@@ -25,9 +25,11 @@ Commands
     per-pipe busy fractions and critical path; ``trace`` also writes a Chrome
     trace and timeline/roofline PNGs (see ``cli_cost``).
 ``cvtile cases PATH [--arch A] [--limit N] [--json]``
-    Runs a corpus: an op_host tiling UT CSV (verdict and tiling-key agreement)
-    or an st JSON corpus (random inputs in each case's ranges, run through the
-    operator API, compared with the golden). Ends with one summary line.
+    Runs a corpus: an op_host tiling UT CSV (verdict and tiling-key agreement),
+    an st JSON corpus (random inputs in each case's ranges, run through the
+    operator API, compared with the golden), or a tiny_rdv case file or folder
+    (one model-shaped FIA call per file, built as the upstream tiny_rdv harness
+    builds it). Ends with one summary line.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cost_parsers(sub, _case_options)
     _validate_tiling_options(sub.choices["cost"])   # the tiling's shape options
 
-    cases = sub.add_parser("cases", help="run a corpus: an op_host UT CSV or an st JSON file")
+    cases = sub.add_parser("cases", help="run a corpus: an op_host UT CSV, an st JSON file, or tiny_rdv cases")
     cases.add_argument("path", type=Path)
     cases.add_argument("--arch", choices=("arch22", "arch35"), help="UT CSV: the arch (default: from the file)")
     cases.add_argument("--limit", type=positive_int, help="st JSON: run only the first N cases (default: all)")
@@ -252,23 +254,25 @@ def _cases(args) -> int:
         return 2
     if path.suffix.lower() == ".csv":
         return run_ut_cases(path, args.arch, args.json)
-    if path.suffix.lower() == ".json":
+    if path.suffix.lower() == ".json" or path.is_dir():
         return _st_cases(args)
-    print(f"cvtile cases: {path}: expected an op_host UT .csv or an st .json corpus", file=sys.stderr)
+    print(f"cvtile cases: {path}: expected an op_host UT .csv, an st .json corpus, or a tiny_rdv .json file or "
+          "folder", file=sys.stderr)
     return 2
 
 
 def _st_cases(args) -> int:
-    from .kernels.fia.api import fused_infer_attention_score_v4
     from .kernels.golden import fia_golden, fia_golden_lowp
-    from .kernels.st_runner import RAU_KIND, corpus_kind, rau_golden, run_st_corpus
+    from .kernels.st_runner import RAU_KIND, corpus_kind, default_api, load_api, rau_golden, run_st_corpus
 
-    if corpus_kind(args.path) is RAU_KIND:   # RingAttentionUpdate: its own API and golden (no P rounding)
-        from .kernels.ring_attention_update import npu_ring_attention_update
-
-        api, golden = npu_ring_attention_update, rau_golden
-    else:
-        api, golden = fused_infer_attention_score_v4, (fia_golden if args.golden == "exact" else fia_golden_lowp)
+    try:
+        rau = corpus_kind(args.path) is RAU_KIND
+    except ValueError as exc:   # not JSON, or a folder / file that is neither an st list nor tiny_rdv cases
+        print(f"cvtile cases: {args.path}: {exc}", file=sys.stderr)
+        return 2
+    # the corpus' operator: RingAttentionUpdate's, torch_npu's V1 FIA for tiny_rdv, else the aclnn V4 set
+    api = load_api(default_api(args.path))
+    golden = rau_golden if rau else (fia_golden if args.golden == "exact" else fia_golden_lowp)
     result = run_st_corpus(args.path, api, golden=golden, limit=args.limit, seed=args.seed, select=args.case)
     bad = result.count("failed") + result.count("error")
     if args.json:

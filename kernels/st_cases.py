@@ -413,12 +413,14 @@ def _list_int(v) -> list[int] | None:
 def _page_contiguous(t_bnsd: np.ndarray, table: np.ndarray, per: int, bs: int, num_blocks: int, *,
                      cache_bnsd: bool) -> np.ndarray:
     """A contiguous (B, N, S, D) tensor written into a block cache through ``table`` (its first ``per``
-    columns): BnNBsD when ``cache_bnsd``, else BnBsH; unused cache rows stay zero."""
+    columns; entries < 0 are unused): BnNBsD when ``cache_bnsd``, else BnBsH; unused cache rows stay zero."""
     b, n2, s, d = t_bnsd.shape
     cache = np.zeros((num_blocks, n2, bs, d) if cache_bnsd else (num_blocks, bs, n2 * d), dtype=t_bnsd.dtype)
     for bi in range(min(b, table.shape[0])):
         for i in range(per):
             blk = int(table[bi, i])
+            if blk < 0:      # an unused entry (a batch with fewer blocks)
+                continue
             t0, t1 = i * bs, min(s, (i + 1) * bs)
             if cache_bnsd:
                 cache[blk, :, :t1 - t0] = t_bnsd[bi, :, t0:t1]

@@ -1,8 +1,9 @@
-"""Run an st corpus (FusedInferAttentionScore, RingAttentionUpdate) through an operator API and judge it.
+"""Run an st corpus (FusedInferAttentionScore, RingAttentionUpdate) or tiny_rdv cases through an operator API.
 
 Model
 -----
-For every case of the corpus file: build random inputs
+A corpus is an st JSON list (:mod:`.st_cases`) or tiny_rdv cases, one file or a folder of them
+(:mod:`.tiny_rdv`; :func:`load_cases` tells them apart). For every case: build random inputs
 (:meth:`StCase.make_inputs`, seeded by ``(seed, case id)``), call
 ``api(**kwargs)`` (torch_npu's V1 keywords plus the aclnn V4 additions
 ``learnable_sink`` and ``query_quant_mode``: the default API is
@@ -36,6 +37,11 @@ A RingAttentionUpdate corpus (cases whose ``aclnn_name`` / ``api_type`` say so, 
 ``ring_attention_update_golden`` (``rau_golden``); the API is ``npu_ring_attention_update``.
 Every output's report is kept in ``CaseRecord.reports``.
 
+tiny_rdv cases run through torch_npu's V1 ``npu_fused_infer_attention_score`` (what their harness calls;
+:func:`default_api` picks each corpus' operator) on the platform their inputs name (``CaseRecord.target``);
+a case whose inputs cannot be built for a reason the simulator does not model (an int8 query) is
+``unsupported`` like an API refusal.
+
 Invariants
 ----------
 * One case's failure never stops the run; the record keeps the reason.
@@ -52,6 +58,7 @@ import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -60,9 +67,10 @@ from .golden.dtypes import canonical_dtype, numpy_dtype, to_numpy
 from .golden.fia import fia_golden, fia_golden_lowp
 from .precision import compare
 from .st_cases import StCase, load_st_cases
+from .tiny_rdv import is_tiny_rdv_path, load_tiny_rdv
 
 __all__ = ["CaseRecord", "StResult", "StKind", "FIA_KIND", "RAU_KIND", "case_kind", "corpus_kind", "rau_golden",
-           "run_st_corpus", "run_case", "golden_api", "is_unsupported", "main"]
+           "run_st_corpus", "run_case", "golden_api", "is_unsupported", "load_cases", "default_api", "load_api", "main"]
 
 STATUSES = ("passed", "failed", "unsupported", "error", "skipped")
 
@@ -87,10 +95,30 @@ def case_kind(case: StCase) -> StKind:
     return RAU_KIND if case.is_ring_attention_update else FIA_KIND
 
 
+def load_cases(path) -> list:
+    """The cases of a corpus: a tiny_rdv file or folder (:mod:`.tiny_rdv`), else an st JSON list (a folder that
+    holds no tiny_rdv cases is a ``ValueError``)."""
+    if is_tiny_rdv_path(path):
+        return load_tiny_rdv(path)
+    if Path(path).is_dir():
+        raise ValueError(f"{path}: a corpus folder must hold tiny_rdv case files (*.json)")
+    return load_st_cases(path)
+
+
 def corpus_kind(path) -> StKind:
     """The kind of a corpus file (of its first case; FIA for an empty file)."""
-    cases = load_st_cases(path)
+    cases = load_cases(path)
     return case_kind(cases[0]) if cases else FIA_KIND
+
+
+def default_api(path) -> str:
+    """``module:function`` of the operator API a corpus describes: RingAttentionUpdate's, torch_npu's V1
+    ``npu_fused_infer_attention_score`` for tiny_rdv (what its harness calls), else the aclnn V4 set."""
+    if corpus_kind(path) is RAU_KIND:
+        return "cvtile.kernels.ring_attention_update:npu_ring_attention_update"
+    if is_tiny_rdv_path(path):
+        return "cvtile.kernels.fia.api:npu_fused_infer_attention_score"
+    return "cvtile.kernels.fia.api:fused_infer_attention_score_v4"
 
 
 def rau_golden(**kwargs):
@@ -117,6 +145,8 @@ class CaseRecord:
     detail: str = ""
     #: every compared output's report by output name (``out``/``lse`` are FIA's two of them)
     reports: dict = field(default_factory=dict)
+    #: the platform the case ran on when its inputs name one (tiny_rdv cases), else ""
+    target: str = ""
 
     def _worst(self, key: str) -> float | None:
         reps = list(self.reports.values()) or [self.out, self.lse]
@@ -213,8 +243,12 @@ def run_case(case: StCase, api: Callable, *, golden: Callable = fia_golden_lowp,
     try:
         rng = np.random.default_rng([int(seed), _case_seed(case.id)])
         kwargs = case.make_inputs(rng)
+        rec.target = str(kwargs.get("target", ""))
     except Exception as exc:  # noqa: BLE001 - every failure is a record
-        rec.reason = f"inputs: {_short_exc(exc)}"
+        if is_unsupported(exc):
+            rec.status, rec.reason = "unsupported", f"inputs: {exc}"
+        else:
+            rec.reason = f"inputs: {_short_exc(exc)}"
         return _done(rec, t0)
     try:
         result = api(**kwargs)
@@ -288,7 +322,7 @@ def run_st_corpus(path, api: Callable, *, golden: Callable = fia_golden_lowp, li
     reported as skipped); ``max_elements`` skips cases whose input tensors hold
     more elements; ``select`` restricts the run to case ids or names.
     """
-    cases = load_st_cases(path)
+    cases = load_cases(path)
     if select is not None:
         wanted = {str(s) for s in select}
         cases = [c for c in cases if str(c.id) in wanted or c.name in wanted]
@@ -311,7 +345,8 @@ def run_st_corpus(path, api: Callable, *, golden: Callable = fia_golden_lowp, li
     return StResult(path=str(path), records=records, seed=seed)
 
 
-def _load_api(spec: str) -> Callable:
+def load_api(spec: str) -> Callable:
+    """The callable named by ``module:function`` (``golden`` for the golden-as-api wrapper)."""
     if spec == "golden":
         return golden_api()
     module, _, attr = spec.partition(":")
@@ -324,9 +359,10 @@ def _load_api(spec: str) -> Callable:
 def main(argv: list[str] | None = None) -> int:
     """``python -m cvtile.kernels.st_runner CORPUS.json [--api module:function|golden] ...``"""
     ap = argparse.ArgumentParser(prog="python -m cvtile.kernels.st_runner", description=main.__doc__)
-    ap.add_argument("corpus", help="st corpus JSON (e.g. cases/st/fia_v4.json)")
-    ap.add_argument("--api", default="cvtile.kernels.fia.api:fused_infer_attention_score_v4",
-                    help="operator API as module:function, or 'golden' for the golden-as-api wrapper")
+    ap.add_argument("corpus", help="st corpus JSON (e.g. cases/st/fia_v4.json), a tiny_rdv file or folder")
+    ap.add_argument("--api", default=None,
+                    help="operator API as module:function, or 'golden' for the golden-as-api wrapper (default: the "
+                         "corpus' operator, see default_api)")
     ap.add_argument("--golden", choices=("lowp", "exact"), default="lowp",
                     help="lowp: P rounded to the query dtype before P.V (the upstream tests' golden); exact: float64")
     ap.add_argument("--limit", type=int, default=None, help="run only the first N cases")
@@ -338,9 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="print one line per case")
     args = ap.parse_args(argv)
     rau = corpus_kind(args.corpus) is RAU_KIND
-    if rau and args.api == ap.get_default("api"):
-        args.api = "cvtile.kernels.ring_attention_update:npu_ring_attention_update"
-    api = _load_api(args.api)
+    api = load_api(args.api or default_api(args.corpus))
 
     def show(rec: CaseRecord):
         if args.verbose:

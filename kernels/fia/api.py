@@ -51,7 +51,8 @@ from ..errors import UnsupportedParameterError
 from ..golden.dtypes import to_numpy
 from ..golden.layouts import parse_layout
 from ..golden.fia import empty_row_lse
-from .launch import run_fia
+from ...dsl.errors import BudgetError
+from .launch import run_fia as _launch_fia
 
 __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", "SUPPORTED_OPTIONAL_INPUTS",
            "prepare_fia", "simulate_fia", "check_binding"]
@@ -175,6 +176,19 @@ def check_binding(query, key, value, optional: dict, attrs: dict) -> dict:
         raise _binding_error("input_layout", layout, f"input_layout must be a string, one of "
                              f"{', '.join(INPUT_LAYOUTS)}; not {type(layout).__name__}")
     return out
+
+
+def run_fia(q, k, v, **kwargs):
+    """``launch.run_fia``, except that kernels whose tiles do not fit the target's on-chip memory (the chip's
+    kernel splits further than the simulated one, e.g. a head dim of 259 on Ascend950) raise
+    ``UnsupportedParameterError`` naming the query and the budget line instead of the compiler's table."""
+    try:
+        return _launch_fia(q, k, v, **kwargs)
+    except BudgetError as err:
+        first = str(err).splitlines()[0]
+        raise UnsupportedParameterError("query", f"{canonical_dtype(q.dtype)} tensor {tuple(q.shape)}",
+                                        f"the simulated kernel's tiles for this call do not fit on chip ({first})"
+                                        ) from None
 
 
 def _is_array(x) -> bool:
