@@ -12,9 +12,11 @@ __version__ = "0.1.0"
 
 from . import sim as _sim  # noqa: E402,F401  (registers the simulator backend)
 from .kernels import (  # noqa: E402
-    UnsupportedParameterError, npu_attention_update, npu_fused_infer_attention_score, npu_fused_infer_attention_score_v2,
+    UnsupportedParameterError, incre_flash_attention_v3, npu_attention_update, npu_fused_infer_attention_score,
+    npu_fused_infer_attention_score_v2, npu_incre_flash_attention, npu_prompt_flash_attention,
     npu_ring_attention_update)
 from .tiling import ParamError  # noqa: E402
 
-__all__ = ["npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2", "npu_ring_attention_update",
+__all__ = ["npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2", "npu_incre_flash_attention",
+           "npu_prompt_flash_attention", "incre_flash_attention_v3", "npu_ring_attention_update",
            "npu_attention_update", "UnsupportedParameterError", "ParamError", "__version__"]

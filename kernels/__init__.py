@@ -1,17 +1,21 @@
 """cvtile.kernels: the attention kernels written in the tile language, their goldens and operator APIs.
 
 * ``fia``: FusedInferAttentionScore (the non-quant GQA kernel with flash-decode
-  and its combine kernel, the host launcher, and ``npu_fused_infer_attention_score``).
+  and its combine kernel, the host launcher, and ``npu_fused_infer_attention_score``), and the legacy
+  IncreFlashAttention / PromptFlashAttention APIs mapped onto it (``npu_incre_flash_attention``,
+  ``incre_flash_attention_v3``, ``npu_prompt_flash_attention``).
 * ``ring_attention_update`` / ``attention_update``: RingAttentionUpdate and AttentionUpdate (merging partial
   attention results, vector-only kernels built on the ``merge_state`` primitives) and their APIs.
 * ``golden``: float64 references written from the documented semantics.
 * ``precision``: the comparison helper with the upstream tolerance classes.
-* ``st_cases`` / ``st_runner``: the system-test corpus reader and runner.
+* ``st_cases`` / ``tiny_rdv`` / ``st_runner``: the system-test and tiny_rdv corpus readers and their runner.
 """
 
 from .errors import UnsupportedParameterError
 from .fia.api import npu_fused_infer_attention_score
 from .fia.api_v2 import npu_fused_infer_attention_score_v2
+from .fia.api_ifa import incre_flash_attention_v3, npu_incre_flash_attention
+from .fia.api_pfa import npu_prompt_flash_attention
 from .attention_update import npu_attention_update
 from .ring_attention_update import npu_ring_attention_update
 from .golden import fia_golden, fia_golden_lowp, mask_template
@@ -20,6 +24,7 @@ from .st_cases import StCase, load_st_cases
 from .st_runner import golden_api, run_st_corpus
 
 __all__ = ["UnsupportedParameterError", "npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2",
+           "npu_incre_flash_attention", "incre_flash_attention_v3", "npu_prompt_flash_attention",
            "npu_ring_attention_update", "npu_attention_update", "fia_golden", "fia_golden_lowp",
            "mask_template", "Report", "compare", "tolerance", "StCase", "load_st_cases", "golden_api",
            "run_st_corpus"]

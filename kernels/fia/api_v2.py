@@ -42,6 +42,7 @@ from ...tiling.errors import ParamError
 from ...tiling.platform import DEFAULT_TARGET
 from ..errors import UnsupportedParameterError
 from .api import simulate_fia
+from .keywords import inverse, renamed
 
 __all__ = ["npu_fused_infer_attention_score_v2", "V2_TO_V1"]
 
@@ -103,23 +104,13 @@ def npu_fused_infer_attention_score_v2(
     try:
         return simulate_fia(query, key, value, optional, attrs, target, order)
     except (UnsupportedParameterError, ParamError) as err:
-        raise _renamed(err) from None
+        raise renamed(err, _V1_TO_V2) from None
 
 
 #: operator (V1) names -> the V2 keyword a caller of this API used
-_V1_TO_V2 = {**{v1: v2 for v2, v1 in V2_TO_V1.items()}, "num_heads": "num_query_heads", "scale": "softmax_scale",
+_V1_TO_V2 = {**inverse(V2_TO_V1), "num_heads": "num_query_heads", "scale": "softmax_scale",
              "softmax_lse_flag": "return_softmax_lse", "key_antiquant_mode": "key_quant_mode",
              "value_antiquant_mode": "value_quant_mode"}
-
-
-def _renamed(err):
-    """The same refusal (same class, status and rule), naming the V2 keyword the caller used."""
-    v2 = _V1_TO_V2.get(err.param)
-    if v2 is None or v2 == err.param:
-        return err
-    if isinstance(err, ParamError):
-        return ParamError(v2, err.value, err.rule, status=err.status, checker=err.checker)
-    return UnsupportedParameterError(v2, err.value, err.reason)
 
 
 def _short(x) -> str:
