@@ -151,9 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     cases.add_argument("--limit", type=positive_int, help="st JSON: run only the first N cases (default: all)")
     cases.add_argument("--case", action="append", help="st JSON: run only these case ids/names (repeatable)")
     cases.add_argument("--seed", type=int, default=0, help="st JSON: seed of the random inputs (default 0)")
-    cases.add_argument("--golden", choices=("lowp", "exact"), default="lowp",
-                       help="st JSON: lowp = P rounded to the query dtype before P.V (the upstream tests' "
-                            "golden, default); exact = unrounded float64")
+    cases.add_argument("--golden", choices=("lowp", "exact", "st"), default="lowp",
+                       help="st JSON / tiny_rdv: lowp = P rounded to the query dtype before P.V (default); "
+                            "exact = unrounded float64; st = the upstream st executor's fp32 scores (overflow "
+                            "to inf, NaN rows agree)")
     cases.add_argument("--json", action="store_true", help="machine-readable results")
     cases.set_defaults(func=_cases)
     return parser
@@ -262,8 +263,7 @@ def _cases(args) -> int:
 
 
 def _st_cases(args) -> int:
-    from .kernels.golden import fia_golden, fia_golden_lowp
-    from .kernels.st_runner import RAU_KIND, corpus_kind, default_api, load_api, rau_golden, run_st_corpus
+    from .kernels.st_runner import RAU_KIND, corpus_kind, default_api, golden_for, load_api, run_st_corpus
 
     try:
         rau = corpus_kind(args.path) is RAU_KIND
@@ -272,7 +272,7 @@ def _st_cases(args) -> int:
         return 2
     # the corpus' operator: RingAttentionUpdate's, torch_npu's V1 FIA for tiny_rdv, else the aclnn V4 set
     api = load_api(default_api(args.path))
-    golden = rau_golden if rau else (fia_golden if args.golden == "exact" else fia_golden_lowp)
+    golden, golden_line = golden_for(args.golden, rau)
     result = run_st_corpus(args.path, api, golden=golden, limit=args.limit, seed=args.seed, select=args.case)
     bad = result.count("failed") + result.count("error")
     if args.json:
@@ -281,6 +281,7 @@ def _st_cases(args) -> int:
     for rec in result.records:
         if rec.status != "passed":
             print(f"{rec.name}: {rec.status}: {rec.reason}")
+    print(golden_line)
     print(result.summary_line())
     return 1 if bad else 0
 

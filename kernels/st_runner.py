@@ -16,7 +16,10 @@ dtype before P·V, the convention of the upstream/op-plugin test goldens
 (softmax in high precision, cast to the input dtype, then the second matmul)
 and what the chip's cube multiplies. ``--golden exact`` judges against the
 unrounded float64 golden instead (bf16 cases with peaked softmax rows then
-fail by P's rounding alone). Each case ends in one status:
+fail by P's rounding alone); ``--golden st`` is the upstream st executor's convention (fp32 scores:
+a q·k beyond the fp32 range overflows to inf and its row turns NaN, as on the chip; with the comparison's
+NaN = NaN such rows agree; cases 201/204 of ``st/fia_v4.json`` pass under it). Every run prints the
+convention it used in a ``golden: ...`` line before the summary. Each case ends in one status:
 
 * ``passed`` — every compared output passed;
 * ``failed`` — a numeric comparison failed (or an expected output was missing);
@@ -64,13 +67,14 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from .golden.dtypes import canonical_dtype, numpy_dtype, to_numpy
-from .golden.fia import fia_golden, fia_golden_lowp
+from .golden.fia import fia_golden, fia_golden_lowp, fia_golden_st
 from .precision import compare
 from .st_cases import StCase, load_st_cases
 from .tiny_rdv import is_tiny_rdv_path, load_tiny_rdv
 
 __all__ = ["CaseRecord", "StResult", "StKind", "FIA_KIND", "RAU_KIND", "case_kind", "corpus_kind", "rau_golden",
-           "run_st_corpus", "run_case", "golden_api", "is_unsupported", "load_cases", "default_api", "load_api", "main"]
+           "run_st_corpus", "run_case", "golden_api", "is_unsupported", "load_cases", "default_api", "load_api",
+           "FIA_GOLDENS", "golden_for", "main"]
 
 STATUSES = ("passed", "failed", "unsupported", "error", "skipped")
 
@@ -93,6 +97,23 @@ RAU_KIND = StKind("RingAttentionUpdate", "prev_attn_out", ("attn_out", "softmax_
 def case_kind(case: StCase) -> StKind:
     """The kind of a case: RingAttentionUpdate by its ``aclnn_name`` / ``api_type``, else FIA."""
     return RAU_KIND if case.is_ring_attention_update else FIA_KIND
+
+
+#: the FIA golden conventions a run may judge against: name -> (golden, what it computes)
+FIA_GOLDENS = {
+    "lowp": (fia_golden_lowp, "float64 scores and softmax, P rounded to the query dtype before P.V"),
+    "exact": (fia_golden, "float64 throughout"),
+    "st": (fia_golden_st, "the upstream st executor's: fp32 scores (a q.k beyond fp32 overflows to inf and "
+                          "its row is NaN), P rounded to the query dtype; NaN equals NaN"),
+}
+
+
+def golden_for(name: str, rau: bool = False) -> tuple[Callable, str]:
+    """(golden, the ``golden: ...`` line a run prints) of a convention name (RingAttentionUpdate: its own)."""
+    if rau:
+        return rau_golden, "golden: ring_attention_update_golden (float64)"
+    fn, what = FIA_GOLDENS[name]
+    return fn, f"golden: {name} ({what})"
 
 
 def load_cases(path) -> list:
@@ -363,8 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api", default=None,
                     help="operator API as module:function, or 'golden' for the golden-as-api wrapper (default: the "
                          "corpus' operator, see default_api)")
-    ap.add_argument("--golden", choices=("lowp", "exact"), default="lowp",
-                    help="lowp: P rounded to the query dtype before P.V (the upstream tests' golden); exact: float64")
+    ap.add_argument("--golden", choices=tuple(FIA_GOLDENS), default="lowp",
+                    help="; ".join(f"{k}: {v[1]}" for k, v in FIA_GOLDENS.items()))
     ap.add_argument("--limit", type=int, default=None, help="run only the first N cases")
     ap.add_argument("--max-elements", type=int, default=None,
                     help="skip (report as skipped) cases with more input elements")
@@ -382,12 +403,13 @@ def main(argv: list[str] | None = None) -> int:
             err_s = f" max_abs={err:.3e}" if err is not None else ""
             print(f"{rec.id!s:>5} {rec.status:<11} {rec.seconds:7.2f}s{err_s} {rec.reason[:160]}", flush=True)
 
-    golden = rau_golden if rau else (fia_golden if args.golden == "exact" else fia_golden_lowp)
+    golden, golden_line = golden_for(args.golden, rau)
     res = run_st_corpus(args.corpus, api, golden=golden, limit=args.limit, seed=args.seed, max_elements=args.max_elements,
                         select=args.case, progress=show)
     if args.json:
         with open(args.json, "w") as f:
             f.write(res.to_json())
+    print(golden_line)
     print(res.summary_line())
     return 0 if res.count("failed") == 0 and res.count("error") == 0 else 1
 

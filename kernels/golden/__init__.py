@@ -9,11 +9,12 @@ Modules by concern:
 * :mod:`.masks`   — the sparse-mode mask engine (modes 0-4, compressed template);
 * :mod:`.pse`     — ``pse_shift`` and the learnable sink;
 * :mod:`.attend`  — one exact attention block (softmax, lse, invalid rows);
-* :mod:`.fia`     — ``fia_golden`` / ``fia_golden_lowp`` (FusedInferAttentionScore).
+* :mod:`.fia`     — ``fia_golden`` / ``fia_golden_lowp`` / ``fia_golden_st`` (FusedInferAttentionScore).
 """
 
-from .fia import LSE_EMPTY, LSE_EMPTY_LEGACY_DECODE, empty_row_lse, fia_golden, fia_golden_lowp, is_legacy_decode
+from .fia import (LSE_EMPTY, LSE_EMPTY_LEGACY_DECODE, empty_row_lse, fia_golden, fia_golden_lowp, fia_golden_st,
+                  is_legacy_decode)
 from .masks import mask_template
 
-__all__ = ["fia_golden", "fia_golden_lowp", "mask_template", "is_legacy_decode", "LSE_EMPTY",
+__all__ = ["fia_golden", "fia_golden_lowp", "fia_golden_st", "mask_template", "is_legacy_decode", "LSE_EMPTY",
            "LSE_EMPTY_LEGACY_DECODE", "empty_row_lse"]

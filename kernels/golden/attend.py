@@ -21,7 +21,10 @@ with a learnable sink (the kernel does not fold the sink into a -inf row max).
 ``p_dtype`` models the chip's precision of P: the matrix fed to P·V is rounded
 to float32 then to ``p_dtype`` (the chip casts P to the input dtype before the
 second matmul), while ``l`` stays the sum of the unrounded P, as the vector
-unit keeps it in fp32. With ``p_dtype=None`` everything is float64.
+unit keeps it in fp32. ``score_dtype`` models the precision of the scores: ``q·kᵀ`` and its scaled value
+are each rounded to ``score_dtype`` (float32: the upstream st golden's fp32 matmul, where a product beyond
+the fp32 range becomes ±inf and an inf - inf row max makes the row NaN, as on the chip's L0C). With
+``p_dtype=None`` and ``score_dtype=None`` everything is float64.
 
 Invariants
 ----------
@@ -39,7 +42,8 @@ __all__ = ["attend"]
 
 
 def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *, bias: np.ndarray | None = None,
-           keep: np.ndarray | None = None, sink: np.ndarray | None = None, p_dtype=None, modify=None):
+           keep: np.ndarray | None = None, sink: np.ndarray | None = None, p_dtype=None, modify=None,
+           score_dtype=None):
     """Exact attention of ``q [hq, r, D]`` over ``k [h, c, D]``, ``v [h, c, Dv]``.
 
     ``bias`` broadcasts to ``[hq, r, c]``; ``keep`` is bool ``[r, c]`` (True =
@@ -55,7 +59,11 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *, bias: n
     if c == 0 or r == 0:
         return np.zeros((hq, r, dv)), np.full((hq, r), np.inf)
     s = np.matmul(q.reshape(h, g * r, d), k.transpose(0, 2, 1)).reshape(hq, r, c)
+    if score_dtype is not None:
+        s = round_to(s, score_dtype)
     s *= scale
+    if score_dtype is not None:
+        s = round_to(s, score_dtype)
     if bias is not None:
         s += bias
     if modify is not None:
@@ -67,8 +75,9 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *, bias: n
     if sink is not None:
         m = np.where(valid, np.maximum(m, sink[:, None]), m)
     m_safe = np.where(valid, m, 0.0)
-    s -= m_safe[..., None]
-    np.exp(s, out=s)
+    with np.errstate(invalid="ignore"):     # an overflowed (+inf) row max: inf - inf is NaN, as on the chip
+        s -= m_safe[..., None]
+        np.exp(s, out=s)
     p = s
     denom = p.sum(axis=-1)
     if sink is not None:

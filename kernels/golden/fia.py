@@ -166,13 +166,15 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                learnable_sink=None, num_heads: int = 1, scale: float = 1.0, pre_tokens: int = 2147483647,
                next_tokens: int = 2147483647, input_layout: str = "BSH", num_key_value_heads: int = 0,
                sparse_mode: int = 0, inner_precise: int = 0, block_size: int = 0, softmax_lse_flag: bool = False,
-               p_dtype: Any = None, target: str | None = None, score_hook=None, **out_of_scope):
+               p_dtype: Any = None, target: str | None = None, score_hook=None, score_dtype: Any = None,
+               **out_of_scope):
     """Float64 FusedInferAttentionScore; returns ``(out, lse)`` (``lse`` None unless ``softmax_lse_flag``).
 
     Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
     ``learnable_sink``). Quantisation and rope keywords are accepted only to
     raise ``UnsupportedParameterError`` when given. ``p_dtype`` rounds P
-    before P·V (see :mod:`.attend`). ``target`` (the platform; None: the default) decides whether the
+    before P·V, ``score_dtype`` the scores (see :mod:`.attend`).
+    ``target`` (the platform; None: the default) decides whether the
     legacy decode route exists (arch22), which sets the lse of rows without kv (``empty_row_lse``).
     ``score_hook(s, b, h, q_idx, kv_idx) -> s``: an attention variant (``variants.golden``), applied to the
     scaled, biased float64 scores before the masks, with numpy index arrays that broadcast against ``s [h,
@@ -293,7 +295,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         with _blas_threads(1 if rows_max < SMALL_GEMM_ROWS else None):
             for plan in plans:
                 _run_batch(plan, q, token, source, prefix, masks, pse, sink, float(scale), group, nkv, p_dtype,
-                           out, lse, lse_empty, score_hook)
+                           out, lse, lse_empty, score_hook, score_dtype)
 
     # ---- output layouts -------------------------------------------------------------------------
     if token:
@@ -306,7 +308,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
 
 
 def _run_batch(plan: BatchPlan, q, token: bool, source, prefix, masks: MaskEngine, pse, sink, scale: float,
-               group: int, nkv: int, p_dtype, out, lse, lse_empty: float, score_hook=None):
+               group: int, nkv: int, p_dtype, out, lse, lse_empty: float, score_hook=None, score_dtype=None):
     """Compute one batch into ``out`` / ``lse`` (canonical layouts), chunked over kv heads and rows."""
     s1, s2 = plan.s1, plan.s2
     if s1 == 0:
@@ -344,7 +346,8 @@ def _run_batch(plan: BatchPlan, q, token: bool, source, prefix, masks: MaskEngin
                 ki = np.arange(k.shape[1])[None, None, :]
                 modify = (lambda s_, b_=plan.b, h_=heads, q_=qi, k_=ki: score_hook(s_, b_, h_, q_, k_))
             o, l_ = attend(qb, k, v, scale, bias=bias, keep=keep,
-                           sink=None if sink is None else sink[h0:h1], p_dtype=p_dtype, modify=modify)
+                           sink=None if sink is None else sink[h0:h1], p_dtype=p_dtype, modify=modify,
+                           score_dtype=score_dtype)
             if token:
                 out[plan.q0 + i0:plan.q0 + i1, h0:h1] = o.transpose(1, 0, 2)
                 lse[plan.q0 + i0:plan.q0 + i1, h0:h1] = l_.T
@@ -357,3 +360,11 @@ def fia_golden_lowp(query, key, value, **kwargs):
     """:func:`fia_golden` with P rounded to the query's dtype before P·V (as the chip does)."""
     kwargs.setdefault("p_dtype", canonical_dtype(to_numpy(query).dtype))
     return fia_golden(query, key, value, **kwargs)
+
+
+def fia_golden_st(query, key, value, **kwargs):
+    """The upstream st executor's golden convention: :func:`fia_golden_lowp` with the scores in float32
+    (``q·kᵀ`` and its scaled value rounded to fp32, so a product beyond the fp32 range overflows to ±inf and
+    its row turns NaN, as in the executor's fp32 matmul and on the chip)."""
+    kwargs.setdefault("score_dtype", "float32")
+    return fia_golden_lowp(query, key, value, **kwargs)

@@ -112,3 +112,28 @@ def test_to_json_and_cli(fia_path, tmp_path, capsys):
     assert data["counts"]["passed"] == 1 and data["counts"]["unsupported"] == 1
     assert {c["status"] for c in data["cases"]} == {"passed", "unsupported"}
     assert all({"id", "name", "status", "reason", "max_abs_err", "max_rel_err"} <= set(c) for c in data["cases"])
+
+
+def test_st_golden_convention_overflows_the_fp32_scores_like_the_chip():
+    """``--golden st`` (the upstream st executor's fp32 scores): a q.k beyond the fp32 range is inf there, its row
+    NaN; the float64 goldens stay finite. A NaN output then agrees with it (NaN = NaN in the comparison)."""
+    from cvtile.kernels import compare
+    from cvtile.kernels.golden import fia_golden_lowp, fia_golden_st
+    from cvtile.kernels.st_runner import FIA_GOLDENS, golden_for
+
+    import ml_dtypes
+
+    q = np.full((1, 1, 1, 16), 3.0e38, dtype=ml_dtypes.bfloat16)
+    k = np.full((1, 1, 8, 16), 3.0e38, dtype=ml_dtypes.bfloat16)
+    k[..., 1::2, :] = -k[..., 1::2, :]
+    v = np.ones((1, 1, 8, 16), dtype=ml_dtypes.bfloat16)
+    kw = dict(num_heads=1, input_layout="BNSD", scale=0.25)
+    assert np.isfinite(fia_golden_lowp(q, k, v, **kw)[0]).all()
+    out = fia_golden_st(q, k, v, **kw)[0]
+    assert np.isnan(out).all()
+    assert compare(np.full(out.shape, np.nan, dtype=np.float32), out, "bfloat16").passed
+    small = np.full((1, 1, 1, 16), 0.5, dtype=ml_dtypes.bfloat16)
+    a, b = fia_golden_st(small, v, v, **kw)[0], fia_golden_lowp(small, v, v, **kw)[0]
+    assert np.allclose(a, b, rtol=1e-6)
+    assert set(FIA_GOLDENS) == {"lowp", "exact", "st"}
+    assert golden_for("st")[0] is fia_golden_st and golden_for("st")[1].startswith("golden: st (")

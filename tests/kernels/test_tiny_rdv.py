@@ -179,6 +179,7 @@ def test_cli_runs_a_tiny_rdv_file(rdv_dir, capsys):
     assert main(["cases", str(path)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == "cases: 1 run, 0 passed, 0 failed, 1 unsupported, 0 errors"
+    assert lines[-2].startswith("golden: lowp (")
     assert lines[0].startswith(path.stem + ": unsupported: ") and "key=" in lines[0]
 
 
@@ -200,6 +201,7 @@ def test_whole_folder_through_the_cli(rdv_dir, capsys):
     run, passed, failed, unsupported, errors = map(int, m.groups())
     assert (run, failed, errors) == (20, 0, 0) and passed >= PASSED_FLOOR, "\n".join(out)
     assert code == 0
-    for line in out[:-1]:
+    assert out[-2].startswith("golden: lowp (")
+    for line in out[:-2]:
         name = line.split(":", 1)[0]
         assert name in UNSUPPORTED and ": unsupported: " in line, line
