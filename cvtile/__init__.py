@@ -20,3 +20,7 @@ from .tiling import ParamError  # noqa: E402
 __all__ = ["npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2", "npu_incre_flash_attention",
            "npu_prompt_flash_attention", "incre_flash_attention_v3", "npu_ring_attention_update",
            "npu_attention_update", "UnsupportedParameterError", "ParamError", "__version__"]
+
+from .kernels.variants import attention  # noqa: E402  (FIA with a score_mod / mask_mod compiled in)
+
+__all__ += ["attention"]

@@ -23,7 +23,9 @@ memory table, see plan_memory).
   - a row-wise tile defined before the pass is read as ``slice_rows(x, r0)``
     (a view of R rows);
   - a load or store of a row-wise tile moves its window's row start by r0
-    and takes the chunk's rows;
+    and takes the chunk's rows; a gather takes the chunk's rows of its index
+    tile and reads its table unchanged (a pass that also stores to that
+    table is left whole);
   - a row-wise tile used after the pass is assembled in place: a full tile
     (``create`` without a fill) is carried through the loop and each chunk
     is written into its rows (``insert_rows``); later uses read it.
@@ -50,8 +52,9 @@ from .split_cv import RowClasses
 
 __all__ = ["chunk_rows", "ROW_LOCAL", "CHUNKS"]
 
-#: vector op kinds a pass may hold (each row of the result depends on the same row of the operands only)
-ROW_LOCAL = {"ewise", "cast", "reduce", "expand", "create", "iota", "load", "store"}
+#: vector op kinds a pass may hold (each row of the result depends on the same row of the operands only; a
+#: gather's rows are those of its index tile, its table is read whole)
+ROW_LOCAL = {"ewise", "cast", "reduce", "expand", "create", "iota", "load", "store", "gather"}
 CHUNKS = (256, 128, 64, 32, 16, 8, 4, 2, 1)
 
 
@@ -68,9 +71,18 @@ def chunk_rows(kernel: Kernel, platform) -> Kernel:
 
 
 def _blocks(block: Block, root: Block, rows, ve, cap):
+    """Chunk the passes of ``block``, then those inside its remaining ops' blocks. Outer passes go first: an
+    ``if`` whose arms are row-local work belongs to the pass around it (each chunk runs it), and chunking its
+    arms on their own first would cut that pass in two around full-height tiles."""
+    _passes(block, root, rows, ve, cap)
     for op in block.ops:
+        if op.kind == "for" and "chunk" in op.attrs:
+            continue   # a chunk loop made here: its body is already chunk-sized
         for b in op.blocks:
             _blocks(b, root, rows, ve, cap)
+
+
+def _passes(block: Block, root: Block, rows, ve, cap):
     i = 0
     while i < len(block.ops):
         run = _pass_at(block, i, rows)
@@ -125,6 +137,9 @@ def _pass_at(block: Block, i: int, rows):
 
 
 def _chunked(block, start, end, pass_ops, root, rows, ve, cap):
+    stored = {op.windows["window"].tensor.id for op in pass_ops if op.kind == "store"}
+    if any(op.kind == "gather" and op.windows["table"].tensor.id in stored for op in pass_ops):
+        return None   # a gather of a tensor the pass also writes must keep its place among the stores
     split = [op for op in pass_ops if op.kind == "if" or op.results and _rowwise(op.results[0], rows)
              or op.kind == "store" and _rowwise(op.args[-1], rows)]
     if not [op for op in split if op.kind != "if"]:

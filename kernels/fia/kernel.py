@@ -308,8 +308,9 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                         hm = ct.where(hm == -ct.inf, hm, ct.maximum(hm, sk))
                 p, dm, gl = softmax_rescale(s, gm, gl, hm)
                 if SINK:
+                    hs = guarded_max(hm)     # the max softmax_rescale subtracted (one op after CSE)
                     if slot < 0 and jj == j1 - 1:
-                        gl = gl + ct.where(hm == -ct.inf, 0.0, ct.exp(sk - guarded_max(hm)))
+                        gl = gl + ct.where(hm == -ct.inf, 0.0, ct.exp(sk - hs))
                 gm = hm
                 p = ct.cast(p, P_DTYPE)
             with ct.cube():

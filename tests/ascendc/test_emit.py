@@ -194,6 +194,19 @@ def test_cli_emit_runs_an_example_and_user_errors_exit_2(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "nosuch" in r.stderr
 
 
+@needs_gxx
+@pytest.mark.slow
+def test_cli_emit_runs_the_variant_example_on_the_twin(tmp_path):
+    """A score_mod (tanh soft-cap) and a mask_mod compiled into the FIA kernel emit, compile and run on the
+    CPU twin, agreeing with the simulator."""
+    ex = EXAMPLES / "06_attention_variants.py"
+    r = subprocess.run([sys.executable, "-m", "cvtile", "emit", str(ex), "-o", str(tmp_path / "p"), "--check",
+                        "--run"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "syntax check PASS" in r.stdout and r.stdout.strip().endswith("PASS")
+    assert "Tanh(" in (tmp_path / "p" / "op_kernel" / "fia_attention_kernel.cpp").read_text()
+
+
 def _fia_launches(**case):
     from cvtile.cases import DEFAULT_CASES, make_inputs, with_options
     from cvtile.kernels.fia.api import npu_fused_infer_attention_score

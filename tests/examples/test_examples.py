@@ -14,7 +14,8 @@ SCRIPTS = sorted(EXAMPLES.glob("[0-9][0-9]_*.py"))
 
 def test_the_examples_are_there():
     assert [p.name for p in SCRIPTS] == ["01_vector_add.py", "02_softmax_rows.py", "03_flash_attention.py",
-                                         "04_budget_error.py", "05_cube_vector_subblocks.py"]
+                                         "04_budget_error.py", "05_cube_vector_subblocks.py",
+                                         "06_attention_variants.py"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])

@@ -113,17 +113,6 @@ def test_balance_tasks_cuts_equal_shares_in_order():
 
 
 @pytest.mark.slow
-def test_prefix_lm_and_causal_with_sink_match_the_golden():
-    q, k, v, kw = _inputs(s=700)
-    out, lse = attention(q, k, v, mask_mod=prefix_lm(100), **kw)
-    _judge(out, lse, q, k, v, kw, mask_mod=prefix_lm(100))
-    sink = np.random.default_rng(1).standard_normal(4).astype(np.float32)
-    out, lse = attention(q, k, v, mask_mod=causal(), learnable_sink=sink, **kw)
-    g_out, _ = variant_golden(q, k, v, mask_mod=causal(), learnable_sink=sink, **kw)
-    assert compare(out, g_out, q.dtype).passed
-
-
-@pytest.mark.slow
 def test_hooked_kernel_pipelined_order_is_bitwise_the_program_order():
     q, k, v, kw = _inputs(s=1100)
     mods = dict(score_mod=alibi(4), mask_mod=sliding_window(300))

@@ -43,8 +43,13 @@ def _example(path: Path):
     return module
 
 
+#: examples whose full checking runs an operator-sized kernel (minutes): the wide tier
+_WIDE_EXAMPLES = {"06_attention_variants"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("script", sorted(EXAMPLES.glob("[0-9][0-9]_*.py")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("script", [pytest.param(p, marks=pytest.mark.wide) if p.stem in _WIDE_EXAMPLES else p
+                                    for p in sorted(EXAMPLES.glob("[0-9][0-9]_*.py"))], ids=lambda p: p.stem)
 def test_every_example_passes_full_checking(script, capsys):
     module = _example(script)
     with checked_launches(CheckMode.full()):
