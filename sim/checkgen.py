@@ -84,6 +84,8 @@ class CheckedSource:
 
 
 class CheckedGen(_Gen):
+    nrt_free = False   # the shadow helpers it calls allocate: keep numba's NRT
+
     def __init__(self, kernel, body, sites, program, info: CheckInfo):
         super().__init__(kernel, info.mode.uninit, body, sites=sites, program=program)
         self.info = info

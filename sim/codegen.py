@@ -38,6 +38,13 @@ runtime functions (``rt.row_sum``/``row_max``/``row_min``, ``rt.mm_bt_*``)
 compiled once per machine; sums there are vectorised, so their accumulation
 order (like the chip's ReduceSum and the cube's) is not modelled bit for bit.
 
+Compile time. A generated function that allocates nothing (its buffers come
+from ``alloc``; its tiles are views) is compiled with ``_nrt=False``: numba
+then emits no reference counting, so the early exit of each failed check does
+not decref every live view (that chain of decrefs was about a third of a
+kernel's compile). The BLAS matmul is ``rt.dot_into`` (compiled once per
+machine, not typed in each kernel). Neither changes a result bit.
+
 Printing. ``device_print`` is a ``print`` in the generated code: numba's nopython print boxes its items and
 writes them to ``sys.stdout`` while holding the GIL for the whole line, which is robust with the cores' nogil
 threads (a line is never torn; lines of cores running at the same time interleave in the order they happen;
@@ -194,12 +201,15 @@ def _module_header(kernel: Kernel) -> list:
         "                           write_rows_f32, write_rows_raw, fexp_call, flog_call, fsqrt_call,",
         "                           frsqrt_call, round_f16_call, round_bf16_call, dot_rows_t, axpy_rows,",
         "                           ftanh, fsigmoid, ferf, ffloor, fpow, ftanh_call, fsigmoid_call, ferf_call,",
-        "                           ffloor_call, fpow_call)",
+        "                           ffloor_call, fpow_call, dot_into)",
     ] + (["from cvtile.sim.sync import abort_group, finish_turn, take_turn, wait_turn"] if len(kernel.programs()) == 2
          else []) + [""]
 
 
 class _Gen:
+    #: the generated functions may be compiled without NRT when their text allocates nothing (``_decorator``)
+    nrt_free = True
+
     def __init__(self, kernel: Kernel, nan_fill: bool, body: Block, sites: list | None = None,
                  program: str | None = None):
         self.k = kernel
@@ -253,15 +263,16 @@ class _Gen:
         self._block(self.body)
         body = self.lines
         self.lines = []
-        out = ["", "", "@njit(cache=True, nogil=True, error_model='numpy')", f"def {name}({', '.join(signature)}):"]
+        prologue, epilogue = self._prologue(), self._epilogue()
+        out = ["", "", _decorator(prologue + body + epilogue, self.nrt_free), f"def {name}({', '.join(signature)}):"]
         if self.buffers:
             names = [n for n, _ in self.buffers]
             out.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = bufs")
-        out += self._prologue()
+        out += prologue
         if self.core:
             out += ["    if take_turn(sched, role):", "        return 0"]
         out += body
-        out += self._epilogue()
+        out += epilogue
         if self.core:
             out.append("    finish_turn(sched, role)")
         out.append("    return 0")
@@ -837,7 +848,7 @@ class _Gen:
             self.emit(f"    if {k} == 0:")
             self.emit(f"        {out}.fill(0)")
             self.emit("    else:")
-            self.emit(f"        np.dot({a}, {bt}, {out})")
+            self.emit(f"        dot_into({a}, {bt}, {out})")
 
     def _result_view(self, op, dims, bind=True) -> str:
         """The mma result's view; the two branches of a skinny/dense choice share one buffer and name."""
@@ -1321,6 +1332,22 @@ class _Gen:
         self._block(op.blocks[1])
         self.checked.pop()
         self.depth -= 1
+
+
+#: what needs numba's reference-counted runtime (NRT) in a generated function's text: allocations and boxing
+_NEEDS_NRT = (".copy()", "np.empty(", "np.zeros(", "np.ones(", "np.full(", "np.array(", "np.asarray(",
+              "np.concatenate(", "np.dot(", "print(")
+
+
+def _decorator(lines: list, nrt_free: bool = True) -> str:
+    """The ``@njit`` line of a generated kernel function. A function that allocates nothing (its buffers
+    come from ``alloc``, its tiles are views of them) is compiled without NRT (``_nrt=False``): numba then
+    emits no reference counting, so each early exit (a failed check returns) costs no chain of decrefs of
+    every live view, which is most of the compile of a kernel with many checks. Nothing numeric changes.
+    ``nrt_free`` False (the checked generator, whose shadows allocate) keeps NRT."""
+    text = "\n".join(lines)
+    nrt = "" if not nrt_free or any(m in text for m in _NEEDS_NRT) else ", _nrt=False"
+    return f"@njit(cache=True, nogil=True, error_model='numpy'{nrt})"
 
 
 def runtime_stamp() -> str:

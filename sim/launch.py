@@ -20,6 +20,10 @@ error, naming the kernel source line. ``CVTILE_THREADS`` sets the thread count
 (``checking.launch_checked``: the same conversion, threads and error decoding,
 plus the shadow arrays each program gets).
 
+A module compiled without NRT (``codegen``: a function that allocates
+nothing) that numba refuses to compile so is regenerated with NRT and compiled
+again.
+
 The cache directory is ``$CVTILE_CACHE_DIR`` or ``~/.cache/cvtile``.
 """
 
@@ -182,7 +186,15 @@ class NumbaRunner:
         sig = tuple(getattr(a, "dtype", type(a)).__str__() + str(getattr(a, "ndim", "")) for a in flat_args)
         if sig not in variant.ready:  # compile (or load from numba's cache) before the timed run
             t0 = time.perf_counter()
-            (_compile_group if group else _compile_only)(variant.module, err, flat_args, shadows)
+            compile_fn = _compile_group if group else _compile_only
+            try:
+                compile_fn(variant.module, err, flat_args, shadows)
+            except Exception as e:   # an NRT-free function that turns out to need NRT: compile it with NRT
+                if _NO_NRT not in variant.generated.text or not _is_numba_error(e):
+                    raise
+                variant.generated.text = variant.generated.text.replace(_NO_NRT, "")
+                variant._module = None
+                compile_fn(variant.module, err, flat_args, shadows)
             COMPILE_STATS["seconds"] += time.perf_counter() - t0
             COMPILE_STATS["kernels"] += 1
             variant.ready.add(sig)
@@ -391,6 +403,15 @@ def _compile_only(module, err, args, shadows=None) -> None:
     extra = [] if shadows is None else [shadows.for_core()]
     module.core.compile(tuple(_numba_type(a) for a in [np.int64(0), np.int64(1), np.int64(0), err, bufs, *extra,
                                                        *args]))
+
+
+_NO_NRT = ", _nrt=False"
+
+
+def _is_numba_error(e: Exception) -> bool:
+    from numba.core.errors import NumbaError
+
+    return isinstance(e, (NumbaError, NotImplementedError, AssertionError))
 
 
 def _numba_type(x):

@@ -281,7 +281,7 @@ def round_to_bf16(x):
 # since numba does no bounds checking.
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, parallel=False, _nrt=True)
 def decode_f16(u, out):
     """out[...] = f16_bits_to_f32(u[...]) elementwise; returns out."""
     src = u if u.ndim == 1 else u.reshape(-1)
@@ -293,7 +293,7 @@ def decode_f16(u, out):
     return out
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, parallel=False, _nrt=True)
 def decode_bf16(u, out):
     """out[...] = bf16_bits_to_f32(u[...]) elementwise; returns out."""
     src = u if u.ndim == 1 else u.reshape(-1)
@@ -305,7 +305,7 @@ def decode_bf16(u, out):
     return out
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, parallel=False, _nrt=True)
 def encode_f16(x, out):
     """out[...] = f32_to_f16_bits(x[...]) elementwise; returns out."""
     src = x if x.ndim == 1 else x.reshape(-1)
@@ -317,7 +317,7 @@ def encode_f16(x, out):
     return out
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, parallel=False, _nrt=True)
 def encode_bf16(x, out):
     """out[...] = f32_to_bf16_bits(x[...]) elementwise; returns out."""
     src = x if x.ndim == 1 else x.reshape(-1)
@@ -329,7 +329,7 @@ def encode_bf16(x, out):
     return out
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, parallel=False, _nrt=True)
 def round_f16(x, out):
     """out[...] = round_to_f16(x[...]) elementwise; returns out."""
     src = x if x.ndim == 1 else x.reshape(-1)
@@ -341,7 +341,7 @@ def round_f16(x, out):
     return out
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, parallel=False, _nrt=True)
 def round_bf16(x, out):
     """out[...] = round_to_bf16(x[...]) elementwise; returns out."""
     src = x if x.ndim == 1 else x.reshape(-1)
@@ -353,7 +353,7 @@ def round_bf16(x, out):
     return out
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, parallel=False, _nrt=True)
 def round_f16_inplace(x):
     """x[...] = round_to_f16(x[...]); returns x."""
     v = x if x.ndim == 1 else x.reshape(-1)
@@ -362,7 +362,7 @@ def round_f16_inplace(x):
     return x
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, parallel=False, _nrt=True)
 def round_bf16_inplace(x):
     """x[...] = round_to_bf16(x[...]); returns x."""
     v = x if x.ndim == 1 else x.reshape(-1)

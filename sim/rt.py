@@ -8,6 +8,12 @@ and GM 16-bit tensors are read and written as uint16 bits. This module gathers
 the scalar helpers the generated source imports by name, so the generated
 text stays short and readable.
 
+The compiled (``cache=True``) helpers say ``_nrt=True``: generated kernels are
+compiled without numba's NRT (``codegen``), and a helper compiled from such a
+caller would otherwise inherit that flag and fail where it allocates.
+``dot_into`` is numpy's ``np.dot(a, b, out)`` (BLAS), compiled once per
+machine rather than typed in every kernel.
+
 ``fexp`` is the vector unit's exp: float32, a Cody-Waite range reduction and a
 degree-6 polynomial, within 1 ulp of the correctly rounded result over the
 normal range. Like a vector unit it flushes results below the smallest normal
@@ -45,7 +51,7 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw", "fexp_call", "flog_call",
            "fsqrt_call", "frsqrt_call", "round_f16_call", "round_bf16_call", "dot_rows_t", "axpy_rows", "ftanh",
            "fsigmoid", "ferf", "ffloor", "fpow", "ftanh_call", "fsigmoid_call", "ferf_call", "ffloor_call",
-           "fpow_call"]
+           "fpow_call", "dot_into"]
 
 #: LLVM fast-math flags for generated code: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay IEEE.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -168,7 +174,7 @@ def cast_ceil(x):
     return np.int64(math.ceil(x))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=True)
 def fail(err, blk, site, a, b, c):
     """Record a broken rule of core ``blk`` (site id and up to three values) and return the site id."""
     err[blk, 0] = site
@@ -183,7 +189,7 @@ def fail(err, blk, site, a, b, c):
 # is vectorised with reassociation: its accumulation order is LLVM's lane order, not a sequential one (the
 # chip's ReduceSum order is not modelled bit for bit either); max/min are exact in any order.
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "nsz"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "nsz"}, _nrt=True)
 def row_sum(x, n):
     """Sum of x[:n] (float32 accumulation for float rows, int64 for integer rows)."""
     acc = x.dtype.type(0) if x.dtype.kind != "f" else np.float32(0.0)
@@ -192,7 +198,7 @@ def row_sum(x, n):
     return acc
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=True)
 def row_max(x, n):
     """Max of x[:n] (-inf for n == 0), in 16 lanes so that it vectorises."""
     lanes = np.full(16, -np.inf, np.float32)
@@ -209,7 +215,7 @@ def row_max(x, n):
     return acc
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=True)
 def row_min(x, n):
     """Min of x[:n] (+inf for n == 0), in 16 lanes so that it vectorises."""
     lanes = np.full(16, np.inf, np.float32)
@@ -226,7 +232,7 @@ def row_min(x, n):
     return acc
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=True)
 def row_max_int(x, n):
     acc = np.int64(-9223372036854775807)
     for j in range(n):
@@ -234,7 +240,7 @@ def row_max_int(x, n):
     return acc
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=True)
 def row_min_int(x, n):
     acc = np.int64(9223372036854775807)
     for j in range(n):
@@ -249,7 +255,7 @@ def row_min_int(x, n):
 # reassociated (vectorised), like the cube's own accumulation order, which is not modelled bit for bit.
 
 def _skinny(decode):
-    @njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"})
+    @njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"}, _nrt=True)
     def bt(a, flat, base, rstride, n, k, out, rbuf):
         """out[i, j] = a[i, :k] . B[j, :k] with B row j at flat[base + j*rstride :]."""
         m = a.shape[0]
@@ -264,7 +270,7 @@ def _skinny(decode):
                     acc += ar[c] * rbuf[c]
                 out[i, j] = acc
 
-    @njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"})
+    @njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"}, _nrt=True)
     def b(a, flat, base, rstride, kdim, n, out, rbuf):
         """out[i, :n] = a[i, :kdim] @ B with B row r at flat[base + r*rstride :] (n columns)."""
         m = a.shape[0]
@@ -300,7 +306,7 @@ mm_bt_f32, mm_b_f32 = _skinny(_as_f32)
 # once per machine) instead of emitting the loops, which keeps each kernel's own compile small.
 
 def _gm_copies(decode, encode):
-    @njit(cache=True, nogil=True)
+    @njit(cache=True, nogil=True, _nrt=True)
     def read(flat, base, rstride, n0, n1, dst):
         """dst[r, :n1] = decode(flat[base + r*rstride : ... + n1]) for r < n0."""
         for r in range(n0):
@@ -309,7 +315,7 @@ def _gm_copies(decode, encode):
             for c in range(n1):
                 row[c] = decode(seg[c])
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=True, nogil=True, _nrt=True)
     def write(src, flat, base, rstride, n0, n1):
         """flat[base + r*rstride : ... + n1] = encode(src[r, :n1]) for r < n0."""
         for r in range(n0):
@@ -338,7 +344,7 @@ read_rows_raw, write_rows_raw = _gm_copies(_same, _same)
 
 def _called(fn):
     """``fn`` (an inlined one-argument runtime function) compiled once as a function of its own."""
-    @njit(cache=True, nogil=True)
+    @njit(cache=True, nogil=True, _nrt=True)
     def call(x):
         return fn(x)
     return call
@@ -349,12 +355,12 @@ round_f16_call, round_bf16_call = _called(round_to_f16), _called(round_to_bf16)
 ftanh_call, fsigmoid_call, ferf_call, ffloor_call = _called(ftanh), _called(fsigmoid), _called(ferf), _called(ffloor)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=True)
 def fpow_call(x, y):
     return fpow(x, y)
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"}, _nrt=True)
 def dot_rows_t(a, rbuf, k, out, r):
     """out[i, r] = a[i, :k] . rbuf[:k] for every row i of a (one decoded row of a streamed b operand)."""
     for i in range(a.shape[0]):
@@ -365,7 +371,7 @@ def dot_rows_t(a, rbuf, k, out, r):
         out[i, r] = acc
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"})
+@njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"}, _nrt=True)
 def axpy_rows(a, r, rbuf, n, out):
     """out[i, :n] += a[i, r] * rbuf[:n] for every row i of a (one decoded row of a streamed b operand)."""
     for i in range(a.shape[0]):
@@ -373,3 +379,10 @@ def axpy_rows(a, r, rbuf, n, out):
         orow = out[i]
         for c in range(n):
             orow[c] += air * rbuf[c]
+
+
+@njit(cache=True, nogil=True, _nrt=True)
+def dot_into(a, b, out):
+    """out = a @ b (numpy's np.dot with ``out``: BLAS sgemm on float32), compiled once per machine and
+    signature rather than typed inside each kernel."""
+    np.dot(a, b, out)
