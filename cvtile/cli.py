@@ -24,7 +24,7 @@ Commands
     The cost model on a FusedInferAttentionScore call: estimated time, bound,
     per-pipe busy fractions and critical path; ``trace`` also writes a Chrome
     trace and timeline/roofline PNGs (see ``cli_cost``).
-``cvtile cases PATH [--arch A] [--limit N] [--json]``
+``cvtile cases PATH [--arch A] [--limit N] [--workers N] [--json]``
     Runs a corpus: an op_host tiling UT CSV (verdict and tiling-key agreement),
     an st JSON corpus (random inputs in each case's ranges, run through the
     operator API, compared with the golden), or a tiny_rdv case file or folder
@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "exact = unrounded float64; st = the upstream st executor's fp32 scores (overflow "
                             "to inf, NaN rows agree)")
     cases.add_argument("--json", action="store_true", help="machine-readable results")
+    cases.add_argument("--workers", type=positive_int, default=1,
+                       help="st JSON / tiny_rdv: run the cases in N local processes; the results are those of the "
+                            "serial run (default 1)")
     cases.set_defaults(func=_cases)
     return parser
 
@@ -262,6 +265,17 @@ def _cases(args) -> int:
     return 2
 
 
+_PROGRESS: dict = {}
+
+
+def _progress_line(rec) -> None:
+    """A one-line progress counter on stderr (a terminal only) for a sweep over worker processes."""
+    _PROGRESS[rec.status] = _PROGRESS.get(rec.status, 0) + 1
+    done = sum(_PROGRESS.values())
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(_PROGRESS.items()))
+    print(f"\r{done} cases done: {counts}", end="", file=sys.stderr, flush=True)
+
+
 def _st_cases(args) -> int:
     from .kernels.st_runner import RAU_KIND, corpus_kind, default_api, golden_for, load_api, run_st_corpus
 
@@ -273,7 +287,11 @@ def _st_cases(args) -> int:
     # the corpus' operator: RingAttentionUpdate's, torch_npu's V1 FIA for tiny_rdv, else the aclnn V4 set
     api = load_api(default_api(args.path))
     golden, golden_line = golden_for(args.golden, rau)
-    result = run_st_corpus(args.path, api, golden=golden, limit=args.limit, seed=args.seed, select=args.case)
+    progress = _progress_line if args.workers > 1 and sys.stderr.isatty() else None
+    result = run_st_corpus(args.path, api, golden=golden, limit=args.limit, seed=args.seed, select=args.case,
+                           workers=args.workers, progress=progress)
+    if progress is not None:
+        print(file=sys.stderr)
     bad = result.count("failed") + result.count("error")
     if args.json:
         print(result.to_json(indent=2))

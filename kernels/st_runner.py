@@ -55,6 +55,7 @@ Invariants
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import sys
@@ -336,34 +337,80 @@ def _done(rec: CaseRecord, t0: float) -> CaseRecord:
 
 def run_st_corpus(path, api: Callable, *, golden: Callable = fia_golden_lowp, limit: int | None = None, seed: int = 0,
                   max_elements: int | None = None, select: Iterable | None = None,
-                  progress: Callable[[CaseRecord], None] | None = None) -> StResult:
+                  progress: Callable[[CaseRecord], None] | None = None, workers: int = 1) -> StResult:
     """Run the corpus at ``path`` through ``api``; see the module doc for the statuses.
 
     ``limit`` runs only the first ``limit`` selected cases (the rest are
     reported as skipped); ``max_elements`` skips cases whose input tensors hold
     more elements; ``select`` restricts the run to case ids or names.
+    ``workers`` > 1 runs the cases in that many local processes (``spawn``;
+    ``api`` and ``golden`` must be importable module-level functions): each
+    case's inputs come from its own seed, so the records are those of the
+    serial run, in corpus order (only ``seconds`` differ); ``progress`` then
+    sees the records as they complete.
     """
-    cases = load_cases(path)
+    every = load_cases(path)
+    positions = list(range(len(every)))   # each selected case's place in the file (what a worker re-reads)
     if select is not None:
         wanted = {str(s) for s in select}
-        cases = [c for c in cases if str(c.id) in wanted or c.name in wanted]
-    records = []
+        positions = [p for p in positions if str(every[p].id) in wanted or every[p].name in wanted]
+    cases = [every[p] for p in positions]
+    records: list = [None] * len(cases)
+    todo = []
     ran = 0
-    for case in cases:
+    for i, case in enumerate(cases):
         if limit is not None and ran >= limit:
-            rec = CaseRecord(case.id, case.name, "skipped", f"beyond --limit {limit}", case.features(),
-                             case.elements())
+            records[i] = CaseRecord(case.id, case.name, "skipped", f"beyond --limit {limit}", case.features(),
+                                    case.elements())
         elif max_elements is not None and case.elements() > max_elements:
-            rec = CaseRecord(case.id, case.name, "skipped",
-                             f"{case.elements()} input elements exceed --max-elements {max_elements}",
-                             case.features(), case.elements())
+            records[i] = CaseRecord(case.id, case.name, "skipped",
+                                    f"{case.elements()} input elements exceed --max-elements {max_elements}",
+                                    case.features(), case.elements())
         else:
-            rec = run_case(case, api, golden=golden, seed=seed)
+            todo.append(i)
             ran += 1
-        records.append(rec)
-        if progress is not None:
-            progress(rec)
+    if workers > 1 and len(todo) > 1:
+        _run_in_processes(path, positions, todo, records, api, golden, seed, workers, progress)
+    for i, case in enumerate(cases):
+        if records[i] is None:
+            records[i] = run_case(case, api, golden=golden, seed=seed)
+            if progress is not None:
+                progress(records[i])
+        elif workers <= 1 and progress is not None:
+            progress(records[i])
     return StResult(path=str(path), records=records, seed=seed)
+
+
+def _run_in_processes(path, positions, todo, records, api, golden, seed, workers, progress):
+    """Fill ``records[i]`` for every i of ``todo`` (case ``positions[i]`` of the file) from a pool of ``workers``
+    spawned processes."""
+    import multiprocessing as mp
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    for name, fn in (("api", api), ("golden", golden)):
+        try:
+            pickle.dumps(fn)
+        except Exception as exc:   # noqa: BLE001  (a closure or lambda cannot reach another process)
+            raise ValueError(f"workers={workers}: the {name} {fn!r} is not an importable module-level function "
+                             f"({type(exc).__name__}); run with workers=1") from None
+    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(_run_one, str(path), positions[i], api, golden, seed): i for i in todo}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            records[i] = fut.result()
+            if progress is not None:
+                progress(records[i])
+
+
+@functools.lru_cache(maxsize=4)
+def _worker_cases(path: str) -> list:
+    return load_cases(path)
+
+
+def _run_one(path: str, position: int, api, golden, seed: int) -> CaseRecord:
+    """A worker's case: the corpus read once per worker process (cases are data: re-reading is exact)."""
+    return run_case(_worker_cases(path)[position], api, golden=golden, seed=seed)
 
 
 def load_api(spec: str) -> Callable:
@@ -393,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", action="append", default=None, help="case id or name (repeatable)")
     ap.add_argument("--json", default=None, help="write the full result as JSON to this file")
     ap.add_argument("-v", "--verbose", action="store_true", help="print one line per case")
+    ap.add_argument("--workers", type=int, default=1, help="run the cases in N local processes (default 1)")
     args = ap.parse_args(argv)
     rau = corpus_kind(args.corpus) is RAU_KIND
     api = load_api(args.api or default_api(args.corpus))
@@ -405,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
 
     golden, golden_line = golden_for(args.golden, rau)
     res = run_st_corpus(args.corpus, api, golden=golden, limit=args.limit, seed=args.seed, max_elements=args.max_elements,
-                        select=args.case, progress=show)
+                        select=args.case, progress=show, workers=args.workers)
     if args.json:
         with open(args.json, "w") as f:
             f.write(res.to_json())
