@@ -1,7 +1,8 @@
 """The variant gallery: every entry compiled into the FIA kernel and judged against the float64 golden.
 
 Each entry costs one kernel compile, so the default tier runs soft-capping (a tanh score_mod) and the
-document mask (a captured tensor read with ct.gather); the rest run in the slow tier. The line-count test
+document mask (a captured tensor read with ct.gather); causal + sink and the paged decode run in the slow tier,
+the mask variants and the relative-position table in the wide tier. The line-count test
 pins the "a variant is at most 10 lines" promise for every entry.
 """
 
@@ -61,14 +62,14 @@ def test_document_mask_reads_its_captured_ids_with_gather():
     _check(q, k, v, kw, mask_mod=document(256), mod_args=(ids.reshape(-1),))
 
 
-@pytest.mark.slow
+@pytest.mark.wide
 def test_relative_position_bias_table():
     q, k, v, kw = _prefill()
     table = np.random.default_rng(4).standard_normal((4, 33)).astype(np.float32)
     _check(q, k, v, kw, score_mod=rel_bias(16), mod_args=(table.reshape(-1),))
 
 
-@pytest.mark.slow
+@pytest.mark.wide
 @pytest.mark.parametrize("mods", [dict(score_mod=alibi(4), mask_mod=causal()), dict(mask_mod=prefix_lm(32)),
                                   dict(mask_mod=sliding_window(64))], ids=["alibi+causal", "prefix_lm", "window"])
 def test_mask_variants(mods):
