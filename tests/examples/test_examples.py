@@ -18,7 +18,12 @@ def test_the_examples_are_there():
                                          "06_attention_variants.py"]
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
+#: examples that compile an operator-sized kernel (a minute cold): the slow tier
+_SLOW = {"06_attention_variants"}
+
+
+@pytest.mark.parametrize("script", [pytest.param(p, marks=pytest.mark.slow) if p.stem in _SLOW else p
+                                    for p in SCRIPTS], ids=[p.stem for p in SCRIPTS])
 def test_example_runs_and_passes(script):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
                           cwd=EXAMPLES.parent)

@@ -2,8 +2,8 @@
 
 Each hooked call is judged against ``variant_golden`` (the float64 FIA golden with the same hooks applied
 in numpy) under the upstream tolerance classes. Every distinct hook is one more kernel compile, so the
-default tier holds a sliding window (block skipping), ALiBi (a score_mod) and the error paths; the other
-gallery entries run in the slow tier.
+default tier holds a sliding window (block skipping) and the error paths; ALiBi (a score_mod) and the
+pipelined order run in the slow tier, the other gallery entries in test_variant_gallery.py.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ def test_sliding_window_skips_empty_blocks_and_matches_the_golden():
     assert np.array_equal(out, dense_out) and np.array_equal(lse, dense_lse)
 
 
+@pytest.mark.slow
 def test_alibi_score_mod_matches_the_golden():
     q, k, v, kw = _inputs(s=600)
     sm = alibi(4)
