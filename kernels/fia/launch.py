@@ -15,7 +15,11 @@ the vector cores that the tiling's SplitFD gave work.
 Invariants
 ----------
 * The kernels see exactly the tiling's block sizes and core split: every
-  ``RowTask`` becomes one row of the task table of its core, in order.
+  ``RowTask`` becomes one row of the task table of its core, in order. The
+  one exception is a variant with block skipping (``hooks`` with a
+  mask_mod): each task's S2 run becomes its list of non-empty blocks and the
+  tasks, still in order, are re-cut over the same cores by remaining work
+  (``variants.block_map``).
 * Tensors are passed without copies when they are contiguous.
 """
 
