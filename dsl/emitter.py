@@ -51,7 +51,7 @@ _INT_ONLY = {"floordiv", "mod", "and", "or", "xor", "lshift", "rshift"}
 #: the largest constant integer exponent ``x ** n`` lowers to multiplies (binary exponentiation)
 POW_BY_MULTIPLIES = 8
 _REDUCE = {"max", "sum", "min"}
-_MMA_IN = {float16: float32, bfloat16: float32, int8: int32}
+_MMA_IN = {float16: float32, bfloat16: float32, float32: float32, int8: int32}
 
 
 def is_const(x) -> bool:
@@ -354,7 +354,7 @@ class Builder:
         if a_t.dtype != b_t.dtype:
             self.error(f"mma operands must have one dtype, got {a_t.dtype} and {b_t.dtype}")
         if a_t.dtype not in _MMA_IN:
-            self.error(f"mma takes float16, bfloat16 or int8 operands, got {a_t.dtype}")
+            self.error(f"mma takes float16, bfloat16, float32 or int8 operands, got {a_t.dtype}")
         if len(a_t.shape) != 2 or len(b_t.shape) != 2:
             self.error("mma operands must be rank 2")
         m, k = a_t.shape
@@ -438,7 +438,7 @@ class Builder:
 
     def _check_tile_dtype(self, dt: DType, space: Space):
         if space in (L0A, L0B) and dt not in _MMA_IN:
-            self.error(f"{space} holds mma operands (float16/bfloat16/int8), not {dt}")
+            self.error(f"{space} holds mma operands (float16/bfloat16/float32/int8), not {dt}")
         if space is L0C and dt not in (float32, int32):
             self.error(f"L0C holds float32/int32 accumulators, not {dt}")
 

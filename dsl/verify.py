@@ -13,7 +13,7 @@ Legal IR
     - vector: load GM->UB, store UB->GM, create/iota/ewise/cast/reduce/expand in UB,
               copy UB->L1 on targets with on-chip paths
     - handoff: from a value of the other scope into UB (vector) or L1 (cube).
-* dtypes: mma operands float16/bfloat16/int8, both alike, result float32/int32
+* dtypes: mma operands float16/bfloat16/float32/int8, both alike, result float32/int32
   in L0C; L0A/L0B hold mma operands, L0C accumulators; elementwise operands
   share one dtype; a UB->GM store does not convert (L0C->GM may cast fp32 to
   fp16/bf16 through the fixpipe).

@@ -40,8 +40,8 @@ row (``GMView.paged``); the tiling's S2 base is a multiple of the block size,
 as op_host rounds it, so a tile covers whole blocks.
 
 Variant hooks (``cvtile.kernels.variants``): ``SCORE_MOD(score, b, h, q_idx, kv_idx, *captures)`` and
-``MASK_MOD(b, h, q_idx, kv_idx, *captures)`` are ``@ct.inline`` functions compiled into V1, after the
-scale, pse, band and mask: score is the (M, S2) fp32 block, b the batch, and h / q_idx / kv_idx the query
+``MASK_MOD(b, h, q_idx, kv_idx, *captures)`` are ``@ct.inline`` functions compiled into V1: SCORE_MOD after the
+scale and pse and before the band and mask (a masked score stays -inf), MASK_MOD after them: score is the (M, S2) fp32 block, b the batch, and h / q_idx / kv_idx the query
 head (M, 1), query position (M, 1) and KV position (1, S2) of each element as int32 tiles (positions within
 the batch's sequence, as FlexAttention numbers them); a False of MASK_MOD sets the score to -inf. Up to four
 captured GM tensors (``mod0..mod3``, NCAP of them) follow the indices. With SPARSE the host has classified
@@ -71,15 +71,16 @@ def heads_view(t, b, n2, s1, q0, LAYOUT, G):
     """The (G, s1, D) view of the G query heads of kv head n2 of batch b in a query-shaped tensor, its rows
     starting at query position (or token, for TND/NTD) q0.
 
-    LAYOUT: "BNSD" (B, N1, S, D); "BSND" (B, S, N1, D); "NBSD" (N1, B, S, D); "TND" (T, N1, D); "NTD" (N1, T, D).
+    LAYOUT: "BNSD" (B, N1, S, D); "BSND" (B, S, N1, D); "NBSD" (N1, B, S, D); "SBND" (S, B, N1, D);
+    "TND" (T, N1, D); "NTD" (N1, T, D).
     """
-    if LAYOUT == "NBSD":
+    if LAYOUT == "NBSD" or LAYOUT == "SBND":
         t = t.permute(1, 0, 2, 3)
     if LAYOUT == "NTD":
         t = t.permute(1, 0, 2)
     if LAYOUT == "BNSD" or LAYOUT == "NBSD":
         v = t.split(1, G)[b, n2].narrow(1, q0, s1)
-    elif LAYOUT == "BSND":
+    elif LAYOUT == "BSND" or LAYOUT == "SBND":
         v = t.split(2, G)[b][:, n2].permute(1, 0, 2).narrow(1, q0, s1)
     else:
         v = t.split(1, G).narrow(0, q0, s1)[:, n2].permute(1, 0, 2)
@@ -101,13 +102,13 @@ def fold_rows(t, b, n2, s1, q0, LAYOUT, ORDER, G):
 @ct.inline
 def kv_rows(t, b, n2, s2, k0, LAYOUT):
     """The (s2, D) view of one (batch, kv head) of a key/value tensor, from KV position (or token) k0."""
-    if LAYOUT == "NBSD":
+    if LAYOUT == "NBSD" or LAYOUT == "SBND":
         t = t.permute(1, 0, 2, 3)
     if LAYOUT == "NTD":
         t = t.permute(1, 0, 2)
     if LAYOUT == "BNSD" or LAYOUT == "NBSD":
         v = t[b, n2].narrow(0, k0, s2)
-    elif LAYOUT == "BSND":
+    elif LAYOUT == "BSND" or LAYOUT == "SBND":
         v = t[b].narrow(0, k0, s2)[:, n2]
     else:
         v = t.narrow(0, k0, s2)[:, n2]
@@ -228,6 +229,38 @@ def mask_kept(MASK_MOD, NCAP, s, b, h, qi, ki, mod0, mod1, mod2, mod3):
     return ct.where(keep, s, -ct.inf)
 
 
+@ct.inline
+def task_fields(tasks, t):
+    """(b, n2, m0, mrows, j0, j1) of row task t: batch, kv head, first folded row, rows, S2 block run."""
+    return tasks[t, 0], tasks[t, 1], tasks[t, 2], tasks[t, 3], tasks[t, 4], tasks[t, 5]
+
+
+@ct.inline
+def sink_softmax_step(s, gm, gl, sk, last, SINK):
+    """One online-softmax step (``softmax_rescale``) over the block s; with SINK, the tile that is the row's
+    ``last`` folds the sink logit sk into the max (rows that saw a key) and adds exp(sk - max) to the sum.
+    Returns (p, dm, gl, hm)."""
+    hm = ct.maximum(gm, ct.rowmax(s))
+    if SINK:
+        if last:
+            hm = ct.where(hm == -ct.inf, hm, ct.maximum(hm, sk))
+    p, dm, gl = softmax_rescale(s, gm, gl, hm)
+    if SINK:
+        hs = guarded_max(hm)     # the max softmax_rescale subtracted (one op after CSE)
+        if last:
+            gl = gl + ct.where(hm == -ct.inf, 0.0, ct.exp(sk - hs))
+    return p, dm, gl, hm
+
+
+@ct.inline
+def normalised(go, gl):
+    """(ok, glsafe, out) at a row's end: out = go / gl, 0 on rows with no visible key (gl == 0; a NaN from
+    overflowed scores propagates as on the chip)."""
+    ok = gl != 0.0
+    glsafe = ct.where(ok, gl, 1.0)
+    return ok, glsafe, ct.where(ok[:, None], go / glsafe[:, None], 0.0)
+
+
 @ct.jit
 def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
                   pre, nxt, mod0, mod1, mod2, mod3, blocks, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
@@ -239,12 +272,7 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                   SPARSE: ct.constexpr = False):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
-        b = tasks[t, 0]
-        n2 = tasks[t, 1]
-        m0 = tasks[t, 2]
-        mrows = tasks[t, 3]
-        j0 = tasks[t, 4]
-        j1 = tasks[t, 5]
+        b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
         slot = tasks[t, 6]
         s1 = qlen[b]
         s2 = kvlen[b]
@@ -272,6 +300,8 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                 qhead = query_heads(m0, mrows, s1, n2, M, ORDER, G)
             if SINK:
                 sk = ct.cast(ct.load(sink_rows(sink, n2, s1, ORDER, G)[ct.ds(m0, M, valid=mrows)]), ct.float32)
+            else:
+                sk = 0.0
         for jj in range(j0, j1):
             if SPARSE:
                 j = blocks[jj, 0]
@@ -289,6 +319,9 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                     s = s + ct.cast(bias, ct.float32)
                 if BAND or SCORE_MOD is not None or MASK_MOD is not None:
                     col = ct.iota(S2, valid=n) + kv0
+                if SCORE_MOD is not None:   # before the masks: a masked score stays -inf whatever the mod
+                    s = modded_score(SCORE_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
+                                     mod0, mod1, mod2, mod3)
                 if BAND:
                     inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])
                     s = ct.where(inband, s, -ct.inf)
@@ -296,31 +329,17 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                     mv = mask_rows(mask, b, s1, q0, ORDER, G)
                     mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + kv0, S2, valid=n)])
                     s = ct.where(mk == 0, s, -ct.inf)
-                if SCORE_MOD is not None:
-                    s = modded_score(SCORE_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
-                                     mod0, mod1, mod2, mod3)
                 if MASK_MOD is not None:
                     s = mask_kept(MASK_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
                                   mod0, mod1, mod2, mod3)
-                hm = ct.maximum(gm, ct.rowmax(s))
-                if SINK:
-                    if slot < 0 and jj == j1 - 1:   # the last tile folds the sink into the max (rows with a key)
-                        hm = ct.where(hm == -ct.inf, hm, ct.maximum(hm, sk))
-                p, dm, gl = softmax_rescale(s, gm, gl, hm)
-                if SINK:
-                    hs = guarded_max(hm)     # the max softmax_rescale subtracted (one op after CSE)
-                    if slot < 0 and jj == j1 - 1:
-                        gl = gl + ct.where(hm == -ct.inf, 0.0, ct.exp(sk - hs))
-                gm = hm
+                p, dm, gl, gm = sink_softmax_step(s, gm, gl, sk, slot < 0 and jj == j1 - 1, SINK)
                 p = ct.cast(p, P_DTYPE)
             with ct.cube():
                 o = ct.mma(p, vv[ct.ds(kv0, S2, valid=n), 0:DV])
             with ct.vector():
                 go = go * dm[:, None] + o
         with ct.vector():
-            ok = gl != 0.0  # 0: no visible key; NaN (overflowed scores) propagates as on the chip
-            glsafe = ct.where(ok, gl, 1.0)
-            res = ct.where(ok[:, None], go / glsafe[:, None], 0.0)
+            ok, glsafe, res = normalised(go, gl)
             if FD and slot >= 0:
                 ct.store(ws_o[slot, ct.ds(0, M, valid=mrows), 0:DV], res)
                 ct.store(ws_ml[slot, 0, ct.ds(0, M, valid=mrows)], gm)

@@ -34,7 +34,7 @@ import numpy as np
 from ..fia.api import npu_fused_infer_attention_score, simulate_fia, v1_call_parts
 from ..golden.dtypes import to_numpy
 from ..golden.fia import fia_golden_lowp
-from .hooks import Hooks, host_function
+from .hooks import Hooks, host_modifier
 
 __all__ = ["attention", "variant_golden", "variant_hooks", "variant_block_map"]
 
@@ -86,17 +86,5 @@ def variant_block_map(query, key, value, *, mask_mod, mod_args=(), learnable_sin
 def variant_golden(query, key, value, *, score_mod=None, mask_mod=None, mod_args=(), **kwargs):
     """The float64 result of ``attention(...)`` with the same arguments: ``(out, lse or None)``, P rounded to the
     query's dtype before P·V as the chip does (``fia_golden_lowp``)."""
-    caps = tuple(to_numpy(a) for a in mod_args)
-    sm = host_function(score_mod, "score_mod") if score_mod is not None else None
-    mm = host_function(mask_mod, "mask_mod") if mask_mod is not None else None
-
-    def hook(s, b, h, q_idx, kv_idx):
-        if sm is not None:
-            s = np.broadcast_to(sm(s, b, h, q_idx, kv_idx, *caps), s.shape)
-        if mm is not None:
-            keep = np.broadcast_to(np.asarray(mm(b, h, q_idx, kv_idx, *caps), dtype=bool), s.shape)
-            s = np.where(keep, s, -np.inf)
-        return s
-
     kwargs.pop("order", None)
-    return fia_golden_lowp(query, key, value, score_hook=hook if (sm or mm) else None, **kwargs)
+    return fia_golden_lowp(query, key, value, score_hook=host_modifier(score_mod, mask_mod, mod_args), **kwargs)

@@ -45,7 +45,7 @@ from cvtile.dsl.builtins import Builtin
 from cvtile.dsl.frontend import InlineFunction
 from cvtile.dsl.types import DType
 
-__all__ = ["Hooks", "VariantError", "host_function", "MAX_CAPTURES"]
+__all__ = ["Hooks", "VariantError", "host_function", "host_modifier", "MAX_CAPTURES"]
 
 #: the kernels' capture slots (``mod0..mod3``)
 MAX_CAPTURES = 4
@@ -194,3 +194,25 @@ class _HostLazy:
 
     def __call__(self, *args, **kwargs):
         return _host_value(self._value, self._hook, self._name)(*args, **kwargs)
+
+
+def host_modifier(score_mod=None, mask_mod=None, mod_args=()) -> Callable | None:
+    """The goldens' score hook of a variant: ``modify(s, b, h, q_idx, kv_idx) -> s`` applying score_mod and then
+    mask_mod (as -inf) in numpy over broadcasting index arrays; None without hooks."""
+    if score_mod is None and mask_mod is None:
+        return None
+    from ..golden.dtypes import to_numpy
+
+    caps = tuple(to_numpy(a) for a in mod_args)
+    sm = host_function(score_mod, "score_mod") if score_mod is not None else None
+    mm = host_function(mask_mod, "mask_mod") if mask_mod is not None else None
+
+    def modify(s, b, h, q_idx, kv_idx):
+        if sm is not None:
+            s = np.broadcast_to(sm(s, b, h, q_idx, kv_idx, *caps), s.shape)
+        if mm is not None:
+            keep = np.broadcast_to(np.asarray(mm(b, h, q_idx, kv_idx, *caps), dtype=bool), s.shape)
+            s = np.where(keep, s, -np.inf)
+        return s
+
+    return modify

@@ -155,11 +155,11 @@ def mma_dtype_mismatch(a, o):
         z = ct.mma(x, y)  # <- error
 
 
-@case("mma takes float16, bfloat16 or int8 operands, got float32")
+@case("mma takes float16, bfloat16, float32 or int8 operands, got int32", args=(np.zeros((16, 16), np.int32), F32))
 @ct.jit
-def mma_float32_operands(a, o):
+def mma_int32_operands(a, o):
     with ct.cube():
-        x = ct.load(o[0:16, 0:16])
+        x = ct.load(a[0:16, 0:16])
         z = ct.mma(x, x)  # <- error
 
 
