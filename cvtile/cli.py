@@ -277,16 +277,16 @@ def _progress_line(rec) -> None:
 
 
 def _st_cases(args) -> int:
-    from .kernels.st_runner import RAU_KIND, corpus_kind, default_api, golden_for, load_api, run_st_corpus
+    from .kernels.st_runner import corpus_kind, default_api, golden_for, load_api, run_st_corpus
 
     try:
-        rau = corpus_kind(args.path) is RAU_KIND
+        kind = corpus_kind(args.path)
     except ValueError as exc:   # not JSON, or a folder / file that is neither an st list nor tiny_rdv cases
         print(f"cvtile cases: {args.path}: {exc}", file=sys.stderr)
         return 2
     # the corpus' operator: RingAttentionUpdate's, torch_npu's V1 FIA for tiny_rdv, else the aclnn V4 set
     api = load_api(default_api(args.path))
-    golden, golden_line = golden_for(args.golden, rau)
+    golden, golden_line = golden_for(args.golden, kind=kind)
     progress = _progress_line if args.workers > 1 and sys.stderr.isatty() else None
     result = run_st_corpus(args.path, api, golden=golden, limit=args.limit, seed=args.seed, select=args.case,
                            workers=args.workers, progress=progress)

@@ -294,7 +294,14 @@ class StCase:
             _fia_fixups(self, kwargs, rng)
         if self.is_ring_attention_update:
             _rau_fixups(kwargs, rng)
+        if self.is_flash_attention_score:
+            _fas_fixups(kwargs)
         return kwargs
+
+    @property
+    def is_flash_attention_score(self) -> bool:
+        """A FlashAttentionScore (training forward) case, fixed-length or varlen (by ``aclnn_name``)."""
+        return self.aclnn_name.startswith(("aclnnFlashAttentionScore", "aclnnFlashAttentionVarLenScore"))
 
     @property
     def is_ring_attention_update(self) -> bool:
@@ -387,6 +394,21 @@ def _rau_fixups(kw: dict, rng: np.random.Generator):
         else:
             inner = np.sort(rng.integers(0, t + 1, size=cuts))
         kw["actual_seq_qlen"] = np.concatenate([[0], inner, [t]]).astype(np.int64)[:max(q.size, 2)]
+
+
+def _fas_fixups(kw: dict):
+    """FlashAttentionScore: the compressed masks the sparse mode prescribes (2048x2048 ``triu(ones, 1)`` for
+    2/3/4/7/8, sparse 6's 3072x2048 prefix template) replace the drawn values (only their shape is given)."""
+    from .fas.host import prefix_template
+
+    sparse = int(kw.get("sparse_mode", 0) or 0)
+    m = kw.get("atten_mask")
+    if not isinstance(m, np.ndarray) or m.ndim < 2:
+        return
+    if sparse in (2, 3, 4, 7, 8) and tuple(m.shape[-2:]) == (TEMPLATE_SIZE, TEMPLATE_SIZE):
+        kw["atten_mask"] = np.triu(np.ones(m.shape, dtype=m.dtype), k=1)
+    elif sparse == 6 and m.shape[-2] == 3072:
+        kw["atten_mask"] = prefix_template(m.dtype).reshape(m.shape)
 
 
 # ---- FusedInferAttentionScore fix-ups --------------------------------------------------------------

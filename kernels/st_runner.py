@@ -73,7 +73,7 @@ from .precision import compare
 from .st_cases import StCase, load_st_cases
 from .tiny_rdv import is_tiny_rdv_path, load_tiny_rdv
 
-__all__ = ["CaseRecord", "StResult", "StKind", "FIA_KIND", "RAU_KIND", "case_kind", "corpus_kind", "rau_golden",
+__all__ = ["CaseRecord", "StResult", "StKind", "FIA_KIND", "RAU_KIND", "FAS_KIND", "case_kind", "corpus_kind", "rau_golden",
            "run_st_corpus", "run_case", "golden_api", "is_unsupported", "load_cases", "default_api", "load_api",
            "FIA_GOLDENS", "golden_for", "main"]
 
@@ -93,11 +93,17 @@ class StKind:
 
 FIA_KIND = StKind("FusedInferAttentionScore", "query", ("attention_out", "softmax_lse"))
 RAU_KIND = StKind("RingAttentionUpdate", "prev_attn_out", ("attn_out", "softmax_max", "softmax_sum"))
+FAS_KIND = StKind("FlashAttentionScore", "query", ("attention_out", "softmax_max", "softmax_sum"))
 
 
 def case_kind(case: StCase) -> StKind:
-    """The kind of a case: RingAttentionUpdate by its ``aclnn_name`` / ``api_type``, else FIA."""
-    return RAU_KIND if case.is_ring_attention_update else FIA_KIND
+    """The kind of a case: RingAttentionUpdate by its ``aclnn_name`` / ``api_type``, FlashAttentionScore (and its
+    varlen form) by ``aclnn_name``, else FIA."""
+    if case.is_ring_attention_update:
+        return RAU_KIND
+    if case.is_flash_attention_score:
+        return FAS_KIND
+    return FIA_KIND
 
 
 #: the FIA golden conventions a run may judge against: name -> (golden, what it computes)
@@ -109,10 +115,19 @@ FIA_GOLDENS = {
 }
 
 
-def golden_for(name: str, rau: bool = False) -> tuple[Callable, str]:
-    """(golden, the ``golden: ...`` line a run prints) of a convention name (RingAttentionUpdate: its own)."""
-    if rau:
+def golden_for(name: str, rau: bool = False, *, kind: StKind | None = None) -> tuple[Callable, str]:
+    """(golden, the ``golden: ...`` line a run prints) of a convention name for a corpus kind (``rau=True`` is
+    ``kind=RAU_KIND``; RingAttentionUpdate has one golden, FlashAttentionScore "exact" or the P rounding of the
+    others)."""
+    kind = kind or (RAU_KIND if rau else FIA_KIND)
+    if kind is RAU_KIND:
         return rau_golden, "golden: ring_attention_update_golden (float64)"
+    if kind is FAS_KIND:
+        from .fas.api import fas_golden_api
+
+        if name == "exact":
+            return functools.partial(fas_golden_api, p_dtype=None), "golden: exact (FAS, float64 throughout)"
+        return fas_golden_api, "golden: lowp (FAS, float64, P rounded to the input dtype before P.V)"
     fn, what = FIA_GOLDENS[name]
     return fn, f"golden: {name} ({what})"
 
@@ -136,8 +151,11 @@ def corpus_kind(path) -> StKind:
 def default_api(path) -> str:
     """``module:function`` of the operator API a corpus describes: RingAttentionUpdate's, torch_npu's V1
     ``npu_fused_infer_attention_score`` for tiny_rdv (what its harness calls), else the aclnn V4 set."""
-    if corpus_kind(path) is RAU_KIND:
+    kind = corpus_kind(path)
+    if kind is RAU_KIND:
         return "cvtile.kernels.ring_attention_update:npu_ring_attention_update"
+    if kind is FAS_KIND:
+        return "cvtile.kernels.fas.api:flash_attention_score"
     if is_tiny_rdv_path(path):
         return "cvtile.kernels.fia.api:npu_fused_infer_attention_score"
     return "cvtile.kernels.fia.api:fused_infer_attention_score_v4"
@@ -442,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="print one line per case")
     ap.add_argument("--workers", type=int, default=1, help="run the cases in N local processes (default 1)")
     args = ap.parse_args(argv)
-    rau = corpus_kind(args.corpus) is RAU_KIND
+    kind = corpus_kind(args.corpus)
     api = load_api(args.api or default_api(args.corpus))
 
     def show(rec: CaseRecord):
@@ -451,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             err_s = f" max_abs={err:.3e}" if err is not None else ""
             print(f"{rec.id!s:>5} {rec.status:<11} {rec.seconds:7.2f}s{err_s} {rec.reason[:160]}", flush=True)
 
-    golden, golden_line = golden_for(args.golden, rau)
+    golden, golden_line = golden_for(args.golden, kind=kind)
     res = run_st_corpus(args.corpus, api, golden=golden, limit=args.limit, seed=args.seed, max_elements=args.max_elements,
                         select=args.case, progress=show, workers=args.workers)
     if args.json:
