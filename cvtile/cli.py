@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_cost_parsers(sub, _case_options)
     _validate_tiling_options(sub.choices["cost"])   # the tiling's shape options
 
-    cases = sub.add_parser("cases", help="run a corpus: an op_host UT CSV, an st JSON file, or tiny_rdv cases")
+    cases = sub.add_parser("cases", help="run a corpus: an op_host UT CSV, an st JSON file, tiny_rdv cases, or a "
+                                         "flash_attn redline train CSV")
     cases.add_argument("path", type=Path)
     cases.add_argument("--arch", choices=("arch22", "arch35"), help="UT CSV: the arch (default: from the file)")
     cases.add_argument("--limit", type=positive_int, help="st JSON: run only the first N cases (default: all)")
@@ -159,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     cases.add_argument("--workers", type=positive_int, default=1,
                        help="st JSON / tiny_rdv: run the cases in N local processes; the results are those of the "
                             "serial run (default 1)")
+    cases.add_argument("--max-gflop", type=float, default=None,
+                       help="redline CSV: skip rows with more matmul work than this (default "
+                            "cvtile.kernels.redline.DEFAULT_MAX_GFLOP)")
     cases.set_defaults(func=_cases)
     return parser
 
@@ -257,6 +261,10 @@ def _cases(args) -> int:
         print(f"cvtile cases: {path}: no such file", file=sys.stderr)
         return 2
     if path.suffix.lower() == ".csv":
+        from .kernels.redline import is_redline_csv
+
+        if is_redline_csv(path):
+            return _redline_cases(args)
         return run_ut_cases(path, args.arch, args.json)
     if path.suffix.lower() == ".json" or path.is_dir():
         return _st_cases(args)
@@ -274,6 +282,24 @@ def _progress_line(rec) -> None:
     done = sum(_PROGRESS.values())
     counts = ", ".join(f"{v} {k}" for k, v in sorted(_PROGRESS.items()))
     print(f"\r{done} cases done: {counts}", end="", file=sys.stderr, flush=True)
+
+
+def _redline_cases(args) -> int:
+    from .kernels.redline import DEFAULT_MAX_GFLOP, run_redline
+
+    budget = args.max_gflop if args.max_gflop is not None else DEFAULT_MAX_GFLOP
+    result = run_redline(args.path, max_gflop=budget, seed=args.seed, select=args.case)
+    bad = result.count("failed") + result.count("error")
+    if args.json:
+        print(result.to_json(indent=2))
+        return 1 if bad else 0
+    for rec in result.records:
+        if rec.status != "passed":
+            print(f"{rec.name}: {rec.status}: {rec.reason}")
+    print("golden: lowp (FAS, float64, P rounded to the input dtype before P.V); tolerances: each row's "
+          "precision_tolerances")
+    print(result.summary_line())
+    return 1 if bad else 0
 
 
 def _st_cases(args) -> int:

@@ -1,7 +1,8 @@
-"""The ``cvtile cost`` and ``cvtile trace`` commands: the cost model on a FusedInferAttentionScore call.
+"""The ``cvtile cost`` and ``cvtile trace`` commands: the cost model on an attention call.
 
-``cvtile cost [the shape options of cvtile tiling] [--op fia] --target T [--json]`` builds the call the
-options describe (zero data: only shapes and lengths matter), runs the operator's host side and times
+``cvtile cost [the shape options of cvtile tiling] [--op fia|fas] --target T [--json]`` builds the call the
+options describe (FusedInferAttentionScore, or with ``--op fas`` the FlashAttentionScore forward of the same
+shapes: ``fas_keywords``) (zero data: only shapes and lengths matter), runs the operator's host side and times
 every launch it makes with the cost model (``cvtile.sim.cost``): the estimated time, what bounds it
 (cube / vector / memory / sync / scalar / launch), the per-pipe busy fractions and the critical path's
 top source lines. ``cvtile trace [case options] -o DIR`` does the same for a ``cvtile run`` case (the
@@ -25,7 +26,7 @@ def add_cost_parsers(sub, case_options) -> None:
     from .cli_tiling import add_shape_options
 
     doc = __doc__.split("\n\n")[1]
-    p = sub.add_parser("cost", help="estimate how fast the chip runs a FusedInferAttentionScore call",
+    p = sub.add_parser("cost", help="estimate how fast the chip runs a FusedInferAttentionScore (or FlashAttentionScore) call",
                        description=doc)
     add_shape_options(p)
     p.add_argument("--op", choices=("fia", "fas"), default="fia",
@@ -77,14 +78,17 @@ def run_cost(args) -> int:
     from .tiling.errors import ParamError
     from .tiling.platform import UnknownPlatformError, get_platform
 
-    if args.op == "fas":
-        return _fail("cost", "--op fas: FlashAttentionScore is not implemented in cvtile yet (no kernel to time)")
     try:
         get_platform(args.target)
         tensors, attrs = build_call(args)
         arrays = arrays_of_call(tensors)
         q, k, v = arrays.pop("query"), arrays.pop("key"), arrays.pop("value")
-        report = fia_cost(q, k, v, target=args.target, **arrays, **attrs)
+        if args.op == "fas":
+            from .kernels.fas.cost import fas_cost
+
+            report = fas_cost(q, k, v, target=args.target, **fas_keywords(args, arrays, attrs))
+        else:
+            report = fia_cost(q, k, v, target=args.target, **arrays, **attrs)
     except (ParamError, UnsupportedParameterError, UnknownPlatformError, ModelError, CompilationError) as e:
         return _fail("cost", str(e).splitlines()[0])
     if args.json:
@@ -97,6 +101,33 @@ def run_cost(args) -> int:
             for cycles, line, kind, pipe in lc.path_lines[:5]:
                 print(f"    {cycles / lc.clock_mhz:9.3f} us  {line:<28} {kind} ({pipe})")
     return 0
+
+
+def fas_keywords(args, arrays: dict, attrs: dict) -> dict:
+    """``npu_fusion_attention`` keywords of the ``cvtile tiling`` shape options (the FIA call they build, mapped
+    to FlashAttentionScore's names); an option FlashAttentionScore has no counterpart for is a ``ParamError``."""
+    from .tiling.errors import ParamError
+
+    layout = attrs["input_layout"]
+    if layout not in ("BSH", "BSND", "BNSD", "TND"):
+        raise ParamError("layout", layout, "FlashAttentionScore takes BSH, SBH, BSND, BNSD or TND (no separate "
+                         "output layout)", status=161002, checker="cli")
+    for opt, name in (("block_size", "--block-size"), ("rope_dim", "--rope-dim"), ("lse", "--lse")):
+        if getattr(args, opt, None):
+            raise ParamError(name, getattr(args, opt), "not an option of FlashAttentionScore", status=161002,
+                             checker="cli")
+    kw = {"head_num": attrs["num_heads"], "input_layout": layout, "scale": attrs["scale"],
+          "sparse_mode": attrs["sparse_mode"], "pre_tockens": attrs["pre_tokens"],
+          "next_tockens": attrs["next_tokens"], "inner_precise": attrs["inner_precise"]}
+    if "atten_mask" in arrays:
+        kw["atten_mask"] = arrays["atten_mask"].astype(bool)
+    if layout == "TND":
+        kw["actual_seq_qlen"] = arrays.get("actual_seq_lengths")
+        kw["actual_seq_kvlen"] = arrays.get("actual_seq_lengths_kv")
+    elif args.actual_q or args.actual_kv:
+        raise ParamError("--actual-q", args.actual_q or args.actual_kv, "FlashAttentionScore takes actual lengths "
+                         "with the TND layout only", status=161002, checker="cli")
+    return kw
 
 
 def run_trace(args) -> int:

@@ -543,6 +543,8 @@ class Builder:
             self.error(f"cast reads a UB tile, got a {x.type.space} tile")
         if rounding not in ("rint", "trunc", "floor", "ceil"):
             self.error(f"cast rounding must be rint, trunc, floor or ceil, got {rounding!r}")
+        if dt == x.type.dtype:
+            return x   # a cast to the tile's own dtype changes no value: no op (the Ascend C Cast would round)
         return self.emit("cast", [x], [x.type.with_(dtype=dt)], {"to": dt.name, "rounding": rounding}).result
 
     def reduce(self, op: str, x) -> Value:

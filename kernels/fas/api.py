@@ -29,7 +29,7 @@ from .host import FasCall, prepare_call
 from .launch import run_fas
 
 __all__ = ["npu_fusion_attention", "npu_fusion_attention_v2", "flash_attention_score", "fas_golden_api",
-           "fas_tiling", "fas_params"]
+           "fas_tiling", "fas_params", "dropout_source"]
 
 
 def fas_params(call: FasCall, inner_precise: int = 0):
@@ -55,6 +55,12 @@ def fas_tiling(call: FasCall, target: str = DEFAULT_TARGET, inner_precise: int =
     return tile_fas(fas_params(call, inner_precise), target=target)
 
 
+def dropout_source(target: str) -> str:
+    """The keep-mask generator of a target: Ascend 950 draws it in the kernel; on A2/A3 torch_npu makes an explicit
+    mask with the mask-generation op first (modelled by the public StatelessDropOutGenMask, ``.dropout``)."""
+    return "kernel" if "950" in str(target) else "gen_mask"
+
+
 def _hooks(score_mod, mask_mod, mod_args):
     """The variant's ``Hooks`` (no block skipping: the FAS tiling's tasks run as planned), or None."""
     if score_mod is None and mask_mod is None:
@@ -71,7 +77,7 @@ def _hooks(score_mod, mask_mod, mod_args):
 def _forward(query, key, value, kw: dict, *, target, score_mod=None, mask_mod=None, mod_args=(), order="program",
              serial=False):
     inner = int(kw.pop("inner_precise", 0) or 0)
-    call = prepare_call(query, key, value, **kw)
+    call = prepare_call(query, key, value, dropout_source=dropout_source(target), **kw)
     hooks = _hooks(score_mod, mask_mod, mod_args)
     tiling = fas_tiling(call, target, inner)
     out, smax, ssum, _ = run_fas(call, query, key, value, tiling, get_platform(target), hooks=hooks, order=order,
@@ -182,5 +188,5 @@ def fas_golden_api(query, key, value, *, p_dtype="input", **kwargs):
     _no_rope(kwargs.get("query_rope"), kwargs.get("key_rope"))
     kw = _aclnn_keywords(*(args[n] for n in names))
     kw.pop("inner_precise")
-    call = prepare_call(query, key, value, **kw)
+    call = prepare_call(query, key, value, dropout_source=dropout_source(kwargs.get("target", DEFAULT_TARGET)), **kw)
     return fas_golden(call, query, key, value, p_dtype=call.dtype if p_dtype == "input" else p_dtype)

@@ -41,7 +41,8 @@ and row/KV starts, and what every score goes through, each in one canonical form
 
   Without ``atten_mask`` the sparse mode and pre/next are ignored and every pair is visible (torch_npu).
 * **dropout** — ``keep_prob < 1``: a keep mask (B, N1, S1, S2) bool at local positions, from the explicit
-  ``dropout_mask`` (unpacked by :mod:`.dropout`) or generated from ``seed`` / ``offset``; a kept
+  ``dropout_mask`` (a flat LSB-first bit stream, unpacked by :mod:`.dropout`; TND batches back to back) or
+  generated from ``seed`` / ``offset`` (``dropout_source``); a kept
   probability is scaled by ``1 / keep_prob`` before P·V, the softmax statistics are not.
 * **sink** — fp32 (N1,): ``m = max(sink, max s)``, denominator ``+ exp(sink - m)`` (rows that see a key).
 
@@ -222,8 +223,12 @@ def prepare_call(query, key, value, *, head_num: int, input_layout: str, pse=Non
                  next_tockens: int = INT_MAX, inner_precise: int = 0, prefix=None, actual_seq_qlen=None,
                  actual_seq_kvlen=None, sparse_mode: int = 0, softmax_layout: str = "", sink=None,
                  dropout_mask=None, seed: int = 0, offset: int = 0, pse_type: int = 1, q_start_idx=None,
-                 kv_start_idx=None) -> FasCall:
-    """The normalised call (see the module docstring); raises ``ParamError`` / ``UnsupportedParameterError``."""
+                 kv_start_idx=None, dropout_source: str = "kernel") -> FasCall:
+    """The normalised call (see the module docstring); raises ``ParamError`` / ``UnsupportedParameterError``.
+
+    ``dropout_source``: which generator draws the keep mask from seed / offset (:func:`.dropout.generate_keep_mask`:
+    "kernel" = the Ascend 950 in-kernel generator, "gen_mask" = the public StatelessDropOutGenMask op that stands
+    in for the A2/A3 mask-generation unit, whose algorithm is not public)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if t is None:
             raise _err(name, None, "a required tensor is missing", status=AclnnStatus.PARAM_NULLPTR)
@@ -299,10 +304,11 @@ def prepare_call(query, key, value, *, head_num: int, input_layout: str, pse=Non
         from .dropout import generate_keep_mask, unpack_drop_mask
 
         shape = (batch, n1, s1_full, s2_full)
+        lens = dict(qlen=qlen, kvlen=kvlen) if layout == "TND" else {}
         if dropout_mask is not None:
-            keep = unpack_drop_mask(to_numpy(dropout_mask), shape)
+            keep = unpack_drop_mask(to_numpy(dropout_mask), shape, **lens)
         else:
-            keep = generate_keep_mask(int(seed), int(offset), float(keep_prob), shape)
+            keep = generate_keep_mask(int(seed), int(offset), float(keep_prob), shape, source=dropout_source, **lens)
     sink_arr = None
     if sink is not None:
         s = to_numpy(sink)
