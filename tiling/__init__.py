@@ -17,3 +17,7 @@ __all__ = [
     "AclnnStatus", "ParamError", "FiaParams", "TensorMeta", "DEFAULT_TARGET", "Platform", "get_platform",
     "platform_names", "ut_platform", "CoreWork", "Decision", "FdTask", "FdVectorWork", "FiaTiling", "RowTask",
 ]
+
+from .fas import FasParams, FasTask, FasTiling, format_fas_tiling, tile_fas  # noqa: E402
+
+__all__ += ["FasParams", "FasTask", "FasTiling", "format_fas_tiling", "tile_fas"]
