@@ -48,7 +48,7 @@ from functools import cached_property
 from .errors import AclnnStatus, ParamError
 from .fas_params import FasParams, check_fas, tiling_view
 from .fas_route import FasPlan, route
-from .fas_split import FasTask, core_groups, worker_starts, worker_tasks
+from .fas_split import FasTask, core_count, core_groups, worker_starts, worker_tasks
 from .platform import DEFAULT_TARGET, get_platform
 from .result import Decision
 
@@ -115,8 +115,10 @@ class FasTiling:
 
     @cached_property
     def core_num(self) -> int:
-        """AI cores (AIC) with work: at most the platform's AIC count."""
-        return len(self.core_tasks)
+        """AI cores (AIC) with work (``len(core_tasks)``): at most the platform's AIC count."""
+        if self._plan is None or self._plan.total == 0:
+            return 0
+        return core_count(self._plan)
 
     def decision(self, what: str) -> Decision | None:
         """The first decision named ``what`` (None if there is none)."""

@@ -49,8 +49,8 @@ from .fas_route import FasPlan
 from .fas_sparse import cdiv, fixed_s2_range, varlen_s2_range
 from .flash_decode import _balanced_starts
 
-__all__ = ["FasTask", "worker_starts", "worker_tasks", "core_groups", "partition_starts", "prefix_starts",
-           "varlen_starts"]
+__all__ = ["FasTask", "worker_starts", "worker_tasks", "core_groups", "core_count", "partition_starts",
+           "prefix_starts", "varlen_starts"]
 
 
 @dataclass(frozen=True)
@@ -273,3 +273,9 @@ def core_groups(plan: FasPlan, tasks: list[tuple[FasTask, ...]]) -> list[tuple[F
         cores.pop()
     return cores
 
+
+def core_count(plan: FasPlan) -> int:
+    """The AIC count ``core_groups`` returns, from the runs alone (no task is built)."""
+    per_core = 1 if plan.split_unit == "aic" else 2
+    busy = [w // per_core for w, (lo, hi) in enumerate(_runs(plan)) if hi > lo]
+    return busy[-1] + 1 if busy else 0

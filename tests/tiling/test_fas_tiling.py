@@ -509,6 +509,7 @@ def grid():
 @pytest.mark.parametrize("p", grid())
 def test_tasks_cover_the_visible_blocks_exactly_once(p):
     t = tile_fas(p)
+    assert t.core_num == len(t.core_tasks) <= 24
     exact = t.sparse_type not in ("BAND",) and t.template != "Bn2gs1s2_B" and not (p.has_mask and p.sparse_mode == 1)
     assert_covers(p, t, exact)
 
