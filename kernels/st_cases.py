@@ -295,7 +295,7 @@ class StCase:
         if self.is_ring_attention_update:
             _rau_fixups(kwargs, rng)
         if self.is_flash_attention_score:
-            _fas_fixups(kwargs)
+            _fas_fixups(kwargs, rng)
         return kwargs
 
     @property
@@ -396,10 +396,16 @@ def _rau_fixups(kw: dict, rng: np.random.Generator):
         kw["actual_seq_qlen"] = np.concatenate([[0], inner, [t]]).astype(np.int64)[:max(q.size, 2)]
 
 
-def _fas_fixups(kw: dict):
+def _fas_fixups(kw: dict, rng: np.random.Generator):
     """FlashAttentionScore: the compressed masks the sparse mode prescribes (2048x2048 ``triu(ones, 1)`` for
-    2/3/4/7/8, sparse 6's 3072x2048 prefix template) replace the drawn values (only their shape is given)."""
+    2/3/4/7/8, sparse 6's 3072x2048 prefix template) replace the drawn values (only their shape is given); a
+    float attribute given as a range ``[lo, hi]`` (the varlen corpus' ``scaleValue``) is drawn uniformly in it."""
     from .fas.host import prefix_template
+
+    for name in ("scale", "keep_prob"):
+        v = kw.get(name)
+        if isinstance(v, (list, tuple)) and len(v) == 2:
+            kw[name] = float(rng.uniform(float(v[0]), float(v[1])))
 
     sparse = int(kw.get("sparse_mode", 0) or 0)
     m = kw.get("atten_mask")

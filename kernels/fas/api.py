@@ -37,7 +37,9 @@ def fas_params(call: FasCall, inner_precise: int = 0):
     from ...tiling.fas import FasParams
 
     token = call.token
-    return FasParams(b=call.b, n1=call.n1, n2=call.n2, s1=call.s1_full, s2=call.s2_full, d=call.d, dv=call.dv,
+    s1 = call.q_shape[0] if token else call.s1_full          # TND: the tensors' T (op_host reads the shapes)
+    s2 = int(call.kvlen.sum()) if token else call.s2_full
+    return FasParams(b=call.b, n1=call.n1, n2=call.n2, s1=s1, s2=s2, d=call.d, dv=call.dv,
                      dtype=call.dtype, layout=call.layout, sparse_mode=call.sparse_mode, pre_tokens=call.pre_tokens,
                      next_tokens=call.next_tokens, has_mask=call.band or call.mask is not None,
                      has_pse=call.pse_kind != "none", pse_type=call.pse_type, keep_prob=call.keep_prob,
@@ -130,11 +132,16 @@ def npu_fusion_attention_v2(query, key, value, head_num, input_layout, *, pse=No
                                 mod_args=mod_args, order=order)
 
 
+def _absent(t) -> bool:
+    """An optional tensor the aclnn corpora leave out: None, empty, or a 0-d placeholder (shape [])."""
+    return t is None or (hasattr(t, "shape") and (np.ndim(t) == 0 or np.size(t) == 0))
+
+
 def _no_rope(query_rope, key_rope):
     from ..errors import UnsupportedParameterError
 
     for name, t in (("query_rope", query_rope), ("key_rope", key_rope)):
-        if t is not None and np.size(t):
+        if not _absent(t):
             raise UnsupportedParameterError(name, t, "FlashAttentionScore with split rope inputs is not simulated")
 
 
@@ -143,7 +150,7 @@ def _aclnn_keywords(head_num, input_layout, real_shift, drop_mask, padding_mask,
                     pse_type, actual_seq_qlen, actual_seq_kvlen, softmax_out_layout, seed, offset) -> dict:
     """prepare_call's keywords from the aclnn parameter set (empty optional tensors are absent ones)."""
     def present(t):
-        return None if t is None or np.size(t) == 0 else t
+        return None if _absent(t) else t
 
     return dict(head_num=int(head_num), input_layout=input_layout, pse=present(real_shift),
                 padding_mask=present(padding_mask), atten_mask=present(atten_mask), scale=float(scale),
