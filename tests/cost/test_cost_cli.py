@@ -19,6 +19,14 @@ def test_cost_json_prints_the_estimate_bound_and_busy_fractions(capsys):
     assert rep["launches"][0]["kernel"] == "fia_attention"
 
 
+def test_cost_of_the_fas_forward_times_its_kernel(capsys):
+    assert main(["cost", "--op", "fas", "--batch", "1", "--num-heads", "4", "--q-seqlen", "256", "--kv-seqlen", "256",
+                 "--sparse-mode", "3", "--layout", "BNSD", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["estimated_us"] > 0 and rep["launches"][0]["kernel"] == "fas_attention"
+    assert rep["bound"] in ("cube", "vector", "memory", "sync", "scalar", "launch")
+
+
 def test_cost_text_names_the_critical_path_lines(capsys):
     assert main(["cost"]) == 0
     out = capsys.readouterr().out
@@ -26,7 +34,8 @@ def test_cost_text_names_the_critical_path_lines(capsys):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["cost", "--op", "fas"], "FlashAttentionScore is not implemented"),
+    (["cost", "--op", "fas", "--layout", "NTD"], "FlashAttentionScore takes"),
+    (["cost", "--op", "fas", "--block-size", "128"], "--block-size"),
     (["cost", "--target", "Ascend999"], "Ascend999"),
     (["cost", "--num-heads", "6", "--num-kv-heads", "4"], "num"),
     (["trace", "-o", "unused", "--target", "Ascend999"], "Ascend999"),
