@@ -24,3 +24,7 @@ __all__ = ["npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v
 from .kernels.variants import attention  # noqa: E402  (FIA with a score_mod / mask_mod compiled in)
 
 __all__ += ["attention"]
+
+from .kernels.fas.api import npu_fusion_attention, npu_fusion_attention_v2  # noqa: E402  (FlashAttentionScore)
+
+__all__ += ["npu_fusion_attention", "npu_fusion_attention_v2"]
