@@ -289,6 +289,13 @@ def _redline_cases(args) -> int:
 
     budget = args.max_gflop if args.max_gflop is not None else DEFAULT_MAX_GFLOP
     result = run_redline(args.path, max_gflop=budget, seed=args.seed, select=args.case)
+    return _report(args, result, "golden: lowp (FAS, float64, P rounded to the input dtype before P.V); "
+                                 f"tolerances: each row's precision_tolerances; work budget {budget:g} GFLOP")
+
+
+def _report(args, result, golden_line: str) -> int:
+    """Print a corpus result (JSON, or the non-passing records, the golden line and the summary); exit 1 when a
+    case failed or errored."""
     bad = result.count("failed") + result.count("error")
     if args.json:
         print(result.to_json(indent=2))
@@ -296,8 +303,7 @@ def _redline_cases(args) -> int:
     for rec in result.records:
         if rec.status != "passed":
             print(f"{rec.name}: {rec.status}: {rec.reason}")
-    print("golden: lowp (FAS, float64, P rounded to the input dtype before P.V); tolerances: each row's "
-          "precision_tolerances")
+    print(golden_line)
     print(result.summary_line())
     return 1 if bad else 0
 
@@ -318,16 +324,7 @@ def _st_cases(args) -> int:
                            workers=args.workers, progress=progress)
     if progress is not None:
         print(file=sys.stderr)
-    bad = result.count("failed") + result.count("error")
-    if args.json:
-        print(result.to_json(indent=2))
-        return 1 if bad else 0
-    for rec in result.records:
-        if rec.status != "passed":
-            print(f"{rec.name}: {rec.status}: {rec.reason}")
-    print(golden_line)
-    print(result.summary_line())
-    return 1 if bad else 0
+    return _report(args, result, golden_line)
 
 
 if __name__ == "__main__":
