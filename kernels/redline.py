@@ -15,8 +15,9 @@ judged against the float64 FAS golden (P rounded to the input dtype before P·V)
 A row whose matmul work exceeds the machine budget (``max_gflop``, 4·pairs·D·N visible pairs, default 400
 GFLOP: the float64 golden runs at ~3.5 GFLOP/s on one core of this class of machine) is *skipped* with its
 size in the reason; nothing is run partially. A row that asks for what the operator or the simulator does
-not have (mismatched layouts, ``seqused`` lengths that differ from the cumulative ones, a paged cache) is
-*unsupported* with the reason.
+not have (mismatched layouts, ``seqused`` lengths that differ from the cumulative ones, a paged cache), or that
+FlashAttentionScore's op_host rejects (a ``ParamError``: the harness runs the newer flash_attn operator, whose
+rules differ, e.g. right-down causal varlen batches with S1 > S2), is *unsupported* with the reason.
 
 Invariants
 ----------
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..tiling.errors import ParamError
 from .golden.dtypes import numpy_dtype
 from .golden.masks import mask_template
 from .precision import compare
@@ -166,6 +168,10 @@ def run_redline(path, *, max_gflop: float = DEFAULT_MAX_GFLOP, seed: int = 0, se
                 rec.out = rec.reports["attention_out"]
                 rec.status = "passed" if rep.passed else "failed"
                 rec.reason = "" if rep.passed else str(rep)
+        except ParamError as exc:
+            rec.status = "unsupported"
+            rec.reason = f"FlashAttentionScore's op_host rejects the row (the flash_attn harness runs its own " \
+                         f"operator): {exc}"
         except Exception as exc:  # noqa: BLE001 - every failure is a record
             unsupported = isinstance(exc, RedlineUnsupported) or is_unsupported(exc)
             rec.status = "unsupported" if unsupported else "error"
