@@ -15,11 +15,11 @@ SCRIPTS = sorted(EXAMPLES.glob("[0-9][0-9]_*.py"))
 def test_the_examples_are_there():
     assert [p.name for p in SCRIPTS] == ["01_vector_add.py", "02_softmax_rows.py", "03_flash_attention.py",
                                          "04_budget_error.py", "05_cube_vector_subblocks.py",
-                                         "06_attention_variants.py"]
+                                         "06_attention_variants.py", "07_training_attention.py"]
 
 
 #: examples that compile an operator-sized kernel (a minute cold): the slow tier
-_SLOW = {"06_attention_variants"}
+_SLOW = {"06_attention_variants", "07_training_attention"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(p, marks=pytest.mark.slow) if p.stem in _SLOW else p
