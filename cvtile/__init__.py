@@ -26,5 +26,6 @@ from .kernels.variants import attention  # noqa: E402  (FIA with a score_mod / m
 __all__ += ["attention"]
 
 from .kernels.fas.api import npu_fusion_attention, npu_fusion_attention_v2  # noqa: E402  (FlashAttentionScore)
+from .kernels.fas.api_grad import npu_fusion_attention_grad  # noqa: E402
 
-__all__ += ["npu_fusion_attention", "npu_fusion_attention_v2"]
+__all__ += ["npu_fusion_attention", "npu_fusion_attention_v2", "npu_fusion_attention_grad"]
