@@ -16,10 +16,11 @@ leaves visible (the host skips the rest). It first computes, per row (fp32),
 and writes Δ to a (B, N1, S1) workspace the second kernel reads (the real FAG's pre-step), and with a sink
 the row's dsink term ``-Δ·exp(sink - m)/l`` to another. Per S2 block:
 
-    C1  t  = q·kᵀ;  dPd = dO·vᵀ                       (cube, fp32)
+    C1  t  = q·kᵀ                                     (cube, fp32)
     V1  s  = the forward's scores (scale, pse types 0/1/2/3, band, prefix, mask: ``grad_scores``)
         P  = exp(s - m) / l                          (m, l = softmax_max / softmax_sum, lane 0)
-        dP = keep ? dPd / keep_prob : 0              (dropout)
+    C1' dPd = dO·vᵀ                                   (cube, fp32)
+    V1' dP = keep ? dPd / keep_prob : 0              (dropout)
         dS = P ∘ (dP - Δ)
         dpse workspace ← dS (pse type 0) | scale·dS (type 1)          (outer pse only)
         dS = cast(dS, input dtype)
@@ -32,20 +33,24 @@ vector writes dq = cast(scale·gq).
 and, per head, the M-row query blocks [r0, r0 + nr) the band leaves visible. Everything is transposed (key
 positions are the tile rows), so only ``trans_b`` is needed:
 
-    C1  tᵀ = k·qᵀ;  dPdᵀ = v·dOᵀ                      (cube, fp32, S2×M)
+    C1  tᵀ = k·qᵀ                                     (cube, fp32, S2×M)
     V1  sᵀ = the same scores, read through transposed views of pse / mask / keep
-        Pᵀ = exp(sᵀ - m[None, :]) / l[None, :];  Pdᵀ = keep ? Pᵀ / keep_prob : 0
-        dPᵀ = keep ? dPdᵀ / keep_prob : 0;  dSᵀ = Pᵀ ∘ (dPᵀ - Δ[None, :])   (Δ from fas_grad_dq)
+        Pᵀ = exp(sᵀ - m[None, :]) / l[None, :]
+    C1' dPdᵀ = v·dOᵀ                                  (cube, fp32, S2×M)
+    V1' Pdᵀ = keep ? Pᵀ / keep_prob : 0;  dPᵀ = keep ? dPdᵀ / keep_prob : 0
+        dSᵀ = Pᵀ ∘ (dPᵀ - Δ[None, :])                (Δ from fas_grad_dq)
         Pdᵀ, dSᵀ cast to the input dtype
     C2  gv += Pdᵀ·dO;  gk += dSᵀ·q                   (cube, both accumulated in L0C)
 
 and at the task's end dv = cast(gv) leaves L0C through the fixpipe, gk through an fp32 workspace to the
 vector, which writes dk = cast(scale·gk).
 
-mma operands are cast to the input dtype as the chip does (fp32 inputs stay fp32). The L0C accumulators
-start from an mma with a zero GM operand: the chip sets L0C only through the cube (an mmad's init flag),
-and a task may visit no block at all. A row with no visible key has m = -inf and l = 0: the max is guarded
-(subtract 0) and the sum too (divide by 1), so its P, dS and dsink term are 0.
+The two S2×M products sit in separate cube sections, each handed to the vector before the next mma (the
+Ascend C backend streams an mma result out of L0C before it reuses the pieces). mma operands are cast to the
+input dtype as the chip does (fp32 inputs stay fp32). The L0C accumulators start from an mma with a zero GM
+operand: the chip sets L0C only through the cube (an mmad's init flag), and a task may visit no block at
+all. A row with no visible key has m = -inf and l = 0: the max is guarded (subtract 0) and the sum too
+(divide by 1), so its P, dS and dsink term are 0.
 
 Hand-offs per kernel (cross-core flags: 2 each, 11 on the chip): dq 3 data (t, dPd, dS) + the dq workspace;
 dk/dv 4 data (tᵀ, dPdᵀ, Pdᵀ, dSᵀ) + the dk workspace. Accumulating in L0C also keeps each inner loop free of
@@ -171,12 +176,15 @@ def row_terms(pse, b, n2, s1, m0, mrows, lo, hi, M, G, PSE, BAND):
 
 
 @ct.inline
-def probs_and_grads(s, dpd, m, l, delta, keep, b, n2, s1, m0, mrows, kv0, n, inv_keep, TRANS, G, M, S2,
-                    DROPOUT):
-    """(P, Pd, dS) of a block: P = exp(s - m) / l (guarded), Pd = P·keep/keep_prob, dS = P ∘ (dP - Δ) with
-    dP = dPd·keep/keep_prob."""
+def probs(s, m, l, TRANS):
+    """P = exp(s - m) / l of a block, from the forward's statistics (guarded: 0 on rows with no visible key)."""
     ok, lsafe = guarded_sum(l)
-    p = ct.exp(s - along_q(guarded_max(m), TRANS)) / along_q(lsafe, TRANS)
+    return ct.exp(s - along_q(guarded_max(m), TRANS)) / along_q(lsafe, TRANS)
+
+
+@ct.inline
+def dropped_grads(p, dpd, delta, keep, b, n2, s1, m0, mrows, kv0, n, inv_keep, TRANS, G, M, S2, DROPOUT):
+    """(Pd, dS) of a block: Pd = P·keep/keep_prob and dS = P ∘ (dP - Δ) with dP = dPd·keep/keep_prob."""
     if DROPOUT:
         kmv = pse_rows(keep, b, n2, s1, 0, "GS1", G, False)
         kp = ct.load(block_of(kmv, m0, mrows, kv0, n, M, S2, TRANS))
@@ -185,8 +193,7 @@ def probs_and_grads(s, dpd, m, l, delta, keep, b, n2, s1, m0, mrows, kv0, n, inv
     else:
         pd = p
         dp = dpd
-    ds = p * (dp - along_q(delta, TRANS))
-    return p, pd, ds
+    return pd, p * (dp - along_q(delta, TRANS))
 
 
 @ct.jit
@@ -225,13 +232,16 @@ def fas_grad_dq(q, k, v, dy, att, dq, dq_ws, smax, ssum, delta_ws, sink_ws, dpse
             n = min(S2, s2 - kv0)
             with ct.cube():
                 st = ct.mma(q1, kv[ct.ds(kv0, S2, valid=n), 0:D], trans_b=True)
-                dpd = ct.mma(do1, vv[ct.ds(kv0, S2, valid=n), 0:DV], trans_b=True)
             with ct.vector():
                 s = grad_scores(st, pse, mask, b, n2, s1, m0, mrows, kv0, n, qpos, slope, lo_r, hi_r, prefix[b],
                                 scale, qk_shift, False, G, M, S2, PSE, PSE_ADD_FIRST, PSE_ONE_ROW, MASK, BAND,
                                 PREFIX)
-                p, pd, ds = probs_and_grads(s, dpd, m, l, delta, keep, b, n2, s1, m0, mrows, kv0, n, inv_keep,
-                                            False, G, M, S2, DROPOUT)
+                p = probs(s, m, l, False)
+            with ct.cube():
+                dpd = ct.mma(do1, vv[ct.ds(kv0, S2, valid=n), 0:DV], trans_b=True)
+            with ct.vector():
+                pd, ds = dropped_grads(p, dpd, delta, keep, b, n2, s1, m0, mrows, kv0, n, inv_keep, False, G, M, S2,
+                                       DROPOUT)
                 if PSE == 1:
                     wv = fold_rows(dpse_ws, b, n2, s1, 0, "BNSD", "GS1", G)
                     ct.store(block_of(wv, m0, mrows, kv0, n, M, S2, False), ds * dpse_scale)
@@ -275,17 +285,20 @@ def fas_grad_dkdv(q, k, v, dy, dk, dv, dk_ws, smax, ssum, delta_ws, mask, pse, k
             mrows = min(M, s1 - i0)
             with ct.cube():
                 st = ct.mma(k1, qv[ct.ds(m0, M, valid=mrows), 0:D], trans_b=True)
-                dpd = ct.mma(v1, dov[ct.ds(m0, M, valid=mrows), 0:DV], trans_b=True)
             with ct.vector():
                 m = row_stat(smax, b, n2, s1, q0, m0, mrows, SM_LAYOUT, G, N1, M)
                 l = row_stat(ssum, b, n2, s1, q0, m0, mrows, SM_LAYOUT, G, N1, M)
-                delta = row_stat(delta_ws, b, n2, s1, 0, m0, mrows, "BNSD", G, N1, M)
                 qpos, slope, lo_r, hi_r = row_terms(pse, b, n2, s1, m0, mrows, lo, hi, M, G, PSE, BAND)
                 s = grad_scores(st, pse, mask, b, n2, s1, m0, mrows, kv0, n, qpos, slope, lo_r, hi_r, prefix[b],
                                 scale, qk_shift, True, G, M, S2, PSE, PSE_ADD_FIRST, PSE_ONE_ROW, MASK, BAND,
                                 PREFIX)
-                p, pd, ds = probs_and_grads(s, dpd, m, l, delta, keep, b, n2, s1, m0, mrows, kv0, n, inv_keep,
-                                            True, G, M, S2, DROPOUT)
+                p = probs(s, m, l, True)
+            with ct.cube():
+                dpd = ct.mma(v1, dov[ct.ds(m0, M, valid=mrows), 0:DV], trans_b=True)
+            with ct.vector():
+                delta = row_stat(delta_ws, b, n2, s1, 0, m0, mrows, "BNSD", G, N1, M)
+                pd, ds = dropped_grads(p, dpd, delta, keep, b, n2, s1, m0, mrows, kv0, n, inv_keep, True, G, M, S2,
+                                       DROPOUT)
                 pd = ct.cast(pd, P_DTYPE)
                 ds = ct.cast(ds, P_DTYPE)
             with ct.cube():
