@@ -34,7 +34,7 @@ import numpy as np
 
 from .grad_kernel import fas_grad_dkdv, fas_grad_dq
 from .host import FasCall
-from .launch import _kernel_view
+from .launch import _kernel_view, kernel_inputs
 
 __all__ = ["run_fas_grad", "grad_plan", "GradPlan", "GradLaunch", "FasGradRun", "grad_blocks", "dq_tasks", "dkdv_tasks",
            "deal"]
@@ -167,26 +167,6 @@ class GradPlan:
     run: FasGradRun
 
 
-def _features(call: FasCall, qdtype) -> tuple:
-    """(mask, MASK, pse, PSE, keep, sink, prefix): the per-position inputs as the kernels read them
-    (1-element placeholders where a feature is off)."""
-    u8 = np.zeros((1, 1, 1, 1), np.uint8)
-    mask_kind, mask = 0, u8
-    if call.mask is not None:
-        mask_kind = 1 if call.mask.shape[1] == 1 else 2
-        mask = np.ascontiguousarray(call.mask[:, 0] if mask_kind == 1 else call.mask)
-    if call.pse_kind == "outer":
-        pse, pse_kind = call.pse, 1
-    elif call.pse_kind in ("alibi", "alibi_sqrt"):
-        pse, pse_kind = call.pse, 2 if call.pse_kind == "alibi" else 3
-    else:
-        pse, pse_kind = np.zeros((1, 1, 1, 1), qdtype), 0
-    keep = np.ascontiguousarray(call.keep).view(np.uint8) if call.keep is not None else u8
-    sink = call.sink if call.sink is not None else np.zeros(call.n1, np.float32)
-    prefix = call.prefix if call.prefix is not None else np.zeros(call.b, np.int64)
-    return mask, mask_kind, pse, pse_kind, keep, sink, prefix
-
-
 def grad_plan(call: FasCall, query, key, value, dy, softmax_max, softmax_sum, attention_in, platform) -> GradPlan:
     """Everything ``run_fas_grad`` launches, with zero-filled outputs and workspaces (nothing runs)."""
     q = _kernel_view(np.asarray(query), call, call.n1)
@@ -209,7 +189,7 @@ def grad_plan(call: FasCall, query, key, value, dy, softmax_max, softmax_sum, at
     sink_ws = np.zeros(rows_shape if call.sink is not None else one, np.float32)
     dpse_ws = np.zeros((call.b, call.n1, call.s1_full, call.s2_full) if call.pse_kind == "outer" else one,
                        np.float32)
-    mask, mask_kind, pse, pse_kind, keep, sink, prefix = _features(call, q.dtype)
+    mask, mask_kind, pse, pse_kind, keep, sink, prefix = kernel_inputs(call, q.dtype)
     consts = dict(LAYOUT=call.kernel_layout, SM_LAYOUT=call.softmax_layout, G=call.g, N1=call.n1, M=m,
                   D=call.d, DV=call.dv, PSE=pse_kind, PSE_ADD_FIRST=call.pse_type == 1,
                   PSE_ONE_ROW=pse_kind == 1 and pse.shape[2] == 1, MASK=mask_kind, BAND=call.band,

@@ -23,7 +23,7 @@ import numpy as np
 from .host import FasCall, out_shape, stat_shape
 from .kernel import fas_attention
 
-__all__ = ["run_fas", "FasRun", "task_table"]
+__all__ = ["run_fas", "FasRun", "task_table", "kernel_inputs"]
 
 
 @dataclass
@@ -58,6 +58,26 @@ def task_table(call: FasCall, tiling) -> tuple[np.ndarray, np.ndarray, list]:
     return tab, ptr, rows
 
 
+def kernel_inputs(call: FasCall, qdtype) -> tuple:
+    """(mask, MASK, pse, PSE, keep, sink, prefix): the per-position inputs as the forward and backward kernels read them
+    (1-element placeholders where a feature is off)."""
+    u8 = np.zeros((1, 1, 1, 1), np.uint8)
+    mask_kind, mask = 0, u8
+    if call.mask is not None:
+        mask_kind = 1 if call.mask.shape[1] == 1 else 2
+        mask = np.ascontiguousarray(call.mask[:, 0] if mask_kind == 1 else call.mask)
+    if call.pse_kind == "outer":
+        pse, pse_kind = call.pse, 1
+    elif call.pse_kind in ("alibi", "alibi_sqrt"):
+        pse, pse_kind = call.pse, 2 if call.pse_kind == "alibi" else 3
+    else:
+        pse, pse_kind = np.zeros((1, 1, 1, 1), qdtype), 0
+    keep = np.ascontiguousarray(call.keep).view(np.uint8) if call.keep is not None else u8
+    sink = call.sink if call.sink is not None else np.zeros(call.n1, np.float32)
+    prefix = call.prefix if call.prefix is not None else np.zeros(call.b, np.int64)
+    return mask, mask_kind, pse, pse_kind, keep, sink, prefix
+
+
 def run_fas(call: FasCall, query, key, value, tiling, platform, *, hooks=None, serial: bool = False,
             order: str = "program"):
     """(attention_out, softmax_max, softmax_sum, FasRun) of the simulated forward on ``platform`` (a
@@ -75,20 +95,7 @@ def run_fas(call: FasCall, query, key, value, tiling, platform, *, hooks=None, s
         return out, smax, ssum, FasRun(0, 0, 0)
     most = max(t.m_rows for t in rows)
     m_tile = max(most, min(int(tiling.s1_base), -(-most // 16) * 16))
-    u8 = np.zeros((1, 1, 1, 1), np.uint8)
-    mask_kind, mask = 0, u8
-    if call.mask is not None:
-        mask_kind = 1 if call.mask.shape[1] == 1 else 2
-        mask = np.ascontiguousarray(call.mask[:, 0] if mask_kind == 1 else call.mask)
-    if call.pse_kind == "outer":
-        pse, pse_kind = call.pse, 1
-    elif call.pse_kind in ("alibi", "alibi_sqrt"):
-        pse, pse_kind = call.pse, 2 if call.pse_kind == "alibi" else 3
-    else:
-        pse, pse_kind = np.zeros((1, 1, 1, 1), q.dtype), 0
-    keep = np.ascontiguousarray(call.keep).view(np.uint8) if call.keep is not None else u8
-    sink = call.sink if call.sink is not None else np.zeros(call.n1, np.float32)
-    prefix = call.prefix if call.prefix is not None else np.zeros(call.b, np.int64)
+    mask, mask_kind, pse, pse_kind, keep, sink, prefix = kernel_inputs(call, q.dtype)
     caps, consts = [None] * 4, {}
     if hooks is not None and hooks.active:
         caps = [np.ascontiguousarray(c) for c in hooks.captures] + [None] * (4 - len(hooks.captures))
