@@ -6,8 +6,8 @@
   ``incre_flash_attention_v3``, ``npu_prompt_flash_attention``).
 * ``ring_attention_update`` / ``attention_update``: RingAttentionUpdate and AttentionUpdate (merging partial
   attention results, vector-only kernels built on the ``merge_state`` primitives) and their APIs.
-* ``fas``: FlashAttentionScore, the training forward (host normalisation, the DSL kernel on op_host's FAS
-  tiling, the dropout mask, ``npu_fusion_attention``); ``redline``: the flash_attn redline train CSVs on it.
+* ``fas``: FlashAttentionScore, the training forward and backward (host normalisation, the forward DSL kernel
+  on op_host's FAS tiling, the two backward kernels, the dropout mask, ``npu_fusion_attention(_grad)``); ``redline``: the flash_attn redline train CSVs on it.
 * ``golden``: float64 references written from the documented semantics.
 * ``precision``: the comparison helper with the upstream tolerance classes.
 * ``st_cases`` / ``tiny_rdv`` / ``st_runner``: the system-test and tiny_rdv corpus readers and their runner.
