@@ -105,11 +105,13 @@ def _row_local(op: Op) -> bool:
 def _member(op: Op, rows) -> bool:
     """Row-local vector work a pass may hold: any such op on row-wise tiles, and pure compute on whole tiles
     (a load or store of a whole tile ends the pass: it must not move across the chunks' GM accesses); an
-    ``if`` whose arms hold only such work on row-wise tiles and scalars (it runs once per chunk)."""
+    ``if`` whose arms hold only such work and scalars (it runs once per chunk: its row-wise ops on the chunk's
+    rows, its whole compute, e.g. a (1, S2) column index expanded, and a print of a scalar, again on every
+    chunk)."""
     if op.kind == "if":
         return all(_rowwise(r, rows) or not r.is_tile for r in op.results) and all(
-            inner.kind == "yield" or inner.defn.category == "scalar" or (_member(inner, rows) and inner.kind != "if"
-                                                                         and _inner_rowwise(inner, rows))
+            inner.kind == "yield" or inner.defn.category == "scalar" or (_member(inner, rows) and inner.kind != "if")
+            or inner.kind == "device_print" and not inner.args[0].is_tile   # a scalar's print: once per chunk
             for arm in op.blocks for inner in arm.ops)
     if not _row_local(op):
         return False
@@ -145,14 +147,14 @@ def _chunked(block, start, end, pass_ops, root, rows, ve, cap):
     if not [op for op in split if op.kind != "if"]:
         return None
     heights = {_height(inner) for op in split for inner in _deep(op)
-               if inner.kind not in ("if", "yield") and inner.defn.category != "scalar"}
+               if inner.kind not in ("if", "yield") and inner.defn.category != "scalar" and _inner_rowwise(inner, rows)}
     if len(heights) != 1:
         return None
     height = heights.pop()
     in_pass = {r.id for op in pass_ops for r in op.results}
     later = _uses_after(block, end, root)
     outputs = [r for op in split for r in op.results if r.id in later]
-    per_row, resident = _bytes(block, start, end, pass_ops, split, in_pass, outputs, root)
+    per_row, resident = _bytes(block, start, end, pass_ops, split, in_pass, outputs, root, rows)
     if per_row == 0 or resident + height * per_row <= cap:
         return None   # fits whole, or nothing would shrink (every tile of the pass is needed whole after it)
     chunk = next((r for r in CHUNKS if r < height and resident + r * per_row <= cap), 1)
@@ -202,12 +204,12 @@ def _all_ops(op: Op):
             yield from _all_ops(o)
 
 
-def _bytes(block, start, end, pass_ops, split, in_pass, outputs, root):
+def _bytes(block, start, end, pass_ops, split, in_pass, outputs, root, rows):
     """(bytes per row of the pass's chunked tiles, bytes resident while it runs)."""
     lv = Liveness(root)
     out_ids = {o.id for o in outputs}
     chunked = {r.id for op in split for inner in _deep(op) for r in inner.results
-               if r.is_tile and r.id not in out_ids and inner.kind != "expand"}
+               if _rowwise(r, rows) and r.id not in out_ids and inner.kind != "expand"}
     per_row = sum(_row_bytes(v.type) for op in split for inner in _deep(op) for v in inner.results
                   if v.id in chunked)
     lo, hi = lv.pos[id(block.ops[start])], lv.pos[id(block.ops[end])]
@@ -301,8 +303,8 @@ def _rewrite(block, start, end, pass_ops, split, outputs, chunk, rows, ve):
             return
         new = clone_op(op, vmap)
         new.attrs.pop("channels", None)
-        if op.defn.category == "scalar":
-            dst.ops.append(new)
+        if op.defn.category == "scalar" or not _inner_rowwise(op, rows):
+            dst.ops.append(new)   # scalars, and whole compute inside an if arm: unchanged, once per chunk
             return
         for r, nr in zip(op.results, new.results):
             if _rowwise(r, rows):

@@ -46,9 +46,9 @@ head (M, 1), query position (M, 1) and KV position (1, S2) of each element as in
 the batch's sequence, as FlexAttention numbers them); a False of MASK_MOD sets the score to -inf. Up to four
 captured GM tensors (``mod0..mod3``, NCAP of them) follow the indices. With SPARSE the host has classified
 every (row task, S2 block) by MASK_MOD (``variants.block_map``): a task's KV loop walks only its non-empty
-blocks, ``blocks[jj] = (S2 block index, full)``. A full block still evaluates MASK_MOD (it keeps every
-element): branching around it would put a runtime ``if`` around a row-chunked vector pass, which chunk_rows
-does not split.
+blocks, ``blocks[jj] = (S2 block index, full)``; a full block skips MASK_MOD (a runtime ``if`` on its flag:
+MASK_MOD would keep every element, so the result is bitwise the dense run's; chunk_rows runs the ``if`` on
+each row chunk of the pass around it).
 
 Masking is by band: a row at query position i sees KV position j iff
 -pre[b] <= j - i <= nxt[b] (the host normalises sparse modes 2/3/4 and the
@@ -330,8 +330,13 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                     mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + kv0, S2, valid=n)])
                     s = ct.where(mk == 0, s, -ct.inf)
                 if MASK_MOD is not None:
-                    s = mask_kept(MASK_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
-                                  mod0, mod1, mod2, mod3)
+                    if SPARSE:
+                        if blocks[jj, 1] == 0:     # a partial block (a full one keeps every element)
+                            s = mask_kept(MASK_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
+                                          mod0, mod1, mod2, mod3)
+                    else:
+                        s = mask_kept(MASK_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
+                                      mod0, mod1, mod2, mod3)
                 p, dm, gl, gm = sink_softmax_step(s, gm, gl, sk, slot < 0 and jj == j1 - 1, SINK)
                 p = ct.cast(p, P_DTYPE)
             with ct.cube():

@@ -13,9 +13,8 @@ each (task, S2 block) is
 * **full**: every valid element is kept;
 * **partial**: some elements are kept.
 
-The kernel visits full and partial blocks alike (it evaluates ``mask_mod`` on
-both: a branch around the mask would sit around a row-chunked vector pass);
-the classes are reported, and the full ones are what a branch would spare.
+The kernel visits full and partial blocks; it evaluates ``mask_mod`` on the
+partial ones only (a runtime branch on the block's full flag).
 
 ``BlockMap.table`` is what the kernel reads: per task a contiguous run of
 ``(S2 block index, full)`` rows, the task's ``[j0, j1)`` pointing into it.
@@ -29,7 +28,8 @@ Invariants
 * Only the elements inside the valid extents (the task's rows, the batch's KV
   length) decide a block's class: padding never makes a block partial.
 * Skipping never changes a result: an empty block contributes exp(-inf) = 0
-  to every row, a full block's mask would keep everything.
+  to every row, a full block's mask would keep everything (results are
+  bitwise those of the dense hooked run).
 """
 
 from __future__ import annotations

@@ -120,3 +120,21 @@ def test_hooked_kernel_pipelined_order_is_bitwise_the_program_order():
     a = attention(q, k, v, **mods, **kw)
     b = attention(q, k, v, **mods, order="pipelined", **kw)
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+@ct.inline
+def _printing_causal(b, h, q_idx, kv_idx):
+    ct.device_print("mask_mod", b)     # one line each time the kernel evaluates the mask
+    return q_idx >= kv_idx
+
+
+def test_full_blocks_skip_the_mask_evaluation(capsys):
+    q, k, v, kw = _inputs(n=1, n2=1, s=1024)
+    bmap = variant_block_map(q, k, v, mask_mod=_printing_causal, **kw)
+    assert bmap.full > 0 and bmap.visited > bmap.full, bmap.summary()
+    capsys.readouterr()
+    out, lse = attention(q, k, v, mask_mod=_printing_causal, **kw)
+    # one line per (task, block) evaluated (a row-chunked pass prints the same line once per chunk)
+    evaluated = {ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("device_print 'mask_mod'")}
+    assert len(evaluated) == bmap.visited - bmap.full, sorted(evaluated)     # the partial blocks only
+    _judge(out, lse, q, k, v, kw, mask_mod=_printing_causal)
