@@ -34,6 +34,8 @@ Invariants
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,7 +80,7 @@ class BlockMap:
 
 
 def _row_indices(task, s1: int, group: int, order: str):
-    rows = np.arange(task.m_start, task.m_start + task.m_rows)
+    rows = np.arange(task.m_start, task.m_start + task.m_rows, dtype=np.int32)   # int32, as the kernel's tiles
     if order == "GS1":
         g, pos = rows // s1, rows % s1
     else:
@@ -86,8 +88,37 @@ def _row_indices(task, s1: int, group: int, order: str):
     return task.n2 * group + g, pos
 
 
+def _digest(a) -> tuple:
+    a = np.ascontiguousarray(a)
+    return a.shape, a.dtype.str, hashlib.blake2b(a.view(np.uint8).reshape(-1), digest_size=16).hexdigest()
+
+
 def classify_blocks(tasks, hooks: Hooks, *, s2_base: int, qlen, kvlen, group: int, order: str) -> BlockMap:
-    """Classify every S2 block of every task by ``hooks.mask_mod`` (see the module docstring)."""
+    """Classify every S2 block of every task by ``hooks.mask_mod`` (see the module docstring).
+
+    Memoised (the last ``_MEMO_SIZE`` maps): the key is the mask_mod object itself (as the kernel's compile
+    cache keys it: a hook reading a global that later changes is a new hook), the captured tensors' contents,
+    the tasks' geometry, the S2 base, the lengths, the group and the order; a training loop's repeated calls
+    classify once, as FlexAttention's ``create_block_mask`` is built once."""
+    key = (hooks.mask_mod, tuple(_digest(c) for c in hooks.captures),
+           tuple((t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, t.s2_hi) for t in tasks), int(s2_base),
+           _digest(np.asarray(qlen, np.int64)), _digest(np.asarray(kvlen, np.int64)), int(group), order)
+    hit = _MEMO.get(key)
+    if hit is not None:
+        _MEMO.move_to_end(key)
+        return hit
+    bmap = _classify(tasks, hooks, s2_base=s2_base, qlen=qlen, kvlen=kvlen, group=group, order=order)
+    _MEMO[key] = bmap
+    while len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return bmap
+
+
+_MEMO: OrderedDict = OrderedDict()
+_MEMO_SIZE = 16
+
+
+def _classify(tasks, hooks: Hooks, *, s2_base: int, qlen, kvlen, group: int, order: str) -> BlockMap:
     keep_fn = host_function(hooks.mask_mod, "mask_mod")
     classes, total, visited, full = [], 0, 0, 0
     for t in tasks:
@@ -98,7 +129,7 @@ def classify_blocks(tasks, hooks: Hooks, *, s2_base: int, qlen, kvlen, group: in
         cols_per_call = max(s2_base, (_CHUNK // max(1, t.m_rows)) // s2_base * s2_base)
         for c0 in range(t.s2_lo * s2_base, min(t.s2_hi * s2_base, s2), cols_per_call):
             c1 = min(c0 + cols_per_call, t.s2_hi * s2_base, s2)
-            kv = np.arange(c0, c1)
+            kv = np.arange(c0, c1, dtype=np.int32)
             try:
                 keep = keep_fn(t.b, heads[:, None], pos[:, None], kv[None, :], *hooks.captures)
             except VariantError:
@@ -114,6 +145,7 @@ def classify_blocks(tasks, hooks: Hooks, *, s2_base: int, qlen, kvlen, group: in
         total += nblk
         visited += int(np.count_nonzero(cls != EMPTY))
         full += int(np.count_nonzero(cls == FULL))
+        cls.flags.writeable = False      # a memoised map is shared between calls
         classes.append(cls)
     return BlockMap(tuple(classes), total, visited, full)
 

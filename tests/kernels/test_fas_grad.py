@@ -12,6 +12,8 @@ element is a sum over a whole sequence of products whose P / dS operand the cube
 dtype, so its error scales with the tensor, not the element: the default floors (2.5e-5 / 1e-4) fail 0.7 %
 (fp16) to 8 % (bf16) of the small elements, the same elements a float64 emulation of that rounding fails.
 
+The wide tier runs issue 10's grid (layouts × dtypes × causal / band × dropout × sink, 24 cases).
+
 Compile budget: each feature set is two kernel compiles (~35 s each, cold). The default tier holds one fp32
 set (outer pse type 1, sink, window + mask, a fully masked row), shared by the finite-difference check of the
 kernel's dq; the slow tier adds fp16 GQA causal (BSND), bf16 TND with an empty batch, BSH with a broadcast
@@ -21,11 +23,15 @@ sink.
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from cvtile.kernels.fas.api import dropout_source
 from cvtile.kernels.fas.api_grad import fas_grad, npu_fusion_attention_grad
 from cvtile.kernels.fas.grad_launch import grad_plan
 from cvtile.kernels.fas.host import out_shape, prefix_template, prepare_call, stat_shape
@@ -322,3 +328,55 @@ def test_bnsd_fp32_prefix_compressed_alibi_sqrt_and_a_sink():
                         sparse_mode=6, prefix=[20, 70], sink=np.array([1.0, 0.2], np.float32))
     errs = _run_call(call, q, k, v, dy)
     assert set(errs) == {"dq", "dk", "dv", "dsink"}
+
+
+# ------------------------------------------------------------------ wide tier: issue 10's grid
+# layouts × dtypes × causal / band × dropout × sink. Every combination of dtype (fp32, fp16, bf16), mask
+# (right-down causal, sparse 3; a band, sparse 4 with pre/next tokens), dropout (off; keep_prob 0.85 drawn from
+# seed / offset) and sink (off; a learnable sink per head) runs once: 24 cases, each on one of the five layouts in
+# turn, so every layout meets every dtype and each binary feature in both states. GQA (N1 = 4, N2 = 2) and
+# S1 != S2 throughout; TND has an empty batch. Each case is two kernel compiles (about a minute cold): the
+# ``wide`` tier, run by hand. ``CVTILE_GRID_REPORT=path`` appends one JSON line per case (its errors).
+
+LAYOUTS = ("BSH", "SBH", "BSND", "BNSD", "TND")
+GRID = [(LAYOUTS[i % len(LAYOUTS)],) + combo for i, combo in
+        enumerate(itertools.product(("float32", "float16", "bfloat16"), ("causal", "band"), (False, True),
+                                    (False, True)))]
+
+
+def _case(layout, dtype, mask, dropout, sink, seed):
+    b, n1, n2, s1, s2, d = 2, 4, 2, 72, 112, 64
+    kw = dict(head_num=n1, input_layout=layout, scale=d ** -0.5, atten_mask=mask_template())
+    if layout == "TND":
+        lens_q, lens_kv = [40, 0, 32], [64, 0, 48]
+        kw.update(actual_seq_qlen=np.cumsum(lens_q), actual_seq_kvlen=np.cumsum(lens_kv))
+        q, k, v, dy = _inputs(seed, layout, dtype, 1, n1, n2, sum(lens_q), sum(lens_kv), d)
+    else:
+        q, k, v, dy = _inputs(seed, layout, dtype, b, n1, n2, s1, s2, d)
+    if mask == "causal":
+        kw.update(sparse_mode=3)
+    else:
+        kw.update(sparse_mode=4, pre_tockens=24, next_tockens=8)
+    if dropout:
+        kw.update(keep_prob=0.85, seed=seed, offset=32, dropout_source=dropout_source(DEFAULT_TARGET))
+    if sink:
+        kw.update(sink=np.random.default_rng(seed).uniform(-1, 1, n1).astype(np.float32))
+    return prepare_call(q, k, v, **kw), q, k, v, dy
+
+
+@pytest.mark.wide
+@pytest.mark.parametrize("layout, dtype, mask, dropout, sink", GRID,
+                         ids=[f"{a}-{b}-{c}-{'drop' if d else 'nodrop'}-{'sink' if e else 'nosink'}"
+                              for a, b, c, d, e in GRID])
+def test_backward_grid(layout, dtype, mask, dropout, sink):
+    call, q, k, v, dy = _case(layout, dtype, mask, dropout, sink, seed=GRID.index((layout, dtype, mask, dropout,
+                                                                                     sink)))
+    if dropout:
+        assert 0.75 < call.keep.mean() < 0.95
+    errs = _run_call(call, q, k, v, dy)
+    assert {"dq", "dk", "dv"} <= set(errs) and ("dsink" in errs) == sink
+    report = os.environ.get("CVTILE_GRID_REPORT")
+    if report:
+        with open(report, "a") as fh:
+            fh.write(json.dumps({"layout": layout, "dtype": dtype, "mask": mask, "dropout": dropout, "sink": sink,
+                                 **errs}) + "\n")

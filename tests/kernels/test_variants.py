@@ -107,6 +107,24 @@ def test_block_classes_follow_the_mask_inside_the_valid_extents():
     assert blocks.tolist() == [[0, 1], [1, 1]] and ptr.tolist() == [0, 2]
 
 
+def test_block_maps_are_memoised_by_hook_captures_and_geometry():
+    from cvtile.kernels.variants.gallery import document
+
+    task = RowTask(b=0, n2=0, m_start=0, m_rows=8, s2_lo=0, s2_hi=2)
+    docs = np.array([0] * 4 + [1] * 4, np.int32)
+    args = dict(s2_base=4, qlen=[8], kvlen=[8], group=1, order="GS1")
+    first = classify_blocks([task], Hooks(mask_mod=document(8), captures=(docs,)), **args)
+    assert list(first.classes[0]) == [PARTIAL, PARTIAL]        # two documents of 4 positions
+    again = classify_blocks([task], Hooks(mask_mod=document(8), captures=(docs.copy(),)), **args)
+    assert again is first and not first.classes[0].flags.writeable
+    # new capture contents are a new map
+    other = classify_blocks([task], Hooks(mask_mod=document(8), captures=(np.zeros(8, np.int32),)), **args)
+    assert other is not first and list(other.classes[0]) == [FULL, FULL]
+    # and so are new lengths
+    shorter = classify_blocks([task], Hooks(mask_mod=document(8), captures=(docs,)), **dict(args, kvlen=[4]))
+    assert shorter is not first and list(shorter.classes[0]) == [PARTIAL, EMPTY]
+
+
 def test_balance_tasks_cuts_equal_shares_in_order():
     assert balance_tasks([1, 1, 1, 1], 2) == [0, 2, 4]
     assert balance_tasks([8, 1, 1, 1, 1], 2) == [0, 1, 5]
