@@ -51,9 +51,17 @@ def fas_params(call: FasCall, inner_precise: int = 0):
 
 
 def fas_tiling(call: FasCall, target: str = DEFAULT_TARGET, inner_precise: int = 0):
-    """The FAS op_host mirror's tiling of a normalised call."""
+    """The FAS op_host mirror's tiling of a normalised call. The mirror covers arch22 (Atlas A2/A3): another
+    target is ``UnsupportedParameterError`` naming ``target`` (the real operator runs there; cvtile does not
+    model its tiling)."""
     from ...tiling.fas import tile_fas
 
+    plat = get_platform(target)
+    if plat.arch != "arch22":
+        from ..errors import UnsupportedParameterError
+
+        raise UnsupportedParameterError("target", plat.name, f"the FlashAttentionScore tiling mirror covers arch22 "
+                                        f"(Atlas A2/A3) only; {plat.name} is {plat.arch}")
     return tile_fas(fas_params(call, inner_precise), target=target)
 
 

@@ -134,3 +134,12 @@ def test_a_score_mod_compiles_into_the_fas_kernel():
     kw = dict(head_num=2, input_layout="BNSD", scale=1.0, atten_mask=mask_template(), sparse_mode=2)
     res = npu_fusion_attention(q, k, v, score_mod=soft_cap(5.0), **kw)
     _judge(q, k, v, res, kw, modify=host_modifier(soft_cap(5.0)))
+
+
+def test_an_arch35_target_is_unsupported_naming_the_target():
+    from cvtile.kernels.errors import UnsupportedParameterError
+
+    q = np.zeros((1, 2, 16, 64), np.float16)
+    with pytest.raises(UnsupportedParameterError) as ei:
+        npu_fusion_attention(q, q, q, 2, "BNSD", target="Ascend950")
+    assert ei.value.param == "target" and "arch22" in str(ei.value) and "Ascend950" in str(ei.value)
