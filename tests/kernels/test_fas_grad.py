@@ -7,7 +7,10 @@ mirror nor the forward kernel; one slow test feeds the forward kernel's outputs 
 end to end.
 
 Judging: fp32 outputs within 2**-13 of max|golden| (every element); fp16 / bf16 by ``precision.compare``
-with the dtype's rtol and an absolute floor of one output ulp at the tensor's largest magnitude. A gradient
+with the dtype's rtol and an absolute floor of one output ulp at the tensor's largest magnitude. dsink is
+an fp32 output, judged by the inputs' class: its row terms use Δ = rowsum(dO∘O) of the dtype-rounded
+attention_in, as the chip's pre-step does, where the golden's Δ is exact (fp16 1.3e-4 - 4.4e-4, bf16 up to
+8e-3 of max|dsink| on the grid: a sum of signed terms over the rows). A gradient
 element is a sum over a whole sequence of products whose P / dS operand the cube takes rounded to the input
 dtype, so its error scales with the tensor, not the element: the default floors (2.5e-5 / 1e-4) fail 0.7 %
 (fp16) to 8 % (bf16) of the small elements, the same elements a float64 emulation of that rounding fails.
@@ -80,7 +83,7 @@ def _judge(got, gold, dtype):
         scale = float(np.abs(g).max())
         err = float(np.abs(a64 - g).max()) / scale if scale else float(np.abs(a64).max())
         errs[name] = err
-        out_dtype = "float32" if name == "dsink" else dtype
+        out_dtype = dtype    # dsink is fp32, but from the rounded attention_in (Δ = rowsum(dO∘O)): the input's class
         if out_dtype == "float32":
             assert err <= 2.0 ** -13, (name, err)
         else:
@@ -371,8 +374,9 @@ def _case(layout, dtype, mask, dropout, sink, seed):
 def test_backward_grid(layout, dtype, mask, dropout, sink):
     call, q, k, v, dy = _case(layout, dtype, mask, dropout, sink, seed=GRID.index((layout, dtype, mask, dropout,
                                                                                      sink)))
-    if dropout:
-        assert 0.75 < call.keep.mean() < 0.95
+    if dropout:      # the kept fraction over the valid positions (TND pads the shorter batches with False)
+        kept = sum(int(call.keep[b, :, :call.qlen[b], :call.kvlen[b]].sum()) for b in range(call.b))
+        assert 0.75 < kept / (call.n1 * int(np.dot(call.qlen, call.kvlen))) < 0.95
     errs = _run_call(call, q, k, v, dy)
     assert {"dq", "dk", "dv"} <= set(errs) and ("dsink" in errs) == sink
     report = os.environ.get("CVTILE_GRID_REPORT")
