@@ -71,7 +71,7 @@ _EXP_HI = np.float32(88.72283)
 def fexp(x):
     x = np.float32(x)
     xc = min(max(x, _EXP_LO), _EXP_HI)
-    n = np.float32(math.floor(xc * _LOG2E + np.float32(0.5)))   # float32: math.floor gives an int64
+    n = np.floor(xc * _LOG2E + np.float32(0.5))   # float32 floor (math.floor's int64 blocks vectorisation)
     r = xc - n * _LN2_HI
     r = r - n * _LN2_LO
     p = np.float32(1.9875691500e-4)
