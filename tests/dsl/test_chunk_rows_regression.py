@@ -16,6 +16,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+import cvtile.dsl as ct
 from cvtile.dsl import printer
 from cvtile.dsl.jit import record_launches
 from cvtile.kernels.fia.api import fused_infer_attention_score_v4
@@ -36,8 +37,6 @@ def test_sink_prefill_at_m_base_256_is_chunked_through_the_sinks_branch():
 
 
 # ------------------------------------------------------------------ a runtime if with whole compute in its arm
-
-import cvtile.dsl as ct  # noqa: E402
 
 
 @ct.jit
