@@ -35,6 +35,7 @@ Invariants
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -103,19 +104,22 @@ def classify_blocks(tasks, hooks: Hooks, *, s2_base: int, qlen, kvlen, group: in
     key = (hooks.mask_mod, tuple(_digest(c) for c in hooks.captures),
            tuple((t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, t.s2_hi) for t in tasks), int(s2_base),
            _digest(np.asarray(qlen, np.int64)), _digest(np.asarray(kvlen, np.int64)), int(group), order)
-    hit = _MEMO.get(key)
-    if hit is not None:
-        _MEMO.move_to_end(key)
-        return hit
+    with _MEMO_LOCK:
+        hit = _MEMO.get(key)
+        if hit is not None:
+            _MEMO.move_to_end(key)
+            return hit
     bmap = _classify(tasks, hooks, s2_base=s2_base, qlen=qlen, kvlen=kvlen, group=group, order=order)
-    _MEMO[key] = bmap
-    while len(_MEMO) > _MEMO_SIZE:
-        _MEMO.popitem(last=False)
+    with _MEMO_LOCK:
+        _MEMO[key] = bmap
+        while len(_MEMO) > _MEMO_SIZE:
+            _MEMO.popitem(last=False)
     return bmap
 
 
 _MEMO: OrderedDict = OrderedDict()
 _MEMO_SIZE = 16
+_MEMO_LOCK = threading.Lock()    # calls from several threads share the memo
 
 
 def _classify(tasks, hooks: Hooks, *, s2_base: int, qlen, kvlen, group: int, order: str) -> BlockMap:
