@@ -331,10 +331,10 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                     s = ct.where(mk == 0, s, -ct.inf)
                 if MASK_MOD is not None:
                     if SPARSE:
-                        if blocks[jj, 1] == 0:     # a partial block (a full one keeps every element)
-                            s = mask_kept(MASK_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
-                                          mod0, mod1, mod2, mod3)
+                        partial = blocks[jj, 1] == 0     # a full block's mask would keep every element
                     else:
+                        partial = True
+                    if partial:
                         s = mask_kept(MASK_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
                                       mod0, mod1, mod2, mod3)
                 p, dm, gl, gm = sink_softmax_step(s, gm, gl, sk, slot < 0 and jj == j1 - 1, SINK)
