@@ -10,6 +10,8 @@ Keeping the record and the value in one call is what makes ``explain()`` complet
 Invariants
 ----------
 * ``finish()`` sets ``fd`` from ``fd_tasks`` (never independently).
+* ``block_dim`` (the launch op_host sets with ``SetBlockDim``) is ``used_cores`` unless a planner
+  sets it; the two differ where op_host launches cores that get no work.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Draft:
         self.s2_base = 0
         self.m_order = "S1G" if view.s1_major else "GS1"
         self.used_cores = 0
+        self.block_dim: int | None = None
         self.cores: tuple = ()
         self.fd_tasks: tuple = ()
         self.fd_vector_work: tuple = ()
@@ -58,7 +61,8 @@ class Draft:
             tiling_key=int(self.tiling_key), key_fields=dict(self.key_fields), layout=v.input_layout,
             batch=v.batch, num_heads=v.n1, num_kv_heads=v.n2, group=v.g, head_dim=v.qk_dim, value_head_dim=v.v_dim,
             q_seqlens=self.q_lens, kv_seqlens=self.kv_lens, m_base=self.m_base, s2_base=self.s2_base,
-            m_order=self.m_order, used_cores=self.used_cores, cores=tuple(self.cores), fd=bool(self.fd_tasks),
+            m_order=self.m_order, used_cores=self.used_cores,
+            block_dim=self.used_cores if self.block_dim is None else self.block_dim, cores=tuple(self.cores), fd=bool(self.fd_tasks),
             fd_tasks=tuple(self.fd_tasks), fd_vector_work=tuple(self.fd_vector_work),
             workspace_bytes=ws.total if ws else 0, workspace_layout=ws.layout if ws else {},
             decisions=list(self.decisions), extras=dict(self.extras))

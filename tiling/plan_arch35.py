@@ -38,7 +38,7 @@ from .blocks_arch35 import (CV_RATIO, gqa_blocks, gqa_config, impl_antiquant_blo
 from .draft import Draft
 from .flash_decode import impl_flash_decode, impl_kv_splits
 from .nbseq_split import antiquant_rows, antiquant_target_weight, row_windows, split_nbseq
-from .platform import Platform
+from .platform import Platform, tsch_num_blocks
 from .result import CoreWork, FdTask, RowTask
 from .split_core_v2 import split_core_v2, split_fd_v2
 from .tasks import core_work, vector_work_v2
@@ -309,13 +309,19 @@ def _impl_quant_mode(v: TilingView) -> int:
 
 def plan_impl(d: Draft, plat: Platform) -> None:
     v = d.view
+    d.block_dim = d.decide("block_dim", tsch_num_blocks(plat.aiv, plat.aic, plat.aiv),
+                           "every AIV:AIC group is launched whatever the work (SetBlockDim: "
+                           "CalcTschBlockDim(aivNum, aicNum, aivNum)); the cores without tasks return at once")
     if v.empty:
         d.used_cores = d.decide("used_cores", plat.aic, "empty tensor: the output (and lse) is zero-filled across "
                                                         "all vector cores (FusedInferAttentionScoreTilingImpl::"
                                                         "SetEmptyTensor)")
         d.decide("flash_decode", False, "empty tensor: nothing to split")
-        d.tiling_key = d.decide("tiling_key", 0, "empty tensor: the catch-all returns before setting a key (0)")
-        d.key_fields = decode_arch35(0)
+        fields = {"quant_mode": 31, "empty_tensor": 1}
+        d.tiling_key = d.decide("tiling_key", encode_arch35(fields),
+                                "empty tensor: only the empty flag is set, every other field keeps its default "
+                                "(quant_mode 31, the rest 0) (UpdateTilingKeyInfo)")
+        d.key_fields = decode_arch35(d.tiling_key)
         from .workspace import Workspace, LIBAPI_WORKSPACE
         d.workspace = Workspace().add("libapi", LIBAPI_WORKSPACE)
         return

@@ -34,10 +34,10 @@ from .block_grid import BlockGrid, GridSpec, per_batch_lengths
 from .draft import Draft
 from .flash_decode import (IFA_PERF_C1V1, IFA_PERF_CUBE_VIEW, IFA_PERF_DD, IFA_PERF_MLA, IFA_PERF_NORMAL,
                            ifa_is_flash_decode, ifa_kv_splits, ifa_perf_mode, ifa_s_inner, ifa_split_bn)
-from .platform import Platform
+from .platform import Platform, tsch_num_blocks
 from .result import CoreWork, FdTask, FdVectorWork, RowTask
 from .tiling_key import DTYPE_CODE, decode_ifa, encode_ifa
-from .workspace import LIBAPI_WORKSPACE, Workspace
+from .workspace import LIBAPI_WORKSPACE, Workspace, fixed_workspace
 from .plan_fai import plan_fai  # noqa: F401  (the split-fuse planner, re-exported)
 
 __all__ = ["plan_ifa", "plan_pfa", "plan_fai"]
@@ -181,6 +181,9 @@ def _pfa_blocks(v) -> tuple[int, int, str]:
 
 def plan_pfa(d: Draft, plat: Platform) -> None:
     v = d.view
+    if v.empty:
+        _plan_pfa_empty(d, plat)
+        return
     so, si, why = _pfa_blocks(v)
     m = so * 2
     d.m_base = d.decide("m_base", m, f"cube view: sOuter {so} x 2; " + why)
@@ -227,3 +230,29 @@ def plan_pfa(d: Draft, plat: Platform) -> None:
     d.decide("flash_decode", False, "PFA prefill: no FD")
     d.decide("tiling_key", 0, "the legacy PFA tiling key is not mirrored by cvtile")
     d.extras["key_mirrored"] = False
+
+
+#: The PFA tiling's key for its empty-tensor exit (``EMPTY_KV_TILING_KEY``), plus FIA's offset for the PFA
+#: route (``BENCHMARK_TILING_KEY``).
+PFA_EMPTY_KEY = 20
+FIA_PFA_KEY_BASE = 10 ** 18
+
+
+def _plan_pfa_empty(d: Draft, plat: Platform) -> None:
+    """Empty key, value or output on the PFA route: no attention work; the output is zero-filled in
+    slices of ceil(size / AIV cores) elements (even for an int8 output), launched as
+    ceil(slices / (AIV / AIC)) blocks (``PromptFlashAttentionInitOutputSplit``, ``CalcTschNumBlocks``)."""
+    v = d.view
+    total = v.out_numel
+    single = -(-total // plat.aiv) if plat.aiv else 0
+    if v.out_dtype == "int8":
+        single = (single + 1) // 2 * 2
+    slices = -(-total // single) if single else plat.aiv
+    d.block_dim = d.decide("block_dim", tsch_num_blocks(slices, plat.aic, plat.aiv),
+                           f"empty tensor: {slices} zero-fill slices of {single} elements, one block per "
+                           f"AIV:AIC group (CalcTschNumBlocks)")
+    d.used_cores = d.decide("used_cores", d.block_dim, "empty tensor: every launched block zero-fills a slice")
+    d.decide("flash_decode", False, "PFA empty tensor: no FD")
+    d.tiling_key = d.decide("tiling_key", FIA_PFA_KEY_BASE + PFA_EMPTY_KEY,
+                            "EMPTY_KV_TILING_KEY (20) + the FIA offset for the PFA route (1e18)")
+    d.workspace = fixed_workspace(16 * 1024 * 1024)

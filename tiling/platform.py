@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
-__all__ = ["Platform", "CostTable", "CostEntry", "cost_table", "get_platform", "platform_names", "ut_platform", "DEFAULT_TARGET", "UnknownPlatformError"]
+__all__ = ["Platform", "CostTable", "CostEntry", "cost_table", "get_platform", "platform_names", "ut_platform", "DEFAULT_TARGET", "UnknownPlatformError",
+           "tsch_num_blocks"]
 
 DEFAULT_TARGET = "Ascend910B1"
 
@@ -167,3 +168,14 @@ def ut_platform(arch: str) -> Platform:
         return get_platform(_table()["ut_platform"][arch])
     except KeyError:
         raise UnknownPlatformError(f"arch={arch!r}: no unit-test platform (known: arch22, arch35)") from None
+
+
+def tsch_num_blocks(slices: int, aic: int, aiv: int) -> int:
+    """The launch block count for ``slices`` vector slices on a mix kernel (``CalcTschNumBlocks``): one block
+    per AIV:AIC group of slices, rounded up; 0 (a failed launch) when a 1:2 chip would need more blocks than
+    it has cube cores; ``slices`` itself when the core counts give no ratio."""
+    if aic == 0 or aiv == 0 or aic > aiv:
+        return slices
+    ratio = aiv // aic
+    blocks = -(-slices // ratio)
+    return 0 if ratio == 2 and blocks > aic else blocks

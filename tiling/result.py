@@ -122,7 +122,8 @@ class FiaTiling:
     m_order: str = "GS1"           # row order of the folded M space: "GS1" (BNSD) or "S1G" (BSH/BSND/TND)
     m_fd_base: int = 8
     # core split
-    used_cores: int = 0
+    used_cores: int = 0            # cores that get work
+    block_dim: int = 0             # cores op_host launches (SetBlockDim); >= used_cores
     cores: tuple[CoreWork, ...] = ()
     # flash decode
     fd: bool = False
@@ -158,7 +159,7 @@ class FiaTiling:
     def summary(self) -> dict:
         return {"route": self.route, "template": self.template, "tiling_key": self.tiling_key,
                 "m_base": self.m_base, "s2_base": self.s2_base, "used_cores": self.used_cores,
-                "fd": self.fd, "fd_tasks": len(self.fd_tasks), "kv_splits": self.kv_splits,
+                "block_dim": self.block_dim, "fd": self.fd, "fd_tasks": len(self.fd_tasks), "kv_splits": self.kv_splits,
                 "workspace_bytes": self.workspace_bytes}
 
     def to_dict(self) -> dict:

@@ -35,6 +35,7 @@ Invariants
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod as _prod
 
 __all__ = ["TilingView", "view_from_info"]
 
@@ -106,6 +107,7 @@ class TilingView:
     rope_mode: str = "none"            # "none" / "split" / "combine"
     mla_mode: str = "none"             # "none" / "split_d512" / "split_d128" / "combine_d128"
     empty: bool = False
+    out_numel: int = 0                 # elements of attention_out
     qkv_d_different: bool = False
     dequant_scale_query_rank: int = 0
     extras: dict = field(default_factory=dict, compare=False)
@@ -177,9 +179,14 @@ def view_from_info(info, **overrides) -> TilingView:
         rope_mode=g("rope_mode", "none") or "none", mla_mode=g("mla_mode", "none") or "none",
         empty=bool(g("empty_tensor_flag", False)), qkv_d_different=bool(g("is_qkv_d_different", False)),
         dequant_scale_query_rank=len(dsq.shape) if dsq is not None else 0,
+        out_numel=_numel(p.attention_out.shape) if p is not None and p.attention_out is not None else 0,
     )
     if bt is not None and not kw["block_table_width"] and len(bt.shape) > 1:
         kw["block_table_width"] = bt.shape[1]
     kw = {k: val for k, val in kw.items() if val is not None or k in ("actual_q", "actual_kv")}
     kw.update(overrides)
     return TilingView(**kw)
+
+
+def _numel(shape) -> int:
+    return int(_prod(int(d) for d in shape))

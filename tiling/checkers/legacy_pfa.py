@@ -205,6 +205,12 @@ def _tiling(p, contiguous: bool) -> None:
             t = getattr(p, name)
             if present(t) and numel(t.shape) == 0:
                 _fail(name, t.shape, f"with {layout} {name} must not be empty")
+    _shape(p, layout)
+    if pfa_empty(p):
+        # op_host's empty-tensor exit: the output is zero-filled and nothing below is checked
+        if "int8" in (qt, kt, vt):
+            _fail("query" if qt == "int8" else "key", "int8", "an empty query/key/value/output takes no int8 inputs")
+        return
     if qt == "int8":
         for name in ("dequant_scale1", "quant_scale1", "dequant_scale2"):
             t = getattr(p, name)
@@ -212,6 +218,7 @@ def _tiling(p, contiguous: bool) -> None:
                 _fail(name, None, "an int8 query needs dequant_scale1, quant_scale1 and dequant_scale2")
             if numel(t.shape) == 0:
                 _fail(name, t.shape, "must not be empty with an int8 query")
+    check_after_empty(p, contiguous)
 
 
 def _ranks(p, layout: str, paged: bool) -> None:
@@ -296,3 +303,51 @@ def _prefix(p, contiguous: bool, paged: bool) -> None:
             _fail("key_shared_prefix", ks, "the shared prefix must not be empty")
         if a != b:
             _fail("value_shared_prefix", vs, f"must have the shape of key_shared_prefix ({list(ks)})")
+
+
+#: ``SetInputLayout`` of the PFA tiling: the input_layout values it knows (any other is refused).
+PFA_LAYOUTS = ("", "SH", "BSH", "NSD", "BSND", "BNSD", "BNSD_BSND", "TND", "NTD_TND")
+
+
+def pfa_empty(p) -> bool:
+    """The PFA tiling's empty-tensor exit: key, value or attention_out has no element (a key/value list
+    with an empty entry counts as empty)."""
+    v = legacy_value(p)
+    if numel(p.key.shape) == 0 or numel(v.shape) == 0 or numel(p.attention_out.shape) == 0:
+        return True
+    keys = p.key_list or (p.key,)
+    return len(keys) > 1 and any(len(k.shape) > 1 and k.shape[1] == 0 for k in keys)
+
+
+def _shape(p, layout: str) -> None:
+    """``CheckShape``: a non-empty output needs a non-empty query, query rank 2-4, a layout the PFA tiling
+    knows, rope tensors only with TND / NTD_TND."""
+    if numel(p.attention_out.shape) != 0 and numel(p.query.shape) == 0:
+        _fail("query", p.query.shape, "query is empty while attention_out is not")
+    if not 2 <= len(p.query.shape) <= 4:
+        _fail("query", p.query.shape, "query must have 2 to 4 dims")
+    if layout not in PFA_LAYOUTS:
+        _fail("input_layout", layout, "the PFA route takes input_layout " + ", ".join(x for x in PFA_LAYOUTS if x)
+              + " only (without a D=512 rope shape)")
+    if layout not in ("TND", "NTD_TND") and (present(p.query_rope) or present(p.key_rope)):
+        _fail("query_rope" if present(p.query_rope) else "key_rope", None,
+              "on the PFA route only TND / NTD_TND take query_rope / key_rope")
+
+
+def check_after_empty(p, contiguous: bool) -> None:
+    """The checks op_host runs after its empty-tensor exit: key/value consistency and the head ratio."""
+    v = legacy_value(p)
+    if contiguous:
+        if p.key.dtype != v.dtype:
+            _fail("value", v.dtype, f"the dtype of value must equal the dtype of key ({p.key.dtype})")
+        if len(p.key.shape) != len(v.shape):
+            _fail("value", v.shape, f"value must have as many dims as key ({len(p.key.shape)})")
+        if not 3 <= len(p.key.shape) <= 5:
+            _fail("key", p.key.shape, "key must have 3 to 5 dims")
+    nq, nkv = p.num_heads, p.num_key_value_heads
+    if nq < 0 or nkv < 0:
+        _fail("num_heads" if nq < 0 else "num_key_value_heads", nq if nq < 0 else nkv, "must not be negative")
+    if nkv and nq % nkv:
+        _fail("num_key_value_heads", nkv, f"num_heads ({nq}) must be a multiple of num_key_value_heads")
+    if nkv and nq // nkv > 64:
+        _fail("num_key_value_heads", nkv, f"num_heads / num_key_value_heads ({nq // nkv}) must be at most 64")
