@@ -24,12 +24,14 @@ Commands
     The cost model on a FusedInferAttentionScore call: estimated time, bound,
     per-pipe busy fractions and critical path; ``trace`` also writes a Chrome
     trace and timeline/roofline PNGs (see ``cli_cost``).
-``cvtile cases PATH [--arch A] [--limit N] [--workers N] [--json]``
+``cvtile cases PATH [--arch A] [--limit N] [--workers N] [--scheduler [ADDRESS]] [--json]``
     Runs a corpus: an op_host tiling UT CSV (verdict and tiling-key agreement),
     an st JSON corpus (random inputs in each case's ranges, run through the
     operator API, compared with the golden), or a tiny_rdv case file or folder
     (one model-shaped FIA call per file, built as the upstream tiny_rdv harness
-    builds it). Ends with one summary line.
+    builds it). Ends with one summary line. ``--workers N`` runs st / tiny_rdv
+    cases in N local processes, ``--scheduler`` on dask.distributed (a
+    LocalCluster when no address is given); the results are the serial run's.
 """
 
 from __future__ import annotations
@@ -157,9 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
                             "exact = unrounded float64; st = the upstream st executor's fp32 scores (overflow "
                             "to inf, NaN rows agree)")
     cases.add_argument("--json", action="store_true", help="machine-readable results")
-    cases.add_argument("--workers", type=positive_int, default=1,
+    cases.add_argument("--workers", type=positive_int, default=None,
                        help="st JSON / tiny_rdv: run the cases in N local processes; the results are those of the "
-                            "serial run (default 1)")
+                            "serial run (default 1; with --scheduler and no address: the LocalCluster's processes, "
+                            "default 2)")
+    cases.add_argument("--scheduler", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="st JSON / tiny_rdv: run the cases on dask.distributed at this scheduler address "
+                            "(e.g. tcp://host:8786); with no address a LocalCluster is started on this machine and "
+                            "closed afterwards; the results are those of the serial run (needs the dask extra)")
     cases.add_argument("--max-gflop", type=float, default=None,
                        help="redline CSV: skip rows with more matmul work than this (default "
                             "cvtile.kernels.redline.DEFAULT_MAX_GFLOP)")
@@ -277,7 +284,8 @@ _PROGRESS: dict = {}
 
 
 def _progress_line(rec) -> None:
-    """A one-line progress counter on stderr (a terminal only) for a sweep over worker processes."""
+    """A one-line progress counter on stderr (a terminal only) for a sweep over worker processes or a dask
+    scheduler."""
     _PROGRESS[rec.status] = _PROGRESS.get(rec.status, 0) + 1
     done = sum(_PROGRESS.values())
     counts = ", ".join(f"{v} {k}" for k, v in sorted(_PROGRESS.items()))
@@ -309,7 +317,8 @@ def _report(args, result, golden_line: str) -> int:
 
 
 def _st_cases(args) -> int:
-    from .kernels.st_runner import corpus_kind, default_api, golden_for, load_api, run_st_corpus
+    from .kernels.st_runner import (SchedulerConnectError, SchedulerUnavailableError, corpus_kind, default_api,
+                                    golden_for, load_api, run_st_corpus)
 
     try:
         kind = corpus_kind(args.path)
@@ -319,11 +328,18 @@ def _st_cases(args) -> int:
     # the corpus' operator: RingAttentionUpdate's, torch_npu's V1 FIA for tiny_rdv, else the aclnn V4 set
     api = load_api(default_api(args.path))
     golden, golden_line = golden_for(args.golden, kind=kind)
-    progress = _progress_line if args.workers > 1 and sys.stderr.isatty() else None
-    result = run_st_corpus(args.path, api, golden=golden, limit=args.limit, seed=args.seed, select=args.case,
-                           workers=args.workers, progress=progress)
-    if progress is not None:
-        print(file=sys.stderr)
+    pooled = (args.workers or 1) > 1 or args.scheduler is not None
+    progress = _progress_line if pooled and sys.stderr.isatty() else None
+    _PROGRESS.clear()
+    try:
+        result = run_st_corpus(args.path, api, golden=golden, limit=args.limit, seed=args.seed, select=args.case,
+                               workers=args.workers, scheduler=args.scheduler, progress=progress)
+    except (SchedulerUnavailableError, SchedulerConnectError) as exc:   # dask missing, or the address is silent
+        print(f"cvtile cases: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if progress is not None and _PROGRESS:
+            print(file=sys.stderr)
     return _report(args, result, golden_line)
 
 

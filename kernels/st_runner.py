@@ -45,9 +45,23 @@ tiny_rdv cases run through torch_npu's V1 ``npu_fused_infer_attention_score`` (w
 a case whose inputs cannot be built for a reason the simulator does not model (an int8 query) is
 ``unsupported`` like an API refusal.
 
+Where the cases run
+-------------------
+Serially in the calling process by default; ``workers=N`` spreads them over N local processes (``spawn``);
+``scheduler=ADDRESS`` submits them to a dask.distributed scheduler (``"local"`` starts a ``LocalCluster`` of
+``workers`` processes, 2 when not given, and closes it afterwards; a remote scheduler's workers must import
+cvtile and see the corpus at the same path). Both run one per-case function (:func:`_run_one`: the corpus
+re-read by position, then :func:`run_case`), refuse an ``api`` or ``golden`` that plain pickle cannot send to
+another process, and fill the records in corpus order. dask is an optional extra (``pip install
+'cvtile[dask]'``), imported only when a scheduler is asked for: without it the run raises
+:class:`SchedulerUnavailableError`, and an address that does not answer within
+:data:`SCHEDULER_CONNECT_TIMEOUT` raises :class:`SchedulerConnectError`.
+
 Invariants
 ----------
 * One case's failure never stops the run; the record keeps the reason.
+* The records of a run over processes or a scheduler are those of the serial run (each case's inputs come
+  from its own seed), in corpus order; only ``seconds`` differ.
 * ``StResult.summary_line()`` is ``cases: N run, P passed, F failed, U unsupported, E errors``
   (with ``, S skipped`` appended when any case was skipped).
 """
@@ -75,7 +89,8 @@ from .tiny_rdv import is_tiny_rdv_path, load_tiny_rdv
 
 __all__ = ["CaseRecord", "StResult", "StKind", "FIA_KIND", "RAU_KIND", "FAS_KIND", "case_kind", "corpus_kind", "rau_golden",
            "run_st_corpus", "run_case", "golden_api", "is_unsupported", "load_cases", "default_api", "load_api",
-           "FIA_GOLDENS", "golden_for", "main"]
+           "FIA_GOLDENS", "golden_for", "main", "SchedulerUnavailableError", "SchedulerConnectError",
+           "SCHEDULER_CONNECT_TIMEOUT"]
 
 STATUSES = ("passed", "failed", "unsupported", "error", "skipped")
 
@@ -355,17 +370,24 @@ def _done(rec: CaseRecord, t0: float) -> CaseRecord:
 
 def run_st_corpus(path, api: Callable, *, golden: Callable = fia_golden_lowp, limit: int | None = None, seed: int = 0,
                   max_elements: int | None = None, select: Iterable | None = None,
-                  progress: Callable[[CaseRecord], None] | None = None, workers: int = 1) -> StResult:
+                  progress: Callable[[CaseRecord], None] | None = None, workers: int | None = None,
+                  scheduler: str | None = None) -> StResult:
     """Run the corpus at ``path`` through ``api``; see the module doc for the statuses.
 
     ``limit`` runs only the first ``limit`` selected cases (the rest are
     reported as skipped); ``max_elements`` skips cases whose input tensors hold
     more elements; ``select`` restricts the run to case ids or names.
     ``workers`` > 1 runs the cases in that many local processes (``spawn``;
-    ``api`` and ``golden`` must be importable module-level functions): each
-    case's inputs come from its own seed, so the records are those of the
-    serial run, in corpus order (only ``seconds`` differ); ``progress`` then
-    sees the records as they complete.
+    ``api`` and ``golden`` must be importable module-level functions, else a
+    ``ValueError`` before any process starts). ``scheduler`` runs them on
+    dask.distributed instead: a scheduler address (``"tcp://host:8786"``) or
+    ``"local"`` for a ``LocalCluster`` of ``workers`` processes (2 when
+    ``workers`` is None), started and closed here; the same refusal applies,
+    dask missing raises :class:`SchedulerUnavailableError` and an address that
+    does not answer :class:`SchedulerConnectError`. Either way each case's
+    inputs come from its own seed, so the records are those of the serial run,
+    in corpus order (only ``seconds`` differ); ``progress`` then sees the run
+    records as they complete.
     """
     every = load_cases(path)
     positions = list(range(len(every)))   # each selected case's place in the file (what a worker re-reads)
@@ -387,14 +409,20 @@ def run_st_corpus(path, api: Callable, *, golden: Callable = fia_golden_lowp, li
         else:
             todo.append(i)
             ran += 1
-    if workers > 1 and len(todo) > 1:
-        _run_in_processes(path, positions, todo, records, api, golden, seed, workers, progress)
+    nproc = workers or 1
+    if scheduler is not None:
+        _check_sendable(api, golden, f"scheduler={scheduler!r}", "run without a scheduler")
+        if todo:
+            _run_on_dask(scheduler, path, positions, todo, records, api, golden, seed, workers, progress)
+    elif nproc > 1 and len(todo) > 1:
+        _run_in_processes(path, positions, todo, records, api, golden, seed, nproc, progress)
+    pooled = scheduler is not None or nproc > 1
     for i, case in enumerate(cases):
         if records[i] is None:
             records[i] = run_case(case, api, golden=golden, seed=seed)
             if progress is not None:
                 progress(records[i])
-        elif workers <= 1 and progress is not None:
+        elif not pooled and progress is not None:
             progress(records[i])
     return StResult(path=str(path), records=records, seed=seed)
 
@@ -403,15 +431,9 @@ def _run_in_processes(path, positions, todo, records, api, golden, seed, workers
     """Fill ``records[i]`` for every i of ``todo`` (case ``positions[i]`` of the file) from a pool of ``workers``
     spawned processes."""
     import multiprocessing as mp
-    import pickle
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    for name, fn in (("api", api), ("golden", golden)):
-        try:
-            pickle.dumps(fn)
-        except Exception as exc:   # noqa: BLE001  (a closure or lambda cannot reach another process)
-            raise ValueError(f"workers={workers}: the {name} {fn!r} is not an importable module-level function "
-                             f"({type(exc).__name__}); run with workers=1") from None
+    _check_sendable(api, golden, f"workers={workers}", "run with workers=1")
     with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=mp.get_context("spawn")) as pool:
         futures = {pool.submit(_run_one, str(path), positions[i], api, golden, seed): i for i in todo}
         for fut in as_completed(futures):
@@ -421,13 +443,75 @@ def _run_in_processes(path, positions, todo, records, api, golden, seed, workers
                 progress(records[i])
 
 
+def _check_sendable(api, golden, where: str, instead: str) -> None:
+    """Refuse (``ValueError``) an api or golden that plain pickle cannot send to another process (a closure or a
+    lambda), before any process or cluster starts."""
+    import pickle
+
+    for name, fn in (("api", api), ("golden", golden)):
+        try:
+            pickle.dumps(fn)
+        except Exception as exc:   # noqa: BLE001  (a closure or lambda cannot reach another process)
+            raise ValueError(f"{where}: the {name} {fn!r} is not an importable module-level function "
+                             f"({type(exc).__name__}); {instead}") from None
+
+
+class SchedulerUnavailableError(ImportError):
+    """A run asked for a dask scheduler (``--scheduler``) but dask.distributed is not installed."""
+
+
+class SchedulerConnectError(OSError):
+    """The dask scheduler at the given address did not answer within :data:`SCHEDULER_CONNECT_TIMEOUT`."""
+
+
+#: how long a run waits for a dask scheduler address to answer (a dask time string)
+SCHEDULER_CONNECT_TIMEOUT = "10s"
+
+
+def _run_on_dask(scheduler: str, path, positions, todo, records, api, golden, seed, workers, progress):
+    """Fill ``records[i]`` for every i of ``todo`` from dask.distributed: the scheduler at ``scheduler``, or a
+    ``LocalCluster`` of ``workers`` (2 when None) single-threaded processes for ``"local"``, closed afterwards.
+    Each case is one task of :func:`_run_one`, as in the process pool."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise SchedulerUnavailableError(
+            "--scheduler needs dask.distributed, which is not installed: pip install 'dask[distributed]' "
+            "(or pip install -e '.[dask]')") from None
+    cluster = None
+    try:
+        if scheduler == "local":
+            cluster = LocalCluster(n_workers=min(workers or 2, len(todo)), threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            address = cluster
+        else:
+            address = scheduler
+        try:
+            client = Client(address, timeout=SCHEDULER_CONNECT_TIMEOUT)
+        except (OSError, TimeoutError) as exc:
+            raise SchedulerConnectError(f"--scheduler {scheduler}: no dask scheduler answered ({exc})") from None
+        with client:
+            futures = [client.submit(_run_one, str(path), positions[i], api, golden, seed, pure=False)
+                       for i in todo]
+            where = {fut.key: i for fut, i in zip(futures, todo)}
+            for fut in as_completed(futures):
+                i = where[fut.key]
+                records[i] = fut.result()
+                if progress is not None:
+                    progress(records[i])
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
 @functools.lru_cache(maxsize=4)
 def _worker_cases(path: str) -> list:
     return load_cases(path)
 
 
 def _run_one(path: str, position: int, api, golden, seed: int) -> CaseRecord:
-    """A worker's case: the corpus read once per worker process (cases are data: re-reading is exact)."""
+    """A worker's case (a pool process' or a dask worker's): the corpus read once per worker process (cases are
+    data: re-reading is exact)."""
     return run_case(_worker_cases(path)[position], api, golden=golden, seed=seed)
 
 
