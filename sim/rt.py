@@ -254,8 +254,20 @@ def row_min_int(x, n):
 # Products of 16-bit values are exact in float32, so contracting to fma changes nothing; the fp32 sums are
 # reassociated (vectorised), like the cube's own accumulation order, which is not modelled bit for bit.
 
-def _skinny(decode):
-    @njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"}, _nrt=True)
+def _unique_jit(fn, name: str, **options):
+    """``njit(cache=True)`` of a closure under a name of its own.
+
+    Closures made by one factory share a qualified name, and numba gives their compiled symbols the same
+    mangled name; two cached kernel libraries that each link one of them (the fp16 and the bf16 row reader,
+    say) then resolve to whichever the process loaded first, and the other dtype's kernel silently reads
+    with the wrong decoder. A distinct ``__name__`` / ``__qualname__`` per closure keeps the symbols and the
+    cache files apart."""
+    fn.__name__ = name
+    fn.__qualname__ = name
+    return njit(cache=True, nogil=True, _nrt=True, **options)(fn)
+
+
+def _skinny(decode, tag: str):
     def bt(a, flat, base, rstride, n, k, out, rbuf):
         """out[i, j] = a[i, :k] . B[j, :k] with B row j at flat[base + j*rstride :]."""
         m = a.shape[0]
@@ -270,7 +282,6 @@ def _skinny(decode):
                     acc += ar[c] * rbuf[c]
                 out[i, j] = acc
 
-    @njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"}, _nrt=True)
     def b(a, flat, base, rstride, kdim, n, out, rbuf):
         """out[i, :n] = a[i, :kdim] @ B with B row r at flat[base + r*rstride :] (n columns)."""
         m = a.shape[0]
@@ -288,7 +299,8 @@ def _skinny(decode):
                 for c in range(n):
                     orow[c] += air * rbuf[c]
 
-    return bt, b
+    fm = {"reassoc", "nsz", "contract"}
+    return (_unique_jit(bt, f"mm_bt_{tag}", fastmath=fm), _unique_jit(b, f"mm_b_{tag}", fastmath=fm))
 
 
 @njit(inline="always")
@@ -296,17 +308,16 @@ def _as_f32(x):
     return np.float32(x)
 
 
-mm_bt_f16, mm_b_f16 = _skinny(f16_bits_to_f32)
-mm_bt_bf16, mm_b_bf16 = _skinny(bf16_bits_to_f32)
-mm_bt_f32, mm_b_f32 = _skinny(_as_f32)
+mm_bt_f16, mm_b_f16 = _skinny(f16_bits_to_f32, "f16")
+mm_bt_bf16, mm_b_bf16 = _skinny(bf16_bits_to_f32, "bf16")
+mm_bt_f32, mm_b_f32 = _skinny(_as_f32, "f32")
 
 
 # ------------------------------------------------------------ GM row copies
 # The common GM window: rows at a fixed stride, columns contiguous. Generated kernels call these (compiled
 # once per machine) instead of emitting the loops, which keeps each kernel's own compile small.
 
-def _gm_copies(decode, encode):
-    @njit(cache=True, nogil=True, _nrt=True)
+def _gm_copies(decode, encode, tag: str):
     def read(flat, base, rstride, n0, n1, dst):
         """dst[r, :n1] = decode(flat[base + r*rstride : ... + n1]) for r < n0."""
         for r in range(n0):
@@ -315,7 +326,6 @@ def _gm_copies(decode, encode):
             for c in range(n1):
                 row[c] = decode(seg[c])
 
-    @njit(cache=True, nogil=True, _nrt=True)
     def write(src, flat, base, rstride, n0, n1):
         """flat[base + r*rstride : ... + n1] = encode(src[r, :n1]) for r < n0."""
         for r in range(n0):
@@ -324,7 +334,7 @@ def _gm_copies(decode, encode):
             for c in range(n1):
                 seg[c] = encode(row[c])
 
-    return read, write
+    return _unique_jit(read, f"read_rows_{tag}"), _unique_jit(write, f"write_rows_{tag}")
 
 
 @njit(inline="always")
@@ -332,10 +342,10 @@ def _same(x):
     return x
 
 
-read_rows_f16, write_rows_f16 = _gm_copies(f16_bits_to_f32, f32_to_f16_bits)
-read_rows_bf16, write_rows_bf16 = _gm_copies(bf16_bits_to_f32, f32_to_bf16_bits)
-read_rows_f32, write_rows_f32 = _gm_copies(_as_f32, _as_f32)
-read_rows_raw, write_rows_raw = _gm_copies(_same, _same)
+read_rows_f16, write_rows_f16 = _gm_copies(f16_bits_to_f32, f32_to_f16_bits, "f16")
+read_rows_bf16, write_rows_bf16 = _gm_copies(bf16_bits_to_f32, f32_to_bf16_bits, "bf16")
+read_rows_f32, write_rows_f32 = _gm_copies(_as_f32, _as_f32, "f32")
+read_rows_raw, write_rows_raw = _gm_copies(_same, _same, "raw")
 
 
 # ---------------------------------------------------------- called versions
@@ -344,10 +354,9 @@ read_rows_raw, write_rows_raw = _gm_copies(_same, _same)
 
 def _called(fn):
     """``fn`` (an inlined one-argument runtime function) compiled once as a function of its own."""
-    @njit(cache=True, nogil=True, _nrt=True)
     def call(x):
         return fn(x)
-    return call
+    return _unique_jit(call, f"{fn.py_func.__name__}_call")
 
 
 fexp_call, flog_call, fsqrt_call, frsqrt_call = _called(fexp), _called(flog), _called(fsqrt), _called(frsqrt)

@@ -21,9 +21,18 @@ from cvtile.tiling.random_calls import random_rows
 ORACLE = find_oracle()
 pytestmark = pytest.mark.skipif(ORACLE is None, reason="CVTILE_OPHOST_ORACLE does not point at a built oracle")
 
-#: disagreements per 2,000 calls of seed 0 (verdict, key, block_dim, workspace), as last measured
-RATCHET = {"arch22": {"verdict": 18, "key": 2, "block_dim": 2, "workspace": 3},
-           "arch35": {"verdict": 200, "key": 50, "block_dim": 400, "workspace": 50}}
+#: disagreements (verdict, key, block_dim, workspace) on seed 0, as last measured, for 2,000 and 10,000 calls;
+#: another count is held to the 10,000 figures scaled up
+RATCHET = {2000: {"arch22": {"verdict": 3, "key": 2, "block_dim": 2, "workspace": 3},
+                  "arch35": {"verdict": 0, "key": 0, "block_dim": 0, "workspace": 0}},
+           10000: {"arch22": {"verdict": 17, "key": 6, "block_dim": 8, "workspace": 8},
+                   "arch35": {"verdict": 1, "key": 0, "block_dim": 0, "workspace": 0}}}
+
+
+def _allowed(n: int, arch: str, what: str) -> float:
+    if n in RATCHET:
+        return RATCHET[n][arch][what]
+    return RATCHET[10000][arch][what] * max(n / 10000, 1)
 
 
 @pytest.mark.parametrize("arch", ["arch22", "arch35"])
@@ -40,6 +49,5 @@ def test_mirror_against_op_host(arch, corpus_file):
     print(cmp.summary_line())
     errors = [d.case for d in cmp.diffs if d.cvtile.get("got") == "ERROR"]
     assert errors == [], f"cvtile raised a non-ParamError on {errors[:5]}"
-    scale = n / 2000
     for what in FIELDS:
-        assert cmp.disagreements(what) <= RATCHET[arch][what] * max(scale, 1), (what, cmp.summary_line())
+        assert cmp.disagreements(what) <= _allowed(n, arch, what), (what, cmp.summary_line())

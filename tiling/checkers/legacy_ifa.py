@@ -30,6 +30,8 @@ The legacy IFA tiling walks the call in this order; the first broken rule reject
    block rules (N2*D <= 65535 for BSH, 0 < block_size <= 512, alignment, lengths fit the table), kv
    padding (not int4, not MLA), shared prefix (same kv dtype, no paged cache / kv padding, shapes, length).
 
+6. *Antiquant*: KV antiquant needs a scale (``antiquant_scale`` or ``key_antiquant_scale``).
+
 Not mirrored (documented gap): the per-mode antiquant parameter shape rules, the MLA rope tensor shape
 rules and the GQA NZ cache rules; calls reaching them are accepted here.
 """
@@ -412,6 +414,15 @@ class _IfaCall:
         if self.cv_ratio == 1 and not (self.quant and self.rope):
             _fail("platform", (self.plat.aic, self.plat.aiv), "with 1:1 cores only MLA full quant is supported")
         self._prefix()
+        self._antiquant_scale()
+
+    def _antiquant_scale(self) -> None:
+        """``ProcessAntiQuant``: with KV antiquant the scale must exist (``antiquant_scale``, or
+        ``key_antiquant_scale`` when key and value carry their own)."""
+        p = self.p
+        if self.anti_quant and not self.rope and not (present(p.antiquant_scale) or present(p.key_antiquant_scale)):
+            _fail("antiquant_scale", None, "KV antiquant (int8/int4 key/value) needs antiquant_scale or "
+                                           "key_antiquant_scale")
 
     def _actual_seq(self) -> None:
         p = self.p

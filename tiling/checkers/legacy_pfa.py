@@ -27,9 +27,17 @@ tiling. In order, each broken rule rejects the call (status 561002):
    tensors are non-empty; an int8 query needs non-empty ``dequant_scale1``, ``quant_scale1`` and
    ``dequant_scale2``.
 
-Not mirrored (documented gap): the PFA tiling's full shape check (``CheckShape``), the key/value
-consistency check and everything after it (sparse-mode token rules, per-mode quant shapes, the paged TND
-input rules); calls reaching them are accepted here.
+6. *CheckShape*: a non-empty output needs a non-empty query; query rank 2-4; the layouts the PFA tiling
+   knows (``PFA_LAYOUTS``); rope only with TND / NTD_TND. Then the *empty-tensor exit* (empty key, value or
+   output: accepted, zero-filled, unless int8 is involved); nothing below applies to it.
+7. After it: key/value dtype and rank consistency; the head ratio (a divisor, at most 64); TND / NTD_TND
+   lengths, T, heads, head dims and a bf16 query (``_tnd``); elsewhere query batch = key batch (unpaged);
+   sparse modes 1-4 need a mask; a paged block size is a multiple of 128 up to 1024; an fp16 query with
+   int8 key/value needs an antiquant scale.
+
+Not mirrored (documented gap): the sparse-mode token rules, the per-mode quant shapes, the pse shape rule,
+the learnable-sink TND rule and the paged TND input rules; calls reaching them are accepted here. The
+random-call comparison with the real op_host (``tiling.oracle``) counts what is left.
 """
 
 from __future__ import annotations
@@ -345,9 +353,67 @@ def check_after_empty(p, contiguous: bool) -> None:
         if not 3 <= len(p.key.shape) <= 5:
             _fail("key", p.key.shape, "key must have 3 to 5 dims")
     nq, nkv = p.num_heads, p.num_key_value_heads
+    paged = present(p.block_table)
+    if p.input_layout in ("TND", "NTD_TND"):
+        _tnd(p, p.input_layout, paged)
+    elif contiguous and not paged and p.key.shape and p.query.shape and p.key.shape[0] != p.query.shape[0]:
+        _fail("key", p.key.shape, f"the batch of key/value must equal the batch of query ({p.query.shape[0]})")
+    if p.sparse_mode in (1, 2, 3, 4) and (not present(p.atten_mask) or numel(p.atten_mask.shape) == 0):
+        _fail("atten_mask", None, f"sparse_mode {p.sparse_mode} needs a non-empty atten_mask")
+    if paged and (p.block_size % 128 or p.block_size > 1024):
+        _fail("block_size", p.block_size, "with a paged cache the PFA route needs a multiple of 128, at most 1024")
+    if (p.query.dtype == "float16" and p.key.dtype == "int8" and not present(p.key_antiquant_scale)
+            and not present(p.value_antiquant_scale) and not present(p.antiquant_scale)):
+        _fail("antiquant_scale", None, "an fp16 query with int8 key/value needs antiquant_scale")
     if nq < 0 or nkv < 0:
         _fail("num_heads" if nq < 0 else "num_key_value_heads", nq if nq < 0 else nkv, "must not be negative")
     if nkv and nq % nkv:
         _fail("num_key_value_heads", nkv, f"num_heads ({nq}) must be a multiple of num_key_value_heads")
     if nkv and nq // nkv > 64:
         _fail("num_key_value_heads", nkv, f"num_heads / num_key_value_heads ({nq // nkv}) must be at most 64")
+
+
+def _tnd(p, layout: str, paged: bool) -> None:
+    """``CheckInputShapeWhenLayoutIsTND`` (TND and NTD_TND on the PFA route): both length lists with values,
+    T of query (and of an unpaged key/value) equal to the last cumulative length, heads consistent, the head
+    dim pairs (192, 192, 192|128) or equal 128 / 64 (with rope: 128 + rope 64), no value D 192 with G > 1 or
+    NTD_TND, and a bf16 query."""
+    lists = (("actual_seq_lengths", p.actual_seq_lengths), ("actual_seq_lengths_kv", p.actual_seq_lengths_kv))
+    for name, t in lists:
+        if not present(t):
+            _fail(name, None, f"with {layout} {name} is required")
+        if t.data is None:
+            _fail(name, t.shape, f"with {layout} {name} must carry its values (no tiling sink)")
+        if len(t.data) == 0:
+            _fail(name, t.shape, f"with {layout} {name} must not be empty")
+    t_axis, n_axis = (1, 0) if layout == "NTD_TND" else (0, 1)
+    q, k, v = p.query.shape, p.key.shape, legacy_value(p).shape
+    last_q, last_kv = p.actual_seq_lengths.data[-1], p.actual_seq_lengths_kv.data[-1]
+    if len(q) != 3:
+        return                                # the rank rules above have refused it
+    if q[t_axis] != last_q:
+        _fail("query", q, f"with {layout} T of query must equal the last actual_seq_lengths ({last_q})")
+    if not paged and len(k) == 3 and len(v) == 3:
+        if k[t_axis] != last_kv or v[t_axis] != last_kv:
+            _fail("key", k, f"with {layout} T of key and value must equal the last actual_seq_lengths_kv ({last_kv})")
+        kn, vn = k[n_axis], v[n_axis]
+        if kn != vn:
+            _fail("value", v, f"with {layout} key and value must have the same heads ({kn})")
+        if q[n_axis] != p.num_heads:
+            _fail("num_heads", p.num_heads, f"with {layout} must equal the heads of query ({q[n_axis]})")
+        if kn == 0 or q[n_axis] % kn:
+            _fail("key", k, f"with {layout} the heads of query ({q[n_axis]}) must be a multiple of key's ({kn})")
+        qd, kd, vd = q[2], k[2], v[2]
+        g = q[n_axis] // kn
+        if present(p.query_rope) or present(p.key_rope):
+            if (qd, kd, vd) != (128, 128, 128):
+                _fail("query", q, f"with {layout} and rope the head dims must be 128 (plus rope 64)")
+        elif not ((qd == kd == 192 and vd in (192, 128)) or (qd == kd == vd and vd in (128, 64))):
+            _fail("query", q, f"with {layout} the head dims (query {qd}, key {kd}, value {vd}) must be equal 128 or "
+                              "64, or query and key 192 with value 192 or 128")
+        if g != 1 and vd == 192:
+            _fail("value", v, f"with {layout} and G {g} > 1 the value head dim must not be 192")
+    if p.query.dtype != "bfloat16":
+        _fail("query", p.query.dtype, f"with {layout} the PFA route takes a bf16 query only")
+    if layout == "NTD_TND" and v and v[-1] == 192:
+        _fail("value", v, "with NTD_TND the value head dim must be 128, not 192")
