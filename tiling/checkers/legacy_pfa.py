@@ -343,7 +343,9 @@ def _shape(p, layout: str) -> None:
 
 
 def check_after_empty(p, contiguous: bool) -> None:
-    """The checks op_host runs after its empty-tensor exit: key/value consistency and the head ratio."""
+    """The checks op_host runs after its empty-tensor exit (item 7 of the module docstring): key/value
+    consistency, TND / batch shapes, masks for sparse 1-4, the paged block size, the antiquant scale and
+    the head ratio."""
     v = legacy_value(p)
     if contiguous:
         if p.key.dtype != v.dtype:
