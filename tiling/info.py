@@ -192,15 +192,20 @@ def _u32(v: int) -> int:
     return v & 0xFFFFFFFF
 
 
-def parse_info(params: FiaParams, platform: Platform | str) -> FiaInfo:
-    """Parse ``params`` as op_host's info parser does; ``ParamError`` on what it rejects."""
+def parse_info(params: FiaParams, platform: Platform | str, *, strict_heads: bool = True) -> FiaInfo:
+    """Parse ``params`` as op_host's info parser does; ``ParamError`` on what it rejects.
+
+    ``strict_heads=False`` takes num_heads that num_key_value_heads does not divide with G = the floor of
+    the ratio, as the arch22 legacy routes do (they never run this parser's rule; the split-fuse tiling
+    divides the head counts as it finds them)."""
     plat = get_platform(platform) if not isinstance(platform, Platform) else platform
-    return _Parser(params, plat).run()
+    return _Parser(params, plat, strict_heads=strict_heads).run()
 
 
 class _Parser:
-    def __init__(self, p: FiaParams, plat: Platform):
+    def __init__(self, p: FiaParams, plat: Platform, strict_heads: bool = True):
         self.p = p
+        self.strict_heads = strict_heads
         self.info = FiaInfo(params=p, platform=plat, arch=plat.arch)
 
     # ---------------------------------------------------------------- driver
@@ -404,7 +409,7 @@ class _Parser:
         if info.empty_tensor_flag:
             return
         info.k_t_size = _u32(self.k_shape.get("T")) if self.k_shape.has("T") else 0
-        if info.n1_size % info.n2_size != 0:
+        if info.n1_size % info.n2_size != 0 and self.strict_heads:
             raise _fail("num_heads", info.n1_size,
                         f"num_heads must be a multiple of num_key_value_heads ({info.n2_size})")
         info.g_size = info.n1_size // info.n2_size

@@ -97,6 +97,9 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
         if perf == IFA_PERF_NORMAL and not v.prefix and units * 2 <= plat.aiv:
             perf = d.decide("perf_mode", IFA_PERF_C1V1, f"no FD, B*N2*2={units * 2} <= {plat.aiv} vector cores: "
                                                         "C1V1 mode 2 (IFATiling::UpdatePerfMode)")
+    d.block_dim = d.decide("block_dim", _ifa_block_dim(perf, fd, d.used_cores, plat),
+                           "IFATiling::SetBlockDim: with FD (not MLA) every core group; else the used cores as "
+                           "C1V1 1:1, cube-view 1:ratio, or vector cores paired 2:1")
     ws = Workspace().add("libapi", LIBAPI_WORKSPACE)
     if fd:
         params = v.batch * v.n1 * parts
@@ -121,6 +124,21 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
     key = encode_ifa(fields)
     d.tiling_key = d.decide("tiling_key", key, "IFATiling::GenTilingKey: mode*10^16 + perf*10^15 + digits")
     d.key_fields = decode_ifa(key)
+
+
+def _ifa_block_dim(perf: int, fd: bool, used: int, plat: Platform) -> int:
+    """The IFA launch (``SetBlockDim``): ``CalcTschNumBlocks(aiv, aic, aiv)`` over the cores the mode
+    implies."""
+    aiv, aic = plat.aiv, plat.aic
+    if perf == IFA_PERF_MLA or not fd:
+        if perf == IFA_PERF_C1V1:
+            aiv = aic = used
+        elif perf in (IFA_PERF_CUBE_VIEW, IFA_PERF_MLA, IFA_PERF_DD):
+            aiv, aic = plat.cv_ratio * used, used
+        else:
+            aiv = used + (used & 1)
+            aic = (aiv + 1) // 2
+    return tsch_num_blocks(aiv, aic, aiv)
 
 
 def _ifa_fd_tasks(d: Draft, parts: int, length: int, s_inner: int) -> None:

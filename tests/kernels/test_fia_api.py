@@ -321,8 +321,14 @@ def test_unsupported_parameter_is_named(name):
 def test_tensor_lists_and_quantised_kv_are_unsupported(bnsd):
     with pytest.raises(UnsupportedParameterError, match="key"):
         fia(**dict(bnsd, key=[bnsd["key"]], value=[bnsd["value"]]))
-    with pytest.raises(UnsupportedParameterError, match="key"):
-        fia(**dict(bnsd, key=bnsd["key"].astype(np.int8), value=bnsd["value"].astype(np.int8)))
+    int8_kv = dict(bnsd, key=bnsd["key"].astype(np.int8), value=bnsd["value"].astype(np.int8))
+    # without a dequant scale op_host itself refuses int8 key/value (the PFA tiling's antiquant check) ...
+    with pytest.raises(ParamError, match="antiquant_scale") as err:
+        fia(**int8_kv)
+    assert err.value.status == 561002
+    # ... with one, the call is valid and the simulator says it does not dequantise
+    with pytest.raises(UnsupportedParameterError, match="antiquant_scale"):
+        fia(**dict(int8_kv, antiquant_scale=np.ones((2, 2, 1, 64), np.float16)))
 
 
 def _plan(kw: dict, target: str = "Ascend910B1"):

@@ -245,7 +245,10 @@ def check_legacy(p: FiaParams, plat: Platform, reason: str) -> FiaInfo:
     try:
         info = parse_info(p, plat)
     except ParamError:
-        info = FiaInfo(params=p, platform=plat, arch=plat.arch)
+        try:
+            info = parse_info(p, plat, strict_heads=False)
+        except ParamError:
+            info = FiaInfo(params=p, platform=plat, arch=plat.arch)
     info.route = RouteRecord("arch22", route, _TEMPLATES[route], None, f"{reason}; {why}")
     if route == "pfa" and legacy_pfa.pfa_empty(p):
         info.empty_tensor_flag = True      # the PFA tiling's empty exit (``plan_legacy.plan_pfa``)

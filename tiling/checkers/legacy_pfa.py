@@ -362,8 +362,13 @@ def check_after_empty(p, contiguous: bool) -> None:
         _fail("key", p.key.shape, f"the batch of key/value must equal the batch of query ({p.query.shape[0]})")
     if p.sparse_mode in (1, 2, 3, 4) and (not present(p.atten_mask) or numel(p.atten_mask.shape) == 0):
         _fail("atten_mask", None, f"sparse_mode {p.sparse_mode} needs a non-empty atten_mask")
-    if paged and (p.block_size % 128 or p.block_size > 1024):
+    if paged and (p.block_size <= 0 or p.block_size % 128 or p.block_size > 1024):
         _fail("block_size", p.block_size, "with a paged cache the PFA route needs a multiple of 128, at most 1024")
+    if p.input_layout not in ("TND", "NTD_TND"):
+        _bsnd_shapes(p, contiguous, paged)
+    else:
+        mask_and_pse(p, 0, 0, 0)
+    _sparse_and_tokens(p)
     if (p.query.dtype == "float16" and p.key.dtype == "int8" and not present(p.key_antiquant_scale)
             and not present(p.value_antiquant_scale) and not present(p.antiquant_scale)):
         _fail("antiquant_scale", None, "an fp16 query with int8 key/value needs antiquant_scale")
@@ -376,10 +381,12 @@ def check_after_empty(p, contiguous: bool) -> None:
 
 
 def _tnd(p, layout: str, paged: bool) -> None:
-    """``CheckInputShapeWhenLayoutIsTND`` (TND and NTD_TND on the PFA route): both length lists with values,
-    T of query (and of an unpaged key/value) equal to the last cumulative length, heads consistent, the head
-    dim pairs (192, 192, 192|128) or equal 128 / 64 (with rope: 128 + rope 64), no value D 192 with G > 1 or
-    NTD_TND, and a bf16 query."""
+    """``CheckInputShapeWhenLayoutIsTND`` and ``CheckActSeqWhenLayoutIsTND`` (TND and NTD_TND on the PFA
+    route): both length lists with values, T of query (and of an unpaged key/value) equal to the last
+    cumulative length, heads consistent (a paged (blocks, block size, H) cache has the attribute's heads),
+    the head dim pairs (192, 192, 192|128) or equal 128 / 64 (with rope: 128 + rope 64), no value D 192 with
+    G > 1 or NTD_TND, a bf16 query; then as many query as kv lengths, none negative, none decreasing (kv:
+    unless paged)."""
     lists = (("actual_seq_lengths", p.actual_seq_lengths), ("actual_seq_lengths_kv", p.actual_seq_lengths_kv))
     for name, t in lists:
         if not present(t):
@@ -390,21 +397,19 @@ def _tnd(p, layout: str, paged: bool) -> None:
             _fail(name, t.shape, f"with {layout} {name} must not be empty")
     t_axis, n_axis = (1, 0) if layout == "NTD_TND" else (0, 1)
     q, k, v = p.query.shape, p.key.shape, legacy_value(p).shape
-    last_q, last_kv = p.actual_seq_lengths.data[-1], p.actual_seq_lengths_kv.data[-1]
+    aq, akv = list(p.actual_seq_lengths.data), list(p.actual_seq_lengths_kv.data)
     if len(q) != 3:
         return                                # the rank rules above have refused it
-    if q[t_axis] != last_q:
-        _fail("query", q, f"with {layout} T of query must equal the last actual_seq_lengths ({last_q})")
-    if not paged and len(k) == 3 and len(v) == 3:
-        if k[t_axis] != last_kv or v[t_axis] != last_kv:
-            _fail("key", k, f"with {layout} T of key and value must equal the last actual_seq_lengths_kv ({last_kv})")
-        kn, vn = k[n_axis], v[n_axis]
-        if kn != vn:
-            _fail("value", v, f"with {layout} key and value must have the same heads ({kn})")
-        if q[n_axis] != p.num_heads:
-            _fail("num_heads", p.num_heads, f"with {layout} must equal the heads of query ({q[n_axis]})")
-        if kn == 0 or q[n_axis] % kn:
-            _fail("key", k, f"with {layout} the heads of query ({q[n_axis]}) must be a multiple of key's ({kn})")
+    if q[t_axis] != aq[-1]:
+        _fail("query", q, f"with {layout} T of query must equal the last actual_seq_lengths ({aq[-1]})")
+    if paged:
+        kn, vn = ((p.num_key_value_heads if len(t) == 3 else (t[1] if len(t) > 1 else 0)) for t in (k, v))
+        _tnd_heads(p, layout, q[n_axis], kn, vn)
+    elif len(k) == 3 and len(v) == 3:
+        if k[t_axis] != akv[-1] or v[t_axis] != akv[-1]:
+            _fail("key", k, f"with {layout} T of key and value must equal the last actual_seq_lengths_kv ({akv[-1]})")
+        kn = k[n_axis]
+        _tnd_heads(p, layout, q[n_axis], kn, v[n_axis])
         qd, kd, vd = q[2], k[2], v[2]
         g = q[n_axis] // kn
         if present(p.query_rope) or present(p.key_rope):
@@ -419,3 +424,142 @@ def _tnd(p, layout: str, paged: bool) -> None:
         _fail("query", p.query.dtype, f"with {layout} the PFA route takes a bf16 query only")
     if layout == "NTD_TND" and v and v[-1] == 192:
         _fail("value", v, "with NTD_TND the value head dim must be 128, not 192")
+    if len(aq) != len(akv):
+        _fail("actual_seq_lengths_kv", len(akv),
+              f"with {layout} must have as many entries as actual_seq_lengths ({len(aq)})")
+    if min(aq + akv) < 0:
+        _fail("actual_seq_lengths", min(aq + akv), f"with {layout} lengths must not be negative")
+    for name, vals in (("actual_seq_lengths", aq), ("actual_seq_lengths_kv", None if paged else akv)):
+        if vals is not None and any(b < a for a, b in zip(vals, vals[1:])):
+            _fail(name, vals, f"with {layout} the cumulative lengths must not decrease")
+
+
+def _tnd_heads(p, layout: str, qn: int, kn: int, vn: int) -> None:
+    if kn != vn:
+        _fail("value", vn, f"with {layout} key and value must have the same heads ({kn})")
+    if qn != p.num_heads:
+        _fail("num_heads", p.num_heads, f"with {layout} must equal the heads of query ({qn})")
+    if kn == 0:
+        _fail("num_key_value_heads", kn, f"with {layout} the key/value heads must not be 0")
+    if qn % kn:
+        _fail("key", kn, f"with {layout} the heads of query ({qn}) must be a multiple of key's ({kn})")
+
+
+_SPARSE_2048 = 2048
+
+
+def _q_kv_dims(p, paged: bool) -> tuple[int, int, int] | None:
+    """(B, S of query, S of key/value) as the PFA tiling reads them for BSH / BSND / BNSD(_BSND); S of a
+    paged cache is the block table's width times the block size. None where the ranks do not fit."""
+    q, k = p.query.shape, p.key.shape
+    lay = p.input_layout
+    if lay == "BSH" and len(q) == 3:
+        b, s = q[0], q[1]
+    elif lay == "BSND" and len(q) == 4:
+        b, s = q[0], q[1]
+    elif lay in ("BNSD", "BNSD_BSND") and len(q) == 4:
+        b, s = q[0], q[2]
+    else:
+        return None
+    if paged:
+        bt = p.block_table.shape
+        return b, s, (bt[1] if len(bt) > 1 else 0) * max(p.block_size, 0)
+    if lay in ("BSH", "BSND") and len(k) >= 2:
+        return b, s, k[1]
+    if len(k) >= 3:
+        return b, s, k[2]
+    return None
+
+
+def _bsnd_shapes(p, contiguous: bool, paged: bool) -> None:
+    """After the batch check, for the non-TND layouts: the length lists (``CheckActualSeqLength``: one entry
+    or at least B, values in [0, S]), the mask shape (``CheckAttenMaskShape``: covering S1 x S2 for sparse
+    0/2, the 2048 x 2048 template for 1/3/4) and the pse shift (``CheckPseShiftTypeAndShape``)."""
+    dims = _q_kv_dims(p, paged)
+    if dims is None:
+        return
+    b, s, s_kv = dims
+    _heads_in_shapes(p, paged)
+    for name, cap in (("actual_seq_lengths", s), ("actual_seq_lengths_kv", s_kv)):
+        t = getattr(p, name)
+        if not present(t) or not t.data:
+            continue
+        if 1 < len(t.data) < b:
+            _fail(name, len(t.data), f"must have 1 or at least B ({b}) entries")
+        for i, x in enumerate(t.data[:b]):
+            if x < 0 or (x > cap and (name == "actual_seq_lengths" or (contiguous and not paged))):
+                _fail(name, x, f"entry {i} must be in [0, {cap}]")
+    mask_and_pse(p, b, s, s_kv)
+
+
+def mask_and_pse(p, b: int, s: int, s_kv: int) -> None:
+    """``CheckAttenMaskShape`` and ``CheckPseShiftTypeAndShape`` against B, S of query and S of key/value
+    (TND / NTD_TND pass 0, 0, 0 there: only the batch-1 and heads rules bite)."""
+    mask = p.atten_mask
+    if present(mask) and numel(mask.shape) and not present(p.key_shared_prefix):
+        ms, sp = mask.shape, p.sparse_mode
+        if len(ms) not in (2, 3, 4):
+            _fail("atten_mask", ms, "atten_mask must have 2, 3 or 4 dims")
+        mb = 1 if len(ms) == 2 else ms[0]
+        if sp in (0, 2) and not (ms[-2] >= s and ms[-1] >= s_kv and mb in (1, b)):
+            _fail("atten_mask", ms, f"atten_mask must be [1 or {b}, ..., >= {s}, >= {s_kv}]")
+        if sp in (1, 3, 4) and not (tuple(ms[-2:]) == (_SPARSE_2048, _SPARSE_2048) and mb == 1
+                                    and (len(ms) < 4 or ms[1] == 1)):
+            _fail("atten_mask", ms, f"sparse_mode {sp} takes the (1, 1,) 2048 x 2048 template")
+    pse = p.pse_shift
+    if present(pse):
+        want = {"float16": "float16", "bfloat16": "bfloat16", "int8": "float16"}.get(p.query.dtype)
+        if want and pse.dtype != want:
+            _fail("pse_shift", pse.dtype, f"with a {p.query.dtype} query pse_shift must be {want}")
+        if numel(pse.shape):
+            ps = pse.shape
+            if len(ps) != 4:
+                _fail("pse_shift", ps, "pse_shift must have 4 dims")
+            if ps[0] not in (1, b) or ps[1] != p.num_heads or ps[2] < s or ps[3] < s_kv:
+                _fail("pse_shift", ps, f"pse_shift must be [1 or {b}, {p.num_heads}, >= {s}, >= {s_kv}]")
+
+
+def _sparse_and_tokens(p) -> None:
+    """The sparse-mode range (0-4; TND / NTD_TND take 0, 3, 4) and the token rules on the tokens the mode
+    implies (band: not both negative; the next-token line above the pre-token line; sparse 0 with a mask:
+    |next| < S of query)."""
+    sp = p.sparse_mode
+    if sp not in (0, 1, 2, 3, 4):
+        _fail("sparse_mode", sp, "the PFA route takes sparse_mode 0-4")
+    has_mask = present(p.atten_mask) and numel(p.atten_mask.shape) > 0
+    if p.input_layout in ("TND", "NTD_TND") and has_mask and sp in (1, 2):
+        _fail("sparse_mode", sp, f"with {p.input_layout} the PFA route takes sparse_mode 0, 3 or 4")
+    big = 2147483647
+    pre, nxt = p.pre_tokens, p.next_tokens
+    if sp == 4 and pre < 0 and nxt < 0:
+        _fail("pre_tokens", pre, "band mode takes no negative pre_tokens and next_tokens together")
+    if has_mask:
+        pre, nxt = {1: (big, 0), 2: (big, big), 3: (big, nxt)}.get(sp, (pre, nxt))
+    elif sp == 0:
+        pre, nxt = big, big
+    if sp == 0 and (present(p.query_padding_size) or present(p.kv_padding_size)):
+        pre, nxt = big, big
+    if pre < 0 and nxt < 0:
+        _fail("pre_tokens", pre, f"pre_tokens and next_tokens ({nxt}) must not both be negative")
+    if -nxt > pre:
+        _fail("next_tokens", nxt, f"the next-token line must lie above the pre-token line (pre_tokens {pre})")
+
+
+def _heads_in_shapes(p, paged: bool) -> None:
+    """``CheckInputDimAndHeadNum``: at most 256 query heads; unpaged BNSD / BSND take 4-D query, key and value
+    whose heads axis equals num_heads / num_key_value_heads (0 meaning num_heads)."""
+    nq = p.num_heads
+    nkv = p.num_key_value_heads or nq
+    if nq > 256:
+        _fail("num_heads", nq, "the PFA route takes at most 256 query heads")
+    if paged or p.input_layout not in ("BNSD", "BNSD_BSND", "BSND"):
+        return
+    v = legacy_value(p)
+    if not (len(p.query.shape) == len(p.key.shape) == len(v.shape) == 4):
+        _fail("query", p.query.shape, f"with {p.input_layout} query, key and value must have 4 dims")
+    ax = 2 if p.input_layout == "BSND" else 1
+    if p.query.shape[ax] != nq:
+        _fail("num_heads", nq, f"must equal the heads in the query shape ({p.query.shape[ax]})")
+    if p.key.shape[ax] != nkv or v.shape[ax] != nkv:
+        _fail("num_key_value_heads", p.num_key_value_heads,
+              f"must equal the heads in the key/value shapes ({p.key.shape[ax]}, {v.shape[ax]})")
