@@ -1,0 +1,126 @@
+"""Hypothesis strategies for ``npu_fused_infer_attention_score`` calls: valid calls over the API's features
+and malformed values of each parameter.
+
+Model
+-----
+``fia_calls()`` draws one keyword call: a layout (BSH, BSND, BNSD, TND and the transposing in/out pairs),
+dtype (fp16 / bf16, sometimes fp32 or int8), batch, heads and a GQA ratio, query and KV lengths (decode
+S1 = 1, prefill, 0), head dim, an optional per-batch KV length list (0 and full included), a mask with a
+sparse mode and pre/next tokens, a pse shift, softmax_lse, a paged KV cache (block
+table + block size), and a target. With probability ``bad`` one parameter is replaced by a malformed value
+(a wrong type, a negative or non-integral number, a wrong dtype, a shape off by one, an unknown string).
+Arrays are small (at most a few thousand elements per tensor) so a check-only property runs hundreds of
+calls a second.
+
+Invariants
+----------
+* Every draw is a complete keyword dict for ``cvtile.npu_fused_infer_attention_score``; ``_malformed``
+  names the parameter it broke (``None`` for a valid-looking call); only V1 (torch_npu) keywords are drawn
+  (the learnable sink is a V2 parameter).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+from hypothesis import strategies as st
+
+BF16 = ml_dtypes.bfloat16
+LAYOUTS = ("BSH", "BSND", "BNSD", "TND", "BNSD_BSND", "BSND_BNSD", "BSH_BNSD")
+TARGETS = ("Ascend910B1", "Ascend910B3", "Ascend950")
+
+
+def _shape(layout: str, b: int, n: int, s: int, d: int, t: int) -> tuple:
+    return {"BSH": (b, s, n * d), "BSND": (b, s, n, d), "BNSD": (b, n, s, d), "TND": (t, n, d)}[layout]
+
+
+@st.composite
+def fia_calls(draw, bad: float = 0.3):
+    layout = draw(st.sampled_from(LAYOUTS))
+    q_lay = layout.split("_")[0]
+    dtype = draw(st.sampled_from([np.float16, BF16, np.float16, BF16, np.float32, np.int8]))
+    b = draw(st.integers(1, 3))
+    n2 = draw(st.sampled_from([1, 2]))
+    g = draw(st.sampled_from([1, 2, 4]))
+    n1 = n2 * g
+    s1 = draw(st.sampled_from([1, 1, 3, 16, 33, 0]))
+    s2 = draw(st.sampled_from([1, 16, 64, 130, 0]))
+    d = draw(st.sampled_from([16, 32, 64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
+
+    def arr(shape, dt=dtype):
+        return rng.standard_normal(shape).astype(np.float32).astype(dt)
+
+    kw: dict = {"num_heads": n1, "num_key_value_heads": n2, "input_layout": layout,
+                "scale": draw(st.sampled_from([1.0, 0.125, 1 / np.sqrt(d)]))}
+    if q_lay == "TND":
+        qlens = draw(st.lists(st.integers(0, max(s1, 1)), min_size=b, max_size=b))
+        kvlens = draw(st.lists(st.integers(0, max(s2, 1)), min_size=b, max_size=b))
+        kw["actual_seq_lengths"] = list(np.cumsum(qlens).astype(int))
+        kw["actual_seq_lengths_kv"] = list(np.cumsum(kvlens).astype(int))
+        t, tk = int(sum(qlens)), int(sum(kvlens))
+        kw["query"] = arr(_shape("TND", b, n1, s1, d, t))
+        kw["key"] = arr(_shape("TND", b, n2, s2, d, tk))
+        kw["value"] = arr(_shape("TND", b, n2, s2, d, tk))
+    else:
+        kw["query"] = arr(_shape(q_lay, b, n1, s1, d, 0))
+        kv_lay = q_lay
+        paged = s1 == 1 and s2 > 0 and draw(st.booleans())
+        if paged:
+            bs = draw(st.sampled_from([16, 128]))
+            blocks = -(-s2 // bs)
+            kw["key"] = arr((b * blocks, bs, n2 * d))
+            kw["value"] = arr((b * blocks, bs, n2 * d))
+            kw["block_table"] = np.arange(b * blocks, dtype=np.int32).reshape(b, blocks)
+            kw["block_size"] = bs
+            kw["actual_seq_lengths_kv"] = draw(st.lists(st.integers(0, s2), min_size=b, max_size=b))
+        else:
+            kw["key"] = arr(_shape(kv_lay, b, n2, s2, d, 0))
+            kw["value"] = arr(_shape(kv_lay, b, n2, s2, d, 0))
+            if draw(st.booleans()):
+                kw["actual_seq_lengths_kv"] = draw(st.lists(st.integers(0, s2), min_size=b, max_size=b))
+    if draw(st.integers(0, 3)) == 0 and q_lay != "TND":
+        sparse = draw(st.sampled_from([0, 1, 2, 3, 4]))
+        kw["sparse_mode"] = sparse
+        if sparse in (2, 3, 4):
+            kw["atten_mask"] = np.triu(np.ones((2048, 2048), np.bool_), 1)
+        else:
+            kw["atten_mask"] = rng.random((b, max(s1, 1), max(s2, 1))) < 0.3
+        if sparse in (0, 4):
+            kw["pre_tokens"] = draw(st.sampled_from([2147483647, 8, 0, -3]))
+            kw["next_tokens"] = draw(st.sampled_from([2147483647, 0, 5, -2]))
+    if draw(st.integers(0, 5)) == 0 and q_lay != "TND" and dtype in (np.float16, BF16):
+        kw["pse_shift"] = arr((1, n1, max(s1, 1), max(s2, 1)))
+    if draw(st.booleans()):
+        kw["softmax_lse_flag"] = True
+    kw["inner_precise"] = draw(st.sampled_from([0, 0, 1, 2, 3]))
+    kw["_target"] = draw(st.sampled_from(TARGETS))
+    kw["_malformed"] = None
+    if draw(st.floats(0, 1)) < bad:
+        name, value = draw(_malformed(kw))
+        kw[name] = value
+        kw["_malformed"] = name
+    return kw
+
+
+@st.composite
+def _malformed(draw, kw: dict):
+    name = draw(st.sampled_from(["num_heads", "num_key_value_heads", "scale", "input_layout",
+                                 "actual_seq_lengths_kv", "sparse_mode", "pre_tokens", "block_size",
+                                 "softmax_lse_flag", "query", "key", "inner_precise"]))
+    q = kw["query"]
+    bad = {
+        "num_heads": [0, -1, 4.0, "8", kw["num_heads"] + 1, None],
+        "num_key_value_heads": [-1, 3, 2.5, kw["num_heads"] * 2],
+        "scale": ["0.125", float("nan"), float("inf"), None],
+        "input_layout": ["BSHD", "", None, "bsh", "NTD"],
+        "actual_seq_lengths_kv": [[-1], [None], "100", [50.7], [10 ** 6] * 4, [1, 2, 3, 4, 5, 6, 7]],
+        "sparse_mode": [5, 7, -1, 9, "0"],
+        "pre_tokens": [-2 ** 40, 2 ** 40, 1.5],
+        "block_size": [0, -16, 100, 7],
+        "softmax_lse_flag": ["no", 2, None],
+        "query": [q.astype(np.float64), q.reshape(-1), [q], q[..., :-1] if q.shape[-1] > 1 else q],
+        "key": [kw["key"].astype(np.int32), kw["key"][:, :0] if kw["key"].ndim > 1 else kw["key"]],
+        "inner_precise": [4, -1, 7],
+    }[name]
+    return name, draw(st.sampled_from(bad))

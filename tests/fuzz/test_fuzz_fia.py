@@ -1,0 +1,82 @@
+"""Fuzzing ``npu_fused_infer_attention_score`` (issue 12, item 2), seeded and reproducible.
+
+Property: a call is either accepted or refused with a typed ``ParamError`` / ``UnsupportedParameterError``
+that names a parameter; never another exception. The default tier checks 500 drawn calls at the check and
+tiling layer (``prepare_fia``: the API's binding checks, the op_host mirror and the plan, without a kernel
+launch, so each call costs milliseconds). The ``fuzz`` tier (``-m fuzz``, ``CVTILE_FUZZ_EXAMPLES``, default
+10,000) runs the whole call on the simulator and requires an accepted call to match the float64 golden
+within the dtype's tolerance and to be finite where the golden is; each new kernel specialisation costs a
+30-120 s compile, so that tier takes hours on a cold cache. A failure shrinks to a minimal call
+(hypothesis prints it); pin it as a regression test named after the bug.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+
+from cvtile import ParamError, UnsupportedParameterError
+from cvtile import npu_fused_infer_attention_score as fia
+from cvtile.kernels import compare, fia_golden_lowp
+from cvtile.kernels.fia.api import prepare_fia
+
+from .strategies import fia_calls
+
+_SIG = inspect.signature(fia)
+_TENSORS = ("query", "key", "value")
+_OPTIONAL = [n for n, p in _SIG.parameters.items() if p.default is None and n not in _TENSORS]
+_ATTRS = {n: p.default for n, p in _SIG.parameters.items()
+          if p.default is not None and p.default is not inspect.Parameter.empty and n not in ("target", "order")}
+
+
+def _split(kw: dict):
+    kw = dict(kw)
+    target = kw.pop("_target")
+    kw.pop("_malformed")
+    optional = {n: kw.get(n) for n in _OPTIONAL}
+    attrs = {n: kw.get(n, d) for n, d in _ATTRS.items()}
+    return kw, optional, attrs, target
+
+
+def _typed(exc: Exception) -> bool:
+    return isinstance(exc, (ParamError, UnsupportedParameterError)) and bool(getattr(exc, "param", ""))
+
+
+@seed(20261202)
+@settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(fia_calls())
+def test_every_call_is_planned_or_refused_with_a_typed_error(kw):
+    kw, optional, attrs, target = _split(kw)
+    try:
+        arrays, tiling = prepare_fia(kw["query"], kw["key"], kw["value"], optional, attrs, target)
+    except (ParamError, UnsupportedParameterError) as exc:
+        assert _typed(exc), f"{type(exc).__name__} without a parameter name: {exc}"
+        return
+    assert tiling.block_dim >= tiling.used_cores >= 0
+    assert all(len(c.tasks) >= 0 for c in tiling.cores)
+
+
+@pytest.mark.fuzz
+@seed(20261202)
+@settings(max_examples=int(os.environ.get("CVTILE_FUZZ_EXAMPLES", "10000")), deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(fia_calls(bad=0.15))
+def test_accepted_calls_match_the_golden(kw):
+    kw, _, _, target = _split(kw)
+    try:
+        out, lse = fia(**kw, target=target)
+    except (ParamError, UnsupportedParameterError) as exc:
+        assert _typed(exc), f"{type(exc).__name__} without a parameter name: {exc}"
+        return
+    g_out, g_lse = fia_golden_lowp(**kw)
+    dt = "bfloat16" if "bfloat16" in str(out.dtype) else str(np.dtype(out.dtype))
+    rep = compare(out, g_out, dt)
+    assert rep.passed, str(rep)
+    finite = np.isfinite(np.asarray(g_out, np.float64))
+    assert np.isfinite(np.asarray(out, np.float64)[finite]).all(), "non-finite output where the golden is finite"
+    if kw.get("softmax_lse_flag"):
+        assert compare(lse, g_lse, "float32").passed
