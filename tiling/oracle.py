@@ -11,7 +11,8 @@ go through ``FiaParams.from_csv_row`` and ``tile_fia`` on the UT platform of the
 arch, and each row is compared on
 
 * **verdict**: cvtile accepts exactly the rows op_host accepts;
-* **key**: the tiling key, for rows both accept;
+* **key**: the tiling key, for rows both accept (not for the legacy PFA route's
+  non-empty plans, whose key the mirror does not model: ``key_mirrored`` False);
 * **block_dim**: the block dim op_host sets for the launch (``FiaTiling.block_dim``;
   how many cores get work is ``used_cores``, reported beside it);
 * **workspace**: the workspace size in bytes op_host asks for.
@@ -26,7 +27,8 @@ crash it is restarted on the rows that follow.
 Invariants
 ----------
 * ``compare_rows`` never hides a row: every row is an agreement, a disagreement
-  (with its fields and both sides' values) or an op_host crash.
+  (with its fields, both sides' values and op_host's logged reason), an op_host
+  crash or an undecidable rejection, and the last two are listed by case name.
 * ``find_oracle()`` reads ``CVTILE_OPHOST_ORACLE`` (the build directory or the
   binary) and returns None when it is not set or not built.
 """
