@@ -2,7 +2,9 @@
 
 Cases (the DESIGN's reference shapes):
 * prefill B=1 N=32 S=2048 D=128, causal (sparse_mode 3) and non-causal;
-* decode  B=16 Nq=32 Nkv=8 Sq=1 Skv=4096 D=128 (GQA, G=4).
+* decode  B=16 Nq=32 Nkv=8 Sq=1 Skv=4096 D=128 (GQA, G=4);
+* fixed_cost B=1 N=1 S=16 D=64 (a call with almost no work: its time is the API's fixed cost per call) and
+  small_prefill B=1 N=4 S=512 D=64.
 
 For each: the simulated kernel (fp16 inputs, the op_host tiling's core split
 on Ascend910B1, all CPU threads) in program order and in pipelined order (the
@@ -38,6 +40,9 @@ CASES = {
     "prefill_causal": dict(b=1, nq=32, nkv=32, sq=2048, skv=2048, d=128, causal=True),
     "prefill": dict(b=1, nq=32, nkv=32, sq=2048, skv=2048, d=128, causal=False),
     "decode": dict(b=16, nq=32, nkv=8, sq=1, skv=4096, d=128, causal=False),
+    # the API's fixed cost: argument checks, tiling, conversions and the launch of a call with almost no work
+    "fixed_cost": dict(b=1, nq=1, nkv=1, sq=16, skv=16, d=64, causal=False),
+    "small_prefill": dict(b=1, nq=4, nkv=4, sq=512, skv=512, d=64, causal=False),
 }
 
 

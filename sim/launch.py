@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ..dsl.errors import SimulationError
 from . import checking
@@ -54,6 +54,22 @@ _LOCK = threading.Lock()
 #: seconds this process has spent generating, loading and compiling kernels (for reports that separate
 #: compile time from run time)
 COMPILE_STATS = {"seconds": 0.0, "kernels": 0}
+
+
+_BLAS = {"modules": -1, "controller": None}
+
+
+def _one_blas_thread():
+    """A context that limits BLAS to one thread (the cores are the launch's parallelism).
+
+    Inspecting the process's native libraries costs about 2 ms (threadpoolctl walks every loaded library), which
+    was half the fixed cost of a small launch; the controller is therefore built once and rebuilt only when
+    the process has imported modules since (a BLAS library arrives with an import: numpy's, scipy's for
+    numba's ``np.dot``, torch's)."""
+    if _BLAS["modules"] != len(sys.modules):
+        _BLAS["controller"] = ThreadpoolController()
+        _BLAS["modules"] = len(sys.modules)
+    return _BLAS["controller"].limit(limits=1, user_api="blas")
 
 
 def cache_dir() -> Path:
@@ -201,7 +217,7 @@ class NumbaRunner:
         if dry:
             return err, []
         threads = 1 if serial or (shadows is not None and shadows.serial) else _threads()
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _one_blas_thread():
             if group:
                 problems = _run_groups(variant.module, grid, err, flat_args, threads, shadows)
             else:
