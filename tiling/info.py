@@ -115,6 +115,8 @@ class FiaInfo:
     actual_seq_q: tuple[int, ...] | None = None   # raw values (possibly cumulative); None when absent/dropped/no data
     actual_seq_kv: tuple[int, ...] | None = None
     actual_seq_q_present: bool = False  # the tensor reaches the tiling (even without data)
+    actual_seq_q_given: tuple[int, ...] | None = None   # the values the caller gave, even where FIA drops them
+    #                                                     (the legacy IFA tiling's ATB check still reads them)
     actual_seq_kv_present: bool = False
     actual_len_q_dims: int = 0          # element counts
     actual_len_kv_dims: int = 0
@@ -419,6 +421,8 @@ class _Parser:
     def _update_info(self):
         """The arch22 legacy-IFA shape ignores the mask mode, tokens, query lengths and query padding."""
         p, info = self.p, self.info
+        given = p.actual_seq_lengths if present(p.actual_seq_lengths) else None
+        info.actual_seq_q_given = tuple(int(x) for x in given.data) if given is not None and given.data else None
         if info.is_legacy_ifa and info.arch == "arch22":
             self.sparse_mode = 0
             self.pre_attr = INT_MAX

@@ -15,7 +15,8 @@ arch, and each row is compared on
   non-empty plans, whose key the mirror does not model: ``key_mirrored`` False);
 * **block_dim**: the block dim op_host sets for the launch (``FiaTiling.block_dim``;
   how many cores get work is ``used_cores``, reported beside it);
-* **workspace**: the workspace size in bytes op_host asks for.
+* **workspace**: the workspace size in bytes op_host asks for (not for the legacy PFA route's non-empty
+  plans either: ``workspace_mirrored`` False; the rows left out are counted as "not modelled").
 
 A row that crashes op_host is reported and not counted (an upstream bug, not a
 disagreement); so is a rejection the x86 build cannot decide (op_host's log says a
@@ -68,6 +69,14 @@ def find_oracle(path: str | None = None) -> Path | None:
     return None
 
 
+def oracle_env(binary: str | Path) -> dict:
+    """The environment the oracle runs in: its build's ``lib`` directory first on ``LD_LIBRARY_PATH`` (the
+    binaries carry no rpath; without it every row would look like a crash)."""
+    lib = Path(binary).resolve().parent / "lib"
+    old = os.environ.get("LD_LIBRARY_PATH", "")
+    return {**os.environ, "LD_LIBRARY_PATH": f"{lib}{os.pathsep + old if old else ''}"}
+
+
 def run_oracle(binary: str | Path, rows: list[dict], arch: str, *, timeout: float = 600.0) -> dict[str, dict]:
     """op_host's record of every row, by case name (a crashed row gets ``{"crash": SIGNAL}``)."""
     out: dict[str, dict] = {}
@@ -76,7 +85,9 @@ def run_oracle(binary: str | Path, rows: list[dict], arch: str, *, timeout: floa
         while pending:
             path = write_rows(pending, Path(tmp) / "rows.csv", arch)
             proc = subprocess.run([str(binary), "--arch", arch[-2:], str(path)], capture_output=True, text=True,
-                                  timeout=timeout)
+                                  timeout=timeout, env=oracle_env(binary))
+            if "error while loading shared libraries" in proc.stderr:
+                raise RuntimeError(f"the op_host oracle {binary} does not start: {proc.stderr.strip()[-300:]}")
             for line in proc.stdout.splitlines():
                 line = line.strip()
                 if not line.startswith("{"):
@@ -109,7 +120,7 @@ def op_host_reason(binary: str | Path, rows: list[dict], arch: str, case: str) -
     with tempfile.TemporaryDirectory(prefix="cvtile_oracle_") as tmp:
         path = write_rows(row, Path(tmp) / "row.csv", arch)
         proc = subprocess.run([str(binary), "--arch", arch[-2:], str(path), case], capture_output=True, text=True,
-                              timeout=120, env={**os.environ, "ORACLE_LOG": "3"})
+                              timeout=120, env={**oracle_env(binary), "ORACLE_LOG": "3"})
     for line in proc.stderr.splitlines():
         if " l3] " not in line or "platform_ascendc.cpp" in line:
             continue
@@ -145,6 +156,8 @@ class Comparison:
     accepted: int = 0                                # rows op_host accepts
     agree: dict = field(default_factory=lambda: {f: 0 for f in FIELDS})
     compared: dict = field(default_factory=lambda: {f: 0 for f in FIELDS})
+    unmodelled: dict = field(default_factory=lambda: {f: 0 for f in FIELDS})   # accepted rows the mirror
+    #                                                     does not model the field of (not compared, counted)
 
     def disagreements(self, what: str) -> int:
         return self.compared[what] - self.agree[what]
@@ -153,12 +166,13 @@ class Comparison:
         parts = [f"{f} {self.agree[f]}/{self.compared[f]}" for f in FIELDS]
         return (f"oracle {self.arch}: {self.rows} rows ({self.accepted} accepted by op_host; not counted: "
                 f"{len(self.crashes)} op_host crashes, {len(self.undecided)} undecidable on x86): "
-                + ", ".join(parts) + " agree")
+                + ", ".join(parts) + " agree"
+                + "".join(f"; {n} {f} not modelled (legacy PFA)" for f, n in self.unmodelled.items() if n))
 
     def to_dict(self) -> dict:
         return {"arch": self.arch, "rows": self.rows, "accepted": self.accepted, "crashes": self.crashes,
                 "undecided": self.undecided,
-                "agree": self.agree, "compared": self.compared, "summary": self.summary_line(),
+                "agree": self.agree, "compared": self.compared, "unmodelled": self.unmodelled, "summary": self.summary_line(),
                 "diffs": [asdict(d) for d in self.diffs]}
 
 
@@ -174,7 +188,8 @@ def cvtile_record(row: dict, arch: str) -> dict:
         return {"got": "ERROR", "error": f"{type(e).__name__}: {e}"}
     return {"got": "SUCCESS", "tiling_key": t.tiling_key, "block_dim": t.block_dim, "used_cores": t.used_cores,
             "workspace": t.workspace_bytes, "route": f"{t.route}/{t.template}",
-            "key_mirrored": t.extras.get("key_mirrored", True)}
+            "key_mirrored": t.extras.get("key_mirrored", True),
+            "workspace_mirrored": t.extras.get("workspace_mirrored", True)}
 
 
 def compare_rows(rows: list[dict], arch: str, ophost: dict[str, dict], binary: str | Path | None = None) -> Comparison:
@@ -208,7 +223,8 @@ def compare_rows(rows: list[dict], arch: str, ophost: dict[str, dict], binary: s
         if ours["got"] == theirs.get("got") == "SUCCESS":
             pairs = (("key", "tiling_key"), ("block_dim", "block_dim"), ("workspace", "workspace"))
             for what, k in pairs:
-                if what == "key" and not ours.get("key_mirrored", True):
+                if not ours.get(f"{what}_mirrored", True):
+                    cmp.unmodelled[what] += 1
                     continue
                 cmp.compared[what] += 1
                 if int(ours[k]) == _scalar(theirs.get(k, -1)):

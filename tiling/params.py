@@ -15,7 +15,8 @@ Invariants
 * dtypes are canonical lower-case names (see ``DTYPES``); unknown names are
   kept verbatim in upper case so a checker can reject them by name.
 * ``key``/``value`` hold the first tensor of a tensor list; ``key_list`` /
-  ``value_list`` hold all of them (length 1 when not a list).
+  ``value_list`` hold all of them (length 1 when not a list). ``value_as_read`` is
+  what op_host's dtype and format checks read as value (the second key tensor of a list).
 * The record is metadata only; tensors' contents (but the integer lists) are
   never read here.
 """
@@ -216,6 +217,12 @@ class FiaParams:
     @property
     def is_tensor_list(self) -> bool:
         return len(self.key_list) > 1
+
+    @property
+    def value_as_read(self) -> "TensorMeta | None":
+        """The tensor op_host's tiling reads as "value": its flattened input 2 (``GetInputDesc(VALUE_INDEX)``
+        counts tensor instances), which is the second key tensor of a key/value tensor list."""
+        return self.key_list[1] if len(self.key_list) > 1 else self.value
 
     def present(self, name: str) -> bool:
         return getattr(self, name) is not None

@@ -37,7 +37,7 @@ from .flash_decode import (IFA_PERF_C1V1, IFA_PERF_CUBE_VIEW, IFA_PERF_DD, IFA_P
 from .platform import Platform, tsch_num_blocks
 from .result import CoreWork, FdTask, FdVectorWork, RowTask
 from .tiling_key import DTYPE_CODE, decode_ifa, encode_ifa
-from .workspace import LIBAPI_WORKSPACE, Workspace, fixed_workspace
+from .workspace import LIBAPI_WORKSPACE, Workspace, fixed_workspace, ifa_staging_workspace
 from .plan_fai import plan_fai  # noqa: F401  (the split-fuse planner, re-exported)
 
 __all__ = ["plan_ifa", "plan_pfa", "plan_fai"]
@@ -47,6 +47,9 @@ _IFA_LAYOUT = {"BNSD": 0, "BSH": 1, "BSND": 1, "TND": 2}
 
 def plan_ifa(d: Draft, plat: Platform) -> None:
     v = d.view
+    if _ifa_atb(v):
+        _plan_ifa_atb(d, plat)
+        return
     rope = v.rope_mode == "split"
     kv_nz = v.kv_layout == "NZ"
     anti = v.quant_mode == "anti"
@@ -101,6 +104,10 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
                            "IFATiling::SetBlockDim: with FD (not MLA) every core group; else the used cores as "
                            "C1V1 1:1, cube-view 1:ratio, or vector cores paired 2:1")
     ws = Workspace().add("libapi", LIBAPI_WORKSPACE)
+    ifa_staging_workspace(ws, perf_mode=perf, cores=cores, s_inner=d.s2_base, g=v.g, s1=v.s1, head_dim=v.qk_dim,
+                          antiquant=anti, int4=v.kv_dtype == "int4", high_precision=v.inner_precise == 0, rope=rope,
+                          amla=rope and kv_nz and not anti and v.block_size == 128, tnd=v.input_layout == "TND",
+                          prefix_batch=v.batch if v.prefix else 0)
     if fd:
         params = v.batch * v.n1 * parts
         dalign = (v.qk_dim + 31) // 32 * 32
@@ -109,9 +116,8 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
     if v.paged:
         ws.add("paged_callback", d.used_cores * 64 * 2)
     d.workspace = ws
-    d.decide("workspace_bytes", ws.total, "libapi + FD partials B*N*kv_splits*align32(D) and sums/maxes "
-                                          "(IFATiling::CalcWorkSpace; the matmul staging areas sized from UB "
-                                          "tiling are not mirrored)")
+    d.decide("workspace_bytes", ws.total, "libapi + the matmul staging areas (not in all-vector mode) + FD "
+                                          "partials B*N*kv_splits*align32(D) and sums/maxes (IFATiling::CalcWorkSpace)")
     per_token = anti and v.antiquant_mode == 1
     flags = (2 if (v.paged and v.s2) else 0) + (1 if fd else 0) + (4 if per_token else 0)
     fields = {"mode": 2 if v.prefix else 1, "perf": perf, "q_layout": _IFA_LAYOUT.get(v.q_layout, 0),
@@ -123,6 +129,49 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
               "tree": 1 if v.sparse_mode == 9 else 0}
     key = encode_ifa(fields)
     d.tiling_key = d.decide("tiling_key", key, "IFATiling::GenTilingKey: mode*10^16 + perf*10^15 + digits")
+    d.key_fields = decode_ifa(key)
+
+
+def _ifa_atb(v) -> bool:
+    """The ATB route of the legacy IFA tiling on A2/A3 (``AtbCheckFlag910``): inner_precise 2, paged int8 KV
+    and actual_seq_lengths given for the query."""
+    return v.inner_precise == 2 and v.paged and v.kv_dtype == "int8" and bool(v.actual_q_given)
+
+
+def _plan_ifa_atb(d: Draft, plat: Platform) -> None:
+    """``IFATiling::AtbTilingProcess`` on A2/A3: the query's token blocks (``seqStepQ`` rows of each batch's
+    span of the cumulative query lengths) cut evenly over the launch (``CalcTschNumBlocks(aiv, aic, aiv)``
+    blocks); workspace and key of the ATB kernel. Its tasks are not expressible as RowTasks."""
+    v = d.view
+    u32 = 0xFFFFFFFF
+    head = v.n1 * v.qk_dim if v.q_layout == "BSH" else v.qk_dim      # GetHeadSize: the query's last dim
+    step = min(128, (64 * 1024 // 2 // 2) // max(head, 1) // 16 * 16)  # CalcSeqStepQ: half of L0B in fp16
+    d.decide("route_variant", "atb", "inner_precise 2 with paged int8 KV and query lengths: the ATB kernel "
+                                     "(IFATiling::AtbCheckFlag910)")
+    d.decide("perf_mode", 0, "ATB route: the perf mode is not set (0)")
+    tasks, pre = 0, 0
+    for cur in v.actual_q_given:                    # cumulative lengths, as uint32 (GetTotalQBlockNum)
+        tasks += (((int(cur) - pre + step - 1) & u32) // step) if step else 0
+        pre = int(cur) & u32
+    tasks &= u32
+    d.block_dim = d.decide("block_dim", tsch_num_blocks(plat.aiv, plat.aic, plat.aiv),
+                           "ATB route: every AIV:AIC group (CalcTschNumBlocks(aiv, aic, aiv))")
+    d.used_cores = d.decide("used_cores", min(tasks, d.block_dim),
+                            f"{tasks} query blocks of {step} tokens cut evenly over {d.block_dim} blocks "
+                            "(IFATiling::AtbSplitBlock)")
+    d.decide("flash_decode", False, "ATB route: no FD")
+    d.extras["row_tasks"] = "the ATB kernel's per-block query-token tasks are not expressible as RowTasks"
+    staging = (4 * plat.aiv * 256 * head * 2 + 4 * plat.aiv * 65536 * 2) & u32
+    d.workspace = Workspace().add("libapi", LIBAPI_WORKSPACE).add("atb_staging", staging)
+    d.decide("workspace_bytes", d.workspace.total, "libapi + 4 * aiv * (256 * head * 2 + 65536 * 2) bytes "
+                                                   "(IFATiling::GetTotalWorkspaceSize)")
+    s_max = v.max_block_num_per_batch * v.block_size
+    fields = {"mode": 3, "perf": 0, "q_layout": _IFA_LAYOUT.get(v.q_layout, 0),
+              "q_dtype": DTYPE_CODE.get(v.q_dtype, 0), "kv_dtype": DTYPE_CODE.get(v.kv_dtype, 0),
+              "out_dtype": DTYPE_CODE.get(v.out_dtype, 0), "origin_dtype": DTYPE_CODE.get(v.q_dtype, 0),
+              "flags": 2 if s_max else 0, "antiquant_mode": 0, "kv_layout": 0, "tree": 1 if v.sparse_mode == 9 else 0}
+    key = encode_ifa(fields)
+    d.tiling_key = d.decide("tiling_key", key, "IFATiling::GenTilingKey with the ATB mode (3) * 10^16")
     d.key_fields = decode_ifa(key)
 
 
@@ -248,6 +297,9 @@ def plan_pfa(d: Draft, plat: Platform) -> None:
     d.decide("flash_decode", False, "PFA prefill: no FD")
     d.decide("tiling_key", 0, "the legacy PFA tiling key is not mirrored by cvtile")
     d.extras["key_mirrored"] = False
+    d.decide("workspace_bytes", 0, "the legacy PFA workspace (sized from the softmax API's temporary buffer and "
+                                   "the UB-fit block sizes) is not mirrored by cvtile")
+    d.extras["workspace_mirrored"] = False
 
 
 #: The PFA tiling's key for its empty-tensor exit (``EMPTY_KV_TILING_KEY``), plus FIA's offset for the PFA

@@ -65,6 +65,7 @@ class TilingView:
     actual_q: tuple | None = None
     actual_kv: tuple | None = None
     actual_q_dims: int = 0
+    actual_q_given: tuple | None = None  # the caller's query lengths even where FIA drops them (legacy IFA)
     actual_kv_dims: int = 0
     accum_q: bool = False
     accum_kv: bool = False
@@ -154,7 +155,7 @@ def view_from_info(info, **overrides) -> TilingView:
         s2=g("s2_size", 0), qk_dim=g("qk_head_dim", 0), v_dim=g("v_head_dim", 0), rope_dim=g("rope_head_dim", 0),
         q_dtype=g("q_dtype", "float16"), kv_dtype=g("kv_dtype", "float16"), out_dtype=g("out_dtype", "float16"),
         q_t=g("q_t_size", 0), actual_q=_tuple(g("actual_seq_q")), actual_kv=_tuple(g("actual_seq_kv")),
-        actual_q_dims=g("actual_len_q_dims", 0), actual_kv_dims=g("actual_len_kv_dims", 0),
+        actual_q_dims=g("actual_len_q_dims", 0), actual_q_given=_tuple(g("actual_seq_q_given")), actual_kv_dims=g("actual_len_kv_dims", 0),
         accum_q=bool(g("is_accum_q_seq", False)), accum_kv=bool(g("is_accum_kv_seq", False)),
         max_actual_seq=g("max_actualseq", 0), same_actual_seq=bool(g("is_same_actualseq", True)),
         max_workspace=bool(g("is_max_workspace", False)), kv_list_lens=_tuple(g("kv_list_seq_lens", ())) or (),
@@ -183,7 +184,7 @@ def view_from_info(info, **overrides) -> TilingView:
     )
     if bt is not None and not kw["block_table_width"] and len(bt.shape) > 1:
         kw["block_table_width"] = bt.shape[1]
-    kw = {k: val for k, val in kw.items() if val is not None or k in ("actual_q", "actual_kv")}
+    kw = {k: val for k, val in kw.items() if val is not None or k in ("actual_q", "actual_kv", "actual_q_given")}
     kw.update(overrides)
     return TilingView(**kw)
 

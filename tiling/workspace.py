@@ -20,6 +20,14 @@ arch22 ``FiaTilingNonQuantMla``: the same four areas with ``min(G*S1, M)`` round
 to 16, plus two ``2 * cores * M`` int32/fp32 areas (AMLA n-update and softmax sum);
 FD areas scale with N2.
 
+The legacy IFA route (``IFATiling::CalcWorkSpace``) stages the matmul results in GM in every perf mode but
+all-vector (mode 1): ``preload * cores`` copies of S (fp32, or int32 / fp16 with antiquant), P (fp16/bf16,
+int8 with antiquant, halved for int4 KV), O_j and the running O, the preprocessed query (antiquant only)
+and two ``gMax`` rows (n-update, softmax sum), with ``S = msd * align(sInner) * G*S1`` and ``O = msd *
+align(D) * G*S1`` elements (``msd``: the antiquant iteration count, 1 without); preload is 4 in cube-view
+mode, 6 in DD mode, 2 in MLA mode and 1 otherwise. Sizes that op_host computes through a ``float`` are
+rounded to float32 here too.
+
 arch35 templates: ``bmm2`` / ``vec2`` staging only when ``Dv > 128`` (3 slots per
 core: preload 2 + 1), FD areas per used core: ``2 * M * Dv`` partial outputs and
 ``2 * M * 8`` sums and maxes; paged attention adds 256 bytes per vector core. The
@@ -33,7 +41,7 @@ Invariants
 
 from __future__ import annotations
 
-__all__ = ["LIBAPI_WORKSPACE", "Workspace", "arch22_gqa_workspace", "arch22_mla_workspace", "arch35_gqa_workspace",
+__all__ = ["LIBAPI_WORKSPACE", "Workspace", "ifa_staging_workspace", "arch22_gqa_workspace", "arch22_mla_workspace", "arch35_gqa_workspace",
            "arch35_mla_workspace", "arch35_impl_workspace", "arch35_max_gqa_workspace", "fixed_workspace"]
 
 LIBAPI_WORKSPACE = 16 * 1024 * 1024
@@ -105,6 +113,50 @@ def arch22_mla_workspace(*, cores: int, m_base: int, s2_base_aligned: int, head_
     if fd:
         rows_fd = cores * 2 * n2 * m_base
         _fd_areas(ws, rows_fd * head_dim_aligned, rows_fd * 8)
+    return ws
+
+
+def ifa_staging_workspace(ws: Workspace, *, perf_mode: int, cores: int, s_inner: int, g: int, s1: int,
+                          head_dim: int, antiquant: bool = False, int4: bool = False, high_precision: bool = False,
+                          rope: bool = False, amla: bool = False, tnd: bool = False, prefix_batch: int = 0) -> Workspace:
+    """The matmul staging areas of the legacy IFA tiling (``IFATiling::CalcUbBmm`` and
+    ``CalcWorkSpaceForBmmAll``), added to ``ws``; nothing in all-vector mode (1). ``prefix_batch``: the
+    query batch with a system prefix (the areas hold one copy per batch), else 0."""
+    import numpy as np
+
+    if perf_mode == 1:
+        return ws
+    msd = (4 if int4 else 3 if high_precision else 2) if antiquant else 1
+    block = 64 if int4 else 32
+    s_align = -(-s_inner // block) * block
+    d_align = -(-head_dim // block) * block
+    g_max = (128 if antiquant else 256) if (1 < s1 <= 16 and not rope) else 128
+    cube_m = g * s1
+    if perf_mode == 5:                                    # MLA: the cube's M is capped (and 16-aligned with AMLA)
+        cube_m = min(cube_m, 128 if tnd else g_max)
+        if amla:
+            cube_m = -(-cube_m // 16) * 16
+    if rope:
+        mm, bmm2 = s_align * cube_m, d_align * cube_m
+    else:
+        mm, bmm2 = msd * s_align * cube_m, msd * d_align * cube_m
+    q_pre = msd * g * (d_align + 64) * s1
+    if prefix_batch:
+        mm, bmm2 = mm * prefix_batch, bmm2 * prefix_batch
+    mm_e, vec1_e, bmm2_e, vec2_e, qpre_e, ratio = 4, 2, 4, 4, 0, 1.0
+    if antiquant:
+        mm_e = bmm2_e = vec2_e = 2 if rope else 4
+        vec1_e, qpre_e, ratio = 1, 1, 0.5 if int4 else 1.0
+    pre = {3: 4, 6: 6, 5: 2}.get(perf_mode, 1)
+
+    def via_float(n: int) -> int:                     # static_cast<size_t>(static_cast<float>(n) * ratio)
+        return int(np.float32(np.float32(n) * np.float32(ratio)))
+
+    ws.add("ifa_mm1_scores", pre * mm * cores * mm_e)
+    ws.add("ifa_vec1_probs", pre * via_float(mm * (msd if rope else 1) * cores * vec1_e))
+    ws.add("ifa_mm2_out", pre * bmm2 * cores * bmm2_e).add("ifa_vec2_out", pre * bmm2 * cores * vec2_e)
+    ws.add("ifa_query_pre", pre * via_float((q_pre if rope else bmm2) * cores * qpre_e))
+    ws.add("ifa_n_update", pre * g_max * cores * 4).add("ifa_softmax_sum", pre * g_max * cores * 4)
     return ws
 
 

@@ -57,12 +57,12 @@ def single_para(c: CheckContext) -> None:
         for name, allowed in (("query", ("float16", "bfloat16")), ("key", ("float16", "bfloat16")),
                               ("value", ("float16", "bfloat16")),
                               ("attention_out", ("float16", "bfloat16", "int8", "hifloat8", "float8_e4m3fn"))):
-            t = getattr(p, name)
+            t = p.value_as_read if name == "value" else getattr(p, name)
             if t.dtype not in allowed:
                 fail(CHECKER, name, t.dtype, f"dtype of {name} must be one of {', '.join(allowed)} without "
                      "quantisation", AclnnStatus.PARAM_INVALID)
     for name in ("query", "key", "value", "attention_out"):
-        t = getattr(p, name)
+        t = p.value_as_read if name == "value" else getattr(p, name)
         if t.format not in FORMATS:
             fail(CHECKER, name, t.format, f"format of {name} must be one of {', '.join(FORMATS)}",
                  AclnnStatus.PARAM_INVALID)

@@ -447,7 +447,7 @@ def _fq_dtype_combo(c: CheckContext) -> None:
     if combo not in ok:
         fail(CHECKER, "query", combo, "full quant supports (query, key/value, attention_out) dtypes "
              "(int8, int8, bf16), (fp8_e4m3fn, fp8_e4m3fn, fp16/bf16), (hifloat8, hifloat8, fp16/bf16)")
-    value_dtype = c.p.key_list[1].dtype if len(c.p.key_list) > 1 else c.p.value.dtype
+    value_dtype = c.p.value_as_read.dtype
     if value_dtype != i.kv_dtype:
         fail(CHECKER, "value", value_dtype, f"full quant needs value dtype = key dtype ({i.kv_dtype})")
 

@@ -52,9 +52,8 @@ def _cdiv(a: int, b: int) -> int:
 
 def legacy_value(p: FiaParams) -> TensorMeta | None:
     """The tensor the legacy entry reads as "value": the second key tensor of a key/value tensor list."""
-    if len(p.key_list) > 1:
-        return p.key_list[1]
-    return p.value if present(p.value) else None
+    v = p.value_as_read
+    return v if present(v) else None
 
 
 class LegacyDims:
