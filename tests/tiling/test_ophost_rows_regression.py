@@ -8,6 +8,8 @@
 * op_host reads "value" as the flattened input 2 (``GetInputDesc(VALUE_INDEX)``), the second key tensor of a
   tensor list, so a value list of another dtype is accepted (``rand_arch22_0_01002``: a bool value list).
 * The legacy PFA route's workspace, like its key, is not modelled: said so, not compared.
+* Seed 1's rows: the PFA route refuses a TND mask with sparse_mode 0 (``rand_arch22_1_02287``) and an
+  actual_shared_prefix_len beyond S of the shared prefix (``rand_arch22_1_06086``); the mirror accepted both.
 """
 
 from __future__ import annotations
@@ -67,3 +69,17 @@ def test_legacy_pfa_workspace_is_marked_unmodelled(rows_seed0):
     rec = cvtile_record(rows_seed0["rand_arch22_0_01813"], "arch22")
     assert rec["got"] == "SUCCESS" and rec["route"].startswith("pfa/")
     assert rec["workspace_mirrored"] is False and rec["key_mirrored"] is False
+
+
+@pytest.fixture(scope="module")
+def rows_seed1(corpus_file):
+    with open(corpus_file("ut_tiling/fia_arch22.csv"), newline="") as fh:
+        corpus = list(csv.DictReader(fh))
+    return {r["case_name"]: r for r in random_rows("arch22", 10000, seed=1, corpus_rows=corpus)}
+
+
+@pytest.mark.parametrize("case, param", [("rand_arch22_1_02287", "atten_mask"),
+                                         ("rand_arch22_1_06086", "actual_shared_prefix_len")])
+def test_pfa_rejections_op_host_makes(rows_seed1, case, param):
+    rec = cvtile_record(rows_seed1[case], "arch22")
+    assert rec["got"] == "FAILED" and param in rec["error"], rec

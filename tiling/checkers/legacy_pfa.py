@@ -311,6 +311,16 @@ def _prefix(p, contiguous: bool, paged: bool) -> None:
             _fail("key_shared_prefix", ks, "the shared prefix must not be empty")
         if a != b:
             _fail("value_shared_prefix", vs, f"must have the shape of key_shared_prefix ({list(ks)})")
+    plen = p.actual_shared_prefix_len
+    if not present(plen) or numel(plen.shape) == 0 or plen.data is None:
+        return                                          # absent, empty, or a tiling sink: the prefix's S is used
+    if len(plen.shape) != 1 or numel(plen.shape) != 1:
+        _fail("actual_shared_prefix_len", list(plen.shape), "actual_shared_prefix_len must be a 1-element list")
+    s_axis = {"BNSD": 2, "NSD": 1, "SH": 0}.get(p.input_layout.split("_")[0], 1)
+    s_prefix = ks[s_axis] if len(ks) > s_axis else 0
+    length = int(plen.data[0]) & 0xFFFFFFFF             # read as uint32: a negative length is out of range
+    if length > s_prefix:
+        _fail("actual_shared_prefix_len", int(plen.data[0]), f"must be in [0, {s_prefix}] (S of the shared prefix)")
 
 
 #: ``SetInputLayout`` of the PFA tiling: the input_layout values it knows (any other is refused).
@@ -520,8 +530,8 @@ def mask_and_pse(p, b: int, s: int, s_kv: int) -> None:
 
 
 def _sparse_and_tokens(p) -> None:
-    """The sparse-mode range (0-4; TND / NTD_TND take 0, 3, 4) and the token rules on the tokens the mode
-    implies (band: not both negative; the next-token line above the pre-token line; sparse 0 with a mask:
+    """The sparse-mode range (0-4; TND / NTD_TND take 0, 3, 4, no mask with 0, value D 64 or 128 with 4) and
+    the token rules on the tokens the mode implies (band: not both negative; the next-token line above the pre-token line; sparse 0 with a mask:
     |next| < S of query)."""
     sp = p.sparse_mode
     if sp not in (0, 1, 2, 3, 4):
@@ -529,6 +539,13 @@ def _sparse_and_tokens(p) -> None:
     has_mask = present(p.atten_mask) and numel(p.atten_mask.shape) > 0
     if p.input_layout in ("TND", "NTD_TND") and has_mask and sp in (1, 2):
         _fail("sparse_mode", sp, f"with {p.input_layout} the PFA route takes sparse_mode 0, 3 or 4")
+    if p.input_layout in ("TND", "NTD_TND") and has_mask and sp == 0:
+        _fail("atten_mask", list(p.atten_mask.shape), f"with {p.input_layout} and sparse_mode 0 the PFA route "
+                                                      "takes no attention mask")
+    if p.input_layout in ("TND", "NTD_TND") and sp == 4 and legacy_value(p).shape and \
+            legacy_value(p).shape[-1] not in (64, 128):
+        _fail("value", list(legacy_value(p).shape), f"with {p.input_layout} and sparse_mode 4 the value head dim "
+                                                    "must be 64 or 128")
     big = 2147483647
     pre, nxt = p.pre_tokens, p.next_tokens
     if sp == 4 and pre < 0 and nxt < 0:
