@@ -172,7 +172,8 @@ class Comparison:
     def to_dict(self) -> dict:
         return {"arch": self.arch, "rows": self.rows, "accepted": self.accepted, "crashes": self.crashes,
                 "undecided": self.undecided,
-                "agree": self.agree, "compared": self.compared, "unmodelled": self.unmodelled, "summary": self.summary_line(),
+                "agree": self.agree, "compared": self.compared, "unmodelled": self.unmodelled,
+                "summary": self.summary_line(),
                 "diffs": [asdict(d) for d in self.diffs]}
 
 

@@ -41,7 +41,8 @@ Invariants
 
 from __future__ import annotations
 
-__all__ = ["LIBAPI_WORKSPACE", "Workspace", "ifa_staging_workspace", "arch22_gqa_workspace", "arch22_mla_workspace", "arch35_gqa_workspace",
+__all__ = ["LIBAPI_WORKSPACE", "Workspace", "ifa_staging_workspace", "arch22_gqa_workspace", "arch22_mla_workspace",
+           "arch35_gqa_workspace",
            "arch35_mla_workspace", "arch35_impl_workspace", "arch35_max_gqa_workspace", "fixed_workspace"]
 
 LIBAPI_WORKSPACE = 16 * 1024 * 1024

@@ -8,8 +8,9 @@
 * op_host reads "value" as the flattened input 2 (``GetInputDesc(VALUE_INDEX)``), the second key tensor of a
   tensor list, so a value list of another dtype is accepted (``rand_arch22_0_01002``: a bool value list).
 * The legacy PFA route's workspace, like its key, is not modelled: said so, not compared.
-* Seed 1's rows: the PFA route refuses a TND mask with sparse_mode 0 (``rand_arch22_1_02287``) and an
-  actual_shared_prefix_len beyond S of the shared prefix (``rand_arch22_1_06086``); the mirror accepted both.
+* Seed 1's rows: the PFA route refuses a TND mask with sparse_mode 0 (``rand_arch22_1_02287``), an
+  actual_shared_prefix_len beyond S of the shared prefix (``rand_arch22_1_06086``) and a 4-D paged cache
+  with a BSND query (``rand_arch22_1_01829``); the mirror accepted all three.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def rows_seed1(corpus_file):
 
 
 @pytest.mark.parametrize("case, param", [("rand_arch22_1_02287", "atten_mask"),
-                                         ("rand_arch22_1_06086", "actual_shared_prefix_len")])
+                                         ("rand_arch22_1_06086", "actual_shared_prefix_len"),
+                                         ("rand_arch22_1_01829", "key")])
 def test_pfa_rejections_op_host_makes(rows_seed1, case, param):
     rec = cvtile_record(rows_seed1[case], "arch22")
     assert rec["got"] == "FAILED" and param in rec["error"], rec

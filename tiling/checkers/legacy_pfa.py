@@ -18,8 +18,8 @@ tiling. In order, each broken rule rejects the call (status 561002):
 5. *Sparse modes 20-22* take a separate basic-API tiling (accepted here). Otherwise: TND refuses int8
    query/key/value, int8 output and int8 key/value antiquant; a bf16 query with int8 key/value needs the
    key/value antiquant scales; key rank <= 5 and equal to value rank; BSH/TND/NTD_TND ranks 3 (BNSD/BSND/
-   BNSD_BSND: query 4-D, key 4-D or paged 3/4-D); head dims of query, key and value agree; no fp32 query or
-   output; ``inner_precise`` 4 (approximate) is not supported on this chip; TND takes no ``pse_shift``; a
+   BNSD_BSND: query 4-D, key 4-D or paged 3/4-D, paged BSND 3-D only); head dims of query, key and value
+   agree; no fp32 query or output; ``inner_precise`` 4 (approximate) is not supported on this chip; TND takes no ``pse_shift``; a
    paged call takes no int8 query and no tensor list; mask dtype rules (no fp32; bool/int8/uint8 with bf16
    or fp16 high precision; no fp16 with row-invalid correction, ``inner_precise`` bit 1); int8 query with
    fp16 output takes no post-quant inputs; a shared prefix needs both tensors, no list, no paged cache, no
@@ -245,6 +245,8 @@ def _ranks(p, layout: str, paged: bool) -> None:
     if layout in ("BNSD", "BSND", "BNSD_BSND"):
         if qr != 4:
             _fail("query", p.query.shape, f"with {layout} query must have 4 dims")
+        if paged and layout == "BSND" and kr != 3:
+            _fail("key", p.key.shape, "with BSND a paged key cache must have 3 dims (blocks, block size, H)")
         if paged and kr not in (3, 4):
             _fail("key", p.key.shape, f"with {layout} a paged key cache must have 3 or 4 dims")
         if not paged and kr != 4:
@@ -531,8 +533,8 @@ def mask_and_pse(p, b: int, s: int, s_kv: int) -> None:
 
 def _sparse_and_tokens(p) -> None:
     """The sparse-mode range (0-4; TND / NTD_TND take 0, 3, 4, no mask with 0, value D 64 or 128 with 4) and
-    the token rules on the tokens the mode implies (band: not both negative; the next-token line above the pre-token line; sparse 0 with a mask:
-    |next| < S of query)."""
+    the token rules on the tokens the mode implies (band: not both negative; the next-token line above the
+    pre-token line; sparse 0 with a mask: |next| < S of query)."""
     sp = p.sparse_mode
     if sp not in (0, 1, 2, 3, 4):
         _fail("sparse_mode", sp, "the PFA route takes sparse_mode 0-4")
