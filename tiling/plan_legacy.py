@@ -9,7 +9,9 @@ part ``c % splits``) or ``SplitBN`` (no FD: contiguous runs of units). Both map
 exactly onto ``RowTask``s when a part is a whole number of S2 blocks (always true
 without FD, and with FD whenever the part length is a multiple of the S2 base, e.g.
 when the part is shorter than 8192); otherwise the cores are left empty and
-``extras["row_tasks"]`` says why. Its key is the legacy IFA decimal key.
+``extras["row_tasks"]`` says why. Its key is the legacy IFA decimal key. With ``inner_precise`` 2, paged int8 KV and
+query lengths it takes the ATB kernel instead (``AtbTilingProcess``: key mode 3,
+every AIV:AIC group launched, its own workspace; no RowTasks).
 
 ``plan_pfa`` mirrors ``PromptFlashAttentionSplitNSNew``: rows ``(head, batch, S1
 block)`` in head-major order, weight ``k + 1`` for causal rows (next tokens 0;
@@ -120,15 +122,23 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
                                           "partials B*N*kv_splits*align32(D) and sums/maxes (IFATiling::CalcWorkSpace)")
     per_token = anti and v.antiquant_mode == 1
     flags = (2 if (v.paged and v.s2) else 0) + (1 if fd else 0) + (4 if per_token else 0)
-    fields = {"mode": 2 if v.prefix else 1, "perf": perf, "q_layout": _IFA_LAYOUT.get(v.q_layout, 0),
+    _ifa_key(d, mode=2 if v.prefix else 1, perf=perf, flags=flags,
+             antiquant_mode=v.antiquant_mode if (anti and v.antiquant_mode not in (0, 1)) else 0,
+             kv_layout=({"NZ": 2, "BSH": 1, "BSND": 1, "BnBsH": 1}.get(v.kv_layout, 0)
+                        if perf in (IFA_PERF_MLA, IFA_PERF_DD) else 0),
+             why="IFATiling::GenTilingKey: mode*10^16 + perf*10^15 + digits")
+
+
+def _ifa_key(d: Draft, *, mode: int, perf: int, flags: int, antiquant_mode: int, kv_layout: int, why: str) -> None:
+    """``IFATiling::GenTilingKey``: the route's mode and perf digits, then the layout and dtype digits."""
+    v = d.view
+    fields = {"mode": mode, "perf": perf, "q_layout": _IFA_LAYOUT.get(v.q_layout, 0),
               "q_dtype": DTYPE_CODE.get(v.q_dtype, 0), "kv_dtype": DTYPE_CODE.get(v.kv_dtype, 0),
               "out_dtype": DTYPE_CODE.get(v.out_dtype, 0), "origin_dtype": DTYPE_CODE.get(v.q_dtype, 0),
-              "flags": flags, "antiquant_mode": v.antiquant_mode if (anti and v.antiquant_mode not in (0, 1)) else 0,
-              "kv_layout": ({"NZ": 2, "BSH": 1, "BSND": 1, "BnBsH": 1}.get(v.kv_layout, 0)
-                            if perf in (IFA_PERF_MLA, IFA_PERF_DD) else 0),
+              "flags": flags, "antiquant_mode": antiquant_mode, "kv_layout": kv_layout,
               "tree": 1 if v.sparse_mode == 9 else 0}
     key = encode_ifa(fields)
-    d.tiling_key = d.decide("tiling_key", key, "IFATiling::GenTilingKey: mode*10^16 + perf*10^15 + digits")
+    d.tiling_key = d.decide("tiling_key", key, why)
     d.key_fields = decode_ifa(key)
 
 
@@ -166,13 +176,8 @@ def _plan_ifa_atb(d: Draft, plat: Platform) -> None:
     d.decide("workspace_bytes", d.workspace.total, "libapi + 4 * aiv * (256 * head * 2 + 65536 * 2) bytes "
                                                    "(IFATiling::GetTotalWorkspaceSize)")
     s_max = v.max_block_num_per_batch * v.block_size
-    fields = {"mode": 3, "perf": 0, "q_layout": _IFA_LAYOUT.get(v.q_layout, 0),
-              "q_dtype": DTYPE_CODE.get(v.q_dtype, 0), "kv_dtype": DTYPE_CODE.get(v.kv_dtype, 0),
-              "out_dtype": DTYPE_CODE.get(v.out_dtype, 0), "origin_dtype": DTYPE_CODE.get(v.q_dtype, 0),
-              "flags": 2 if s_max else 0, "antiquant_mode": 0, "kv_layout": 0, "tree": 1 if v.sparse_mode == 9 else 0}
-    key = encode_ifa(fields)
-    d.tiling_key = d.decide("tiling_key", key, "IFATiling::GenTilingKey with the ATB mode (3) * 10^16")
-    d.key_fields = decode_ifa(key)
+    _ifa_key(d, mode=3, perf=0, flags=2 if s_max else 0, antiquant_mode=0, kv_layout=0,
+             why="IFATiling::GenTilingKey with the ATB mode (3) * 10^16")
 
 
 def _ifa_block_dim(perf: int, fd: bool, used: int, plat: Platform) -> int:
