@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import sys
 
+import ml_dtypes
 import numpy as np
 
 __all__ = [
@@ -70,40 +71,9 @@ DTYPE_NAMES = ("float16", "bfloat16", "float32", "int8", "int16", "int32", "int6
 _ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
             "float": "float32", "int": "int64", "bool_": "bool"}
 
-class _UserDtypes(dict):
-    """The user dtype of each name. bfloat16's comes from ml_dtypes, whose import costs about 0.45 s (half of
-    ``import cvtile``): it is imported the first time a bfloat16 dtype is asked for (a caller holding a
-    bfloat16 array has imported it already). Membership and iteration cover every name from the start."""
-
-    def __missing__(self, name):
-        if name != "bfloat16":
-            raise KeyError(name)
-        import ml_dtypes
-
-        dt = self["bfloat16"] = np.dtype(ml_dtypes.bfloat16)
-        return dt
-
-    def __contains__(self, name) -> bool:
-        return name in DTYPE_NAMES
-
-    def __iter__(self):
-        return iter(DTYPE_NAMES)
-
-    def keys(self):
-        return list(DTYPE_NAMES)
-
-    def items(self):
-        return [(n, self[n]) for n in DTYPE_NAMES]
-
-    def values(self):
-        return [self[n] for n in DTYPE_NAMES]
-
-    def __len__(self) -> int:
-        return len(DTYPE_NAMES)
-
-
-USER_DTYPE = _UserDtypes({
+USER_DTYPE = {
     "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float32": np.dtype(np.float32),
     "int8": np.dtype(np.int8),
     "int16": np.dtype(np.int16),
@@ -111,15 +81,16 @@ USER_DTYPE = _UserDtypes({
     "int64": np.dtype(np.int64),
     "uint8": np.dtype(np.uint8),
     "bool": np.dtype(np.bool_),
-})
+}
 
-STORAGE_DTYPE = {name: np.dtype(np.uint16) if name in ("float16", "bfloat16") else USER_DTYPE[name]
-                 for name in DTYPE_NAMES}
+STORAGE_DTYPE = {
+    name: (np.dtype(np.uint16) if name in ("float16", "bfloat16") else dt)
+    for name, dt in USER_DTYPE.items()
+}
 
-ITEMSIZE = {name: STORAGE_DTYPE[name].itemsize for name in DTYPE_NAMES}
+ITEMSIZE = {name: dt.itemsize for name, dt in USER_DTYPE.items()}
 
-#: numpy dtype -> name, but for bfloat16 (recognised by its name: such a dtype exists only once ml_dtypes is in)
-_BY_NUMPY = {dt: name for name, dt in dict.items(USER_DTYPE)}
+_BY_NUMPY = {dt: name for name, dt in USER_DTYPE.items()}
 
 
 def _torch():
@@ -162,8 +133,6 @@ def dtype_name(dtype, param: str = "dtype") -> str:
     name = _BY_NUMPY.get(dt)
     if name is None and dt.byteorder not in "=|":  # byte-swapped numbers
         name = _BY_NUMPY.get(dt.newbyteorder("="))
-    if name is None and dt.name == "bfloat16" and dt == USER_DTYPE["bfloat16"]:
-        name = "bfloat16"
     if name is None:
         raise _unsupported(param, dt)
     return name
