@@ -247,7 +247,11 @@ def gather(table, idx):
 
 @_builtin
 def cast(x, dtype, rounding="rint"):
-    """cast(x, dtype, rounding='rint') -> tile of dtype (RNE for float narrowing)."""
+    """cast(x, dtype, rounding='rint') -> tile of dtype.
+
+    rounding: "rint" (ties to even), "round" (ties away from zero, Ascend C CAST_ROUND), "trunc", "floor",
+    "ceil"; a float narrowing (fp32 -> fp16/bf16) takes rint or round. A float -> integer cast saturates to
+    the target's range (NaN gives 0), as the chip's conversions do."""
 
 
 @_builtin

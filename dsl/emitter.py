@@ -541,8 +541,12 @@ class Builder:
         dt = dtype_of(dtype)
         if x.type.space is not UB:
             self.error(f"cast reads a UB tile, got a {x.type.space} tile")
-        if rounding not in ("rint", "trunc", "floor", "ceil"):
-            self.error(f"cast rounding must be rint, trunc, floor or ceil, got {rounding!r}")
+        if rounding not in ("rint", "round", "trunc", "floor", "ceil"):
+            self.error(f"cast rounding must be rint, round, trunc, floor or ceil, got {rounding!r}")
+        src = x.type.dtype
+        if src.is_float and dt.is_float and dt.bits < src.bits and rounding not in ("rint", "round"):
+            self.error(f"a float narrowing cast ({src} -> {dt}) rounds rint (ties to even) or round (ties away "
+                       f"from zero), got {rounding!r}")
         if dt == x.type.dtype:
             return x   # a cast to the tile's own dtype changes no value: no op (the Ascend C Cast would round)
         return self.emit("cast", [x], [x.type.with_(dtype=dt)], {"to": dt.name, "rounding": rounding}).result

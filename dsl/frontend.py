@@ -384,8 +384,10 @@ class FunctionCompiler(ast.NodeVisitor):
         op = self.b.emit("if", [cond], types, blocks=[arms[0][0], arms[1][0]], scope=None,
                          names=[r[0] for r in results])
         self.b.shapes.add_if(op)
-        for i, ((name, _, _), r) in enumerate(zip(results, op.results)):
+        for i, ((name, vt, ve), r) in enumerate(zip(results, op.results)):
             self.names[name] = r
+            if r.is_tile:   # the result lives where its arms computed it (a cube tile is handed off on use)
+                self.b.value_scope[r.id] = self.b.value_scope.get(vt.id) or self.b.value_scope.get(ve.id)
             if r.is_tile:
                 chosen = self.b.shapes(r)
                 for arm in op.blocks:

@@ -96,7 +96,13 @@ _SCALAR_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
                "le": "({a} <= {b})", "gt": "({a} > {b})", "ge": "({a} >= {b})", "eq": "({a} == {b})",
                "ne": "({a} != {b})", "xor": "({a} ^ {b})", "lshift": "({a} << {b})", "rshift": "({a} >> {b})",
                "pow": "fpow_call(f32({a}), f32({b}))"}
-_CAST_INT = {"rint": "cast_rint", "trunc": "cast_trunc", "floor": "cast_floor", "ceil": "cast_ceil"}
+_CAST_INT = {"rint": "cast_rint", "trunc": "cast_trunc", "floor": "cast_floor", "ceil": "cast_ceil",
+             "round": "cast_round"}
+#: 16-bit float narrowing with rounding "round" (ties away from zero; "rint" is _ROUND)
+_ROUND_AWAY = {"float16": "round_to_f16_away", "bfloat16": "round_to_bf16_away"}
+#: the saturation range of a float -> integer cast, per target dtype
+_INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "int32": (-2 ** 31, 2 ** 31 - 1),
+              "int64": (-2 ** 63, 2 ** 63 - 1024)}   # (the largest float64 below 2**63)
 _INLINE_OPS = ("ewise", "cast", "expand")
 #: an mma whose a operand has at most this many valid rows streams a GM b operand row by row (no BLAS)
 _SKINNY_ROWS = 16
@@ -193,7 +199,7 @@ def _module_header(kernel: Kernel) -> list:
         "import numpy as np",
         "from numba import njit",
         "from cvtile.sim.rt import (NEG_INF, POS_INF, bf16_bits_to_f32, cast_ceil, cast_floor, cast_rint,",
-        "                           cast_trunc, f16_bits_to_f32, f32, f32_to_bf16_bits, f32_to_f16_bits, fail,",
+        "                           cast_round, cast_trunc, round_to_f16_away, round_to_bf16_away, f16_bits_to_f32, f32, f32_to_bf16_bits, f32_to_f16_bits, fail,",
         "                           fexp, flog, fmax, fmin, frsqrt, fsqrt, mm_b_bf16, mm_b_f16, mm_b_f32,",
         "                           mm_bt_bf16, mm_bt_f16, mm_bt_f32, round_to_bf16, round_to_f16, row_max,",
         "                           row_max_int, row_min, row_min_int, row_sum, read_rows_f16, read_rows_bf16,",
@@ -1175,11 +1181,13 @@ class _Gen:
             to = dt
             if to.is_float:
                 e = e if src.is_float else f"f32({e})"
-                return f"{_ROUND[to.name]}({e})" if to.name in _ROUND else f"f32({e})"
+                table = _ROUND_AWAY if op.attrs.get("rounding") == "round" else _ROUND
+                return f"{table[to.name]}({e})" if to.name in table else f"f32({e})"
             if to.is_bool:
                 return f"({e} != 0)"
             if src.is_float:
-                return f"{_CAST_INT[op.attrs['rounding']]}({e})"
+                lo, hi = _INT_RANGE[to.name]
+                return f"{_CAST_INT[op.attrs['rounding']]}({e}, {float(lo)!r}, {float(hi)!r})"
             return f"np.int64({e})"
         kind = op.attrs["op"]
         args = []

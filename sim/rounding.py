@@ -53,6 +53,12 @@ Semantics
     bit-for-bit ``decode(encode(x))`` for every float32 pattern, NaNs included
     (so the result of a NaN is a quiet NaN).
 
+``round_to_f16_away(x)`` / ``round_to_bf16_away(x)``
+    The same with ties away from zero (Ascend C ``CAST_ROUND``): equal to the
+    RNE rounding except at an exact half-way point, which goes to the
+    neighbour of larger magnitude (fp16: 65520 still gives inf, 2**-25 gives
+    2**-24); NaN as above.
+
 ``f32_as_u32(x)`` / ``u32_as_f32(u)``
     numba intrinsics reinterpreting a float32 as its uint32 pattern and a
     32-bit integer pattern as a float32 (no conversion; usable in kernels).
@@ -104,6 +110,8 @@ __all__ = [
     "f32_to_bf16_bits",
     "round_to_f16",
     "round_to_bf16",
+    "round_to_f16_away",
+    "round_to_bf16_away",
     "decode_f16",
     "decode_bf16",
     "encode_f16",
@@ -274,6 +282,28 @@ def round_to_bf16(x):
     r = qnan if _U32(u & _ABS) > 0x7F800000 else r
     return _u32_as_f32(r)
 
+
+
+@njit(inline="always")
+def round_to_f16_away(x):
+    """float32 -> the float32 value of its fp16 rounding with ties away from zero (Ascend C CAST_ROUND):
+    the RNE rounding, except that an exact tie RNE took toward zero goes to the neighbour away from zero."""
+    r = round_to_f16(x)
+    a = abs(np.float64(x))
+    m = abs(np.float64(r))
+    if m < a:   # RNE rounded toward zero: a tie if x is exactly half-way to the next fp16 up
+        up = np.float64(f16_bits_to_f32(_U32(f32_to_f16_bits(np.float32(m))) + _ONE))
+        if up - a == a - m:
+            return np.float32(-up) if x < 0 else np.float32(up)
+    return r
+
+
+@njit(inline="always")
+def round_to_bf16_away(x):
+    """float32 -> the float32 value of its bf16 rounding with ties away from zero (Ascend C CAST_ROUND)."""
+    u = _bits(x)
+    r = _U32(_U32(u + _U32(0x8000)) & _U32(0xFFFF0000))
+    return round_to_bf16(x) if _U32(u & _ABS) > 0x7F800000 else _u32_as_f32(r)
 
 # ----------------------------------------------------------- array loops
 # Each loop flattens its arrays (a 1-D array is used as it is, strided or

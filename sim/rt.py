@@ -41,11 +41,12 @@ import numpy as np
 from numba import njit
 
 from .rounding import (_u32_as_f32, bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits,
-                       round_to_bf16, round_to_f16)
+                       round_to_bf16, round_to_bf16_away, round_to_f16, round_to_f16_away)
 
 __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits_to_f32", "bf16_bits_to_f32",
            "f32_to_f16_bits", "f32_to_bf16_bits", "round_to_f16", "round_to_bf16", "FASTMATH", "f32",
-           "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil", "fail", "row_sum",
+           "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil", "cast_round", "sat_int",
+           "round_to_f16_away", "round_to_bf16_away", "fail", "row_sum",
            "row_max", "row_min", "row_max_int", "row_min_int", "mm_bt_f16", "mm_b_f16", "mm_bt_bf16", "mm_b_bf16",
            "mm_bt_f32", "mm_b_f32", "read_rows_f16", "write_rows_f16", "read_rows_bf16", "write_rows_bf16",
            "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw", "fexp_call", "flog_call",
@@ -155,23 +156,39 @@ def frelu(a):
 
 
 @njit(inline="always")
-def cast_rint(x):
-    return np.int64(np.rint(x))
+def sat_int(r, lo, hi):
+    """A rounded float as an int64 saturated to [lo, hi] (the target type's range; NaN gives 0): the chip's
+    float -> integer conversions saturate, and so does the Ascend C twin."""
+    if r != r:
+        return np.int64(0)
+    return np.int64(min(max(r, lo), hi))
 
 
 @njit(inline="always")
-def cast_trunc(x):
-    return np.int64(x)
+def cast_rint(x, lo, hi):
+    return sat_int(np.rint(np.float64(x)), lo, hi)
 
 
 @njit(inline="always")
-def cast_floor(x):
-    return np.int64(math.floor(x))
+def cast_trunc(x, lo, hi):
+    return sat_int(np.trunc(np.float64(x)), lo, hi)
 
 
 @njit(inline="always")
-def cast_ceil(x):
-    return np.int64(math.ceil(x))
+def cast_floor(x, lo, hi):
+    return sat_int(np.floor(np.float64(x)), lo, hi)
+
+
+@njit(inline="always")
+def cast_ceil(x, lo, hi):
+    return sat_int(np.ceil(np.float64(x)), lo, hi)
+
+
+@njit(inline="always")
+def cast_round(x, lo, hi):
+    """Round half away from zero (Ascend C CAST_ROUND), saturated."""
+    a = np.float64(x)
+    return sat_int(np.floor(a + 0.5) if a >= 0 else -np.floor(0.5 - a), lo, hi)
 
 
 @njit(cache=True, nogil=True, _nrt=True)

@@ -233,7 +233,7 @@ def _ifa_bn_tasks(d: Draft, starts: tuple, units: int, s_inner: int) -> None:
         for u in range(s, min(e, units)):
             b, n2 = divmod(u, v.n2)
             nb = (d.kv_lens[b] + s_inner - 1) // s_inner
-            if nb and d.m_base:
+            if d.m_base:   # a unit without KV is visited too: its core writes the empty rows (InitAllZeroOutput)
                 tasks.append(RowTask(b, n2, 0, d.m_base, 0, nb))
         cores.append(CoreWork(c, tuple(tasks), 0))
     d.cores = tuple(cores)

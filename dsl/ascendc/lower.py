@@ -83,7 +83,7 @@ _UNARY = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "abs": "A
 #: the math-library (advanced API) unary functions: their element count is a uint32_t calCount
 _MATH_UNARY = {"tanh": "Tanh", "sigmoid": "Sigmoid", "erf": "Erf", "floor": "Floor"}
 _REDUCE = {"max": "ReduceMax", "min": "ReduceMin", "sum": "ReduceSum"}
-_ROUND = {"rint": "RoundMode::CAST_RINT", "trunc": "RoundMode::CAST_TRUNC", "floor": "RoundMode::CAST_FLOOR",
+_ROUND = {"rint": "RoundMode::CAST_RINT", "round": "RoundMode::CAST_ROUND", "trunc": "RoundMode::CAST_TRUNC", "floor": "RoundMode::CAST_FLOOR",
           "ceil": "RoundMode::CAST_CEIL"}
 _SCALAR_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "truediv": "({a} / {b})",
                "floordiv": "cvtFloorDiv({a}, {b})", "mod": "cvtMod({a}, {b})", "min": "cvtMin({a}, {b})",

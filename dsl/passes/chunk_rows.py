@@ -235,7 +235,7 @@ def _rewrite(block, start, end, pass_ops, split, outputs, chunk, rows, ve):
     before = [op for op in span if id(op) not in members]   # scalars and whole ops: once, before the loop
     pre: list[Op] = []
     # the pass's valid rows: those of its first row-wise value
-    first = split[0]
+    first = next(op for op in split if op.kind != "if")   # (an if may lead: e.g. the empty AIV copy of a cube if)
     ref = first.results[0] if first.results else first.args[-1]
     nrows = ve(ref)[0]
     nrows = nrows if isinstance(nrows, Value) else _const(pre, nrows, loc)

@@ -59,23 +59,19 @@ __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", 
 
 #: Optional tensor inputs the simulated kernels implement; every other one raises UnsupportedParameterError.
 SUPPORTED_OPTIONAL_INPUTS = ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv", "pse_shift", "block_table",
-                             "query_padding_size", "kv_padding_size", "learnable_sink")
+                             "query_padding_size", "kv_padding_size", "learnable_sink", "quant_scale2",
+                             "quant_offset2", "key_shared_prefix", "value_shared_prefix", "actual_shared_prefix_len")
 
 _UNSUPPORTED_REASON = {
     "dequant_scale1": "full int8 quantisation is not simulated",
     "quant_scale1": "full int8 quantisation is not simulated",
     "dequant_scale2": "full int8 quantisation is not simulated",
-    "quant_scale2": "output quantisation (post quant) is not simulated",
-    "quant_offset2": "output quantisation (post quant) is not simulated",
     "antiquant_scale": "KV antiquantisation is not simulated",
     "antiquant_offset": "KV antiquantisation is not simulated",
     "key_antiquant_scale": "KV antiquantisation is not simulated",
     "key_antiquant_offset": "KV antiquantisation is not simulated",
     "value_antiquant_scale": "KV antiquantisation is not simulated",
     "value_antiquant_offset": "KV antiquantisation is not simulated",
-    "key_shared_prefix": "the shared system prefix is not simulated yet",
-    "value_shared_prefix": "the shared system prefix is not simulated yet",
-    "actual_shared_prefix_len": "the shared system prefix is not simulated yet",
     "query_rope": "MLA (split rope) is not simulated yet",
     "key_rope": "MLA (split rope) is not simulated yet",
     "key_rope_antiquant_scale": "MLA (split rope) is not simulated yet",
@@ -186,6 +182,12 @@ def run_fia(q, k, v, **kwargs):
         return _launch_fia(q, k, v, **kwargs)
     except BudgetError as err:
         first = str(err).splitlines()[0]
+        kp = kwargs.get("key_shared_prefix")
+        if kp is not None:   # the prefix/own K block choice keeps the score block resident in L0C
+            raise UnsupportedParameterError("key_shared_prefix", f"{canonical_dtype(kp.dtype)} tensor {tuple(kp.shape)}",
+                                            "with a shared prefix the simulated kernel keeps each score block "
+                                            f"resident in L0C, which does not fit for this tiling ({first})"
+                                            ) from None
         raise UnsupportedParameterError("query", f"{canonical_dtype(q.dtype)} tensor {tuple(q.shape)}",
                                         f"the simulated kernel's tiles for this call do not fit on chip ({first})"
                                         ) from None
@@ -218,7 +220,8 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
-        out, lse = _empty_outputs(q, k, v, attrs, legacy, paged=arrays.get("block_table") is not None)
+        out, lse = _empty_outputs(q, k, v, attrs, legacy, paged=arrays.get("block_table") is not None,
+                                  int8_out=arrays.get("quant_scale2") is not None)
     else:
         out, lse, _ = run_fia(q, k, v, tiling=tiling, scale=float(attrs["scale"]), input_layout=attrs["input_layout"],
                               num_heads=attrs["num_heads"], num_key_value_heads=attrs["num_key_value_heads"],
@@ -228,7 +231,11 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
                               pse_shift=arrays.get("pse_shift"), learnable_sink=arrays.get("learnable_sink"),
                               block_table=arrays.get("block_table"),
                               query_padding_size=arrays.get("query_padding_size"),
-                              kv_padding_size=arrays.get("kv_padding_size"), hooks=hooks, order=order)
+                              kv_padding_size=arrays.get("kv_padding_size"), hooks=hooks,
+                              quant_scale2=arrays.get("quant_scale2"), quant_offset2=arrays.get("quant_offset2"),
+                              key_shared_prefix=arrays.get("key_shared_prefix"),
+                              value_shared_prefix=arrays.get("value_shared_prefix"),
+                              shared_prefix_len=_shared_prefix_len(arrays, attrs), order=order)
     if lse is None:
         lse = np.empty((0,), dtype=np.float32)
     if torch_out:
@@ -288,6 +295,10 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         if len(unsupported) > 1:
             reason += f" (also given and not simulated: {', '.join(unsupported[1:])})"
         raise UnsupportedParameterError(name, _describe(arrays[name]), reason)
+    if "quant_offset2" in arrays and "quant_scale2" not in arrays:
+        raise UnsupportedParameterError("quant_offset2", _describe(arrays["quant_offset2"]),
+                                        "given without quant_scale2: the output is not quantised and the operator "
+                                        "would ignore it; cvtile refuses it rather than drop it")
     if paged and arrays["key"].ndim not in (3, 4):
         raise UnsupportedParameterError("key", _describe(arrays["key"]), "only the BnBsH (blocks, block_size, H) "
                                         "and BnNBsD (blocks, N, block_size, D) paged caches are simulated, not NZ")
@@ -304,6 +315,17 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     if attrs["sparse_mode"] == 9 and not tiling.extras.get("legacy_ifa", False):   # the legacy route ignores it
         raise UnsupportedParameterError("sparse_mode", 9, "the tree mask is not simulated")
     return arrays, tiling
+
+
+def _shared_prefix_len(arrays: dict, attrs: dict) -> int:
+    """The prefix positions every batch attends to: actual_shared_prefix_len[0], else the prefix's S axis."""
+    kp = arrays.get("key_shared_prefix")
+    if kp is None:
+        return 0
+    given = arrays.get("actual_shared_prefix_len")
+    if given is not None:
+        return int(host_list_values("actual_shared_prefix_len", given)[0])
+    return int(kp.shape[2] if parse_layout(attrs["input_layout"]).qkv == "BNSD" else kp.shape[1])
 
 
 #: the N axis of query in each query layout (BSH has none)
@@ -342,9 +364,10 @@ def _check_cumulative(tiling, optional: dict) -> None:
                              status=AclnnStatus.PARAM_INVALID, checker="api")
 
 
-def _empty_outputs(q: np.ndarray, k: np.ndarray, v: np.ndarray, attrs: dict, legacy: bool, paged: bool):
+def _empty_outputs(q: np.ndarray, k: np.ndarray, v: np.ndarray, attrs: dict, legacy: bool, paged: bool,
+                   int8_out: bool = False):
     shape = _out_shape(q.shape, attrs, v, paged)
-    out = np.zeros(shape, dtype=q.dtype)
+    out = np.zeros(shape, dtype=np.int8 if int8_out else q.dtype)
     lse = None
     if attrs["softmax_lse_flag"]:
         lse = np.full(_lse_shape(q.shape, attrs), empty_row_lse(legacy_decode=legacy,

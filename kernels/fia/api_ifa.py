@@ -52,7 +52,7 @@ aclnn's for ``incre_flash_attention_v3``), the value and the rule:
    (blocks, block_size, H) num_key_value_heads * D <= 65535.
 
 A call that passes them and asks for what the simulator does not model raises
-``UnsupportedParameterError`` naming the parameter: post-quant (quant_scale2), antiquant
+``UnsupportedParameterError`` naming the parameter: antiquant
 (antiquant_scale), a key/value tensor list of several batches, ``padding_mask``. Errors from the FIA body are
 renamed to the caller's keywords (``actual_seq_lengths_kv`` -> ``actual_seq_lengths`` / ``actualSeqLengths``).
 
@@ -456,9 +456,6 @@ class _IfaCheck:
 
 def _refuse_unsupported(call: dict) -> None:
     """Features a valid IFA call may ask for that the simulator does not model."""
-    if call.get("quant_scale2") is not None:
-        raise UnsupportedParameterError("quant_scale2", _describe(call["quant_scale2"]),
-                                        "output quantisation (post quant, int8 attention_out) is not simulated")
     if call.get("antiquant_scale") is not None:
         raise UnsupportedParameterError("antiquant_scale", _describe(call["antiquant_scale"]),
                                         "KV antiquantisation (int8 key/value) is not simulated")

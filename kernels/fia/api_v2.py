@@ -18,7 +18,7 @@ return_softmax_lse         softmax_lse_flag            yes
 learnable_sink             learnable_sink              yes (one logit per query head)
 dequant_scale_key/value    key/value_antiquant_scale   no: UnsupportedParameterError
 dequant_offset_key/value   key/value_antiquant_offset  no
-quant_scale_out/offset_out quant_scale2/offset2        no
+quant_scale_out/offset_out quant_scale2/offset2        yes (int8 attention_out)
 dequant_scale_query,       (query / rope quantisation) no
 quant_scale_p,
 dequant_scale_key_rope

@@ -26,6 +26,20 @@ takes the sink (hm = max(hm, sink), rows that saw a key only), P of that tile
 is taken against it and gl += exp(sink - hm). A split row leaves the sink out
 of its pieces and the combine adds it once (M = max(M, sink), L += exp(sink - M)).
 
+Post-quant (quant_scale2, optional quant_offset2; POSTQ 1 per tensor, 2 per
+channel of the (N1, DV) output channels): the final fp32 rows become int8 as
+the chip's PostQuant makes them (``post_quant``), in the attention kernel or,
+for split rows, in the combine.
+
+System prefix (PREFIX: key/value_shared_prefix, its first ``plen`` positions
+shared by every batch): a batch attends to ``plen`` prefix positions followed
+by its own KV, and the tiling's KV lengths and S2 blocks count both. A block
+reads the prefix views below ``plen`` and the batch's views after it; the one
+block that straddles ``plen`` is taken in two steps (the prefix rows, then
+the batch's), where the chip copies both into one L1 block (one softmax step):
+the two differ only in the P rounding of that block (P of its first part is
+rounded against the smaller running max).
+
 Rows with no visible key (fully masked, or no KV) give output 0 and lse
 ``LSE_EMPTY`` (+inf; the legacy IFA route writes -3.4e38), as the chip's
 invalid-row handling does.
@@ -253,6 +267,37 @@ def sink_softmax_step(s, gm, gl, sk, last, SINK):
 
 
 @ct.inline
+def quant_rows(qp, n2, s1, ORDER, G):
+    """The (s1*G, DV) view of a per-channel post-quant parameter viewed as (1, N1, 1, DV): each row reads its
+    query head's channel values (every query position of a head shares them)."""
+    heads = qp.split(1, G)[0, n2][:, 0]                   # (G, DV)
+    if ORDER == "GS1":
+        v = heads.broadcast(1, s1).merge(0)
+    else:
+        v = heads.broadcast(0, s1).merge(0)
+    return v
+
+
+@ct.inline
+def post_quant(res, qs, qo, n2, s1, m0, mrows, ORDER, G, M, DV, POSTQ, QOFF):
+    """The int8 output of post-quant (quant_scale2 / quant_offset2) of the fp32 result rows [m0, m0 + M):
+    y = res · scale (+ offset) in fp32, then fp32 -> fp16 -> int8, each rounded half away from zero and the
+    int8 saturated (the chip's PostQuant: Mul, Add, Cast CAST_ROUND twice). POSTQ 1: one scale (and offset)
+    for the tensor, a (1,) GM tensor each; 2: per channel, (1, N1, 1, DV) views of the parameters. A bf16
+    parameter is widened to fp32 exactly, as the chip casts it."""
+    if POSTQ == 1:
+        y = res * ct.cast(ct.load(qs[0:1]), ct.float32)[:, None]
+        if QOFF:
+            y = y + ct.cast(ct.load(qo[0:1]), ct.float32)[:, None]
+    else:
+        y = res * ct.cast(ct.load(quant_rows(qs, n2, s1, ORDER, G)[ct.ds(m0, M, valid=mrows), 0:DV]), ct.float32)
+        if QOFF:
+            y = y + ct.cast(ct.load(quant_rows(qo, n2, s1, ORDER, G)[ct.ds(m0, M, valid=mrows), 0:DV]),
+                            ct.float32)
+    return ct.cast(ct.cast(y, ct.float16, rounding="round"), ct.int8, rounding="round")
+
+
+@ct.inline
 def normalised(go, gl):
     """(ok, glsafe, out) at a row's end: out = go / gl, 0 on rows with no visible key (gl == 0; a NaN from
     overflowed scores propagates as on the chip)."""
@@ -261,15 +306,73 @@ def normalised(go, gl):
     return ok, glsafe, ct.where(ok[:, None], go / glsafe[:, None], 0.0)
 
 
+@ct.inline
+def kv_step(q1, kv, vv, kpv, vpv, plen, a, m, jj, gm, gl, go, sk, last, scale, b, n2, s1, q0, k0, m0, mrows, qpos,
+            lo, hi, qhead, mask, pse, blocks, mod0, mod1, mod2, mod3, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND,
+            MASK, SCORE_MOD, MASK_MOD, NCAP, SPARSE, SINK, P_DTYPE, PREFIX):
+    """One KV step of a row task: the m KV positions from position a of the batch's attended sequence (the
+    system prefix first when PREFIX: positions below plen read the prefix views kpv / vpv, the others the
+    batch's own kv / vv at a - plen). C1, V1 (scale, pse, score_mod, band, mask, mask_mod, online softmax),
+    C2, V2; returns the updated (gm, gl, go)."""
+    with ct.cube():
+        if PREFIX:
+            if a < plen:
+                s = ct.mma(q1, kpv[ct.ds(a, S2, valid=m), 0:D], trans_b=True)
+            else:
+                s = ct.mma(q1, kv[ct.ds(a - plen, S2, valid=m), 0:D], trans_b=True)
+        else:
+            s = ct.mma(q1, kv[ct.ds(a, S2, valid=m), 0:D], trans_b=True)
+    with ct.vector():
+        s = s * scale
+        if PSE:
+            pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
+            bias = ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)])
+            s = s + ct.cast(bias, ct.float32)
+        if BAND or SCORE_MOD is not None or MASK_MOD is not None:
+            col = ct.iota(S2, valid=m) + a
+        if SCORE_MOD is not None:   # before the masks: a masked score stays -inf whatever the mod
+            s = modded_score(SCORE_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
+                             mod0, mod1, mod2, mod3)
+        if BAND:
+            inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])
+            s = ct.where(inband, s, -ct.inf)
+        if MASK:
+            mv = mask_rows(mask, b, s1, q0, ORDER, G)
+            mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)])
+            s = ct.where(mk == 0, s, -ct.inf)
+        if MASK_MOD is not None:
+            if SPARSE:
+                partial = blocks[jj, 1] == 0     # a full block's mask would keep every element
+            else:
+                partial = True
+            if partial:
+                s = mask_kept(MASK_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
+                              mod0, mod1, mod2, mod3)
+        p, dm, gl, gm = sink_softmax_step(s, gm, gl, sk, last, SINK)
+        p = ct.cast(p, P_DTYPE)
+    with ct.cube():
+        if PREFIX:
+            if a < plen:
+                o = ct.mma(p, vpv[ct.ds(a, S2, valid=m), 0:DV])
+            else:
+                o = ct.mma(p, vv[ct.ds(a - plen, S2, valid=m), 0:DV])
+        else:
+            o = ct.mma(p, vv[ct.ds(a, S2, valid=m), 0:DV])
+    with ct.vector():
+        go = go * dm[:, None] + o
+    return gm, gl, go
+
+
 @ct.jit
 def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
-                  pre, nxt, mod0, mod1, mod2, mod3, blocks, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
+                  pre, nxt, mod0, mod1, mod2, mod3, blocks, qs2, qo2, kp, vp, plen, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
                   ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, M: ct.constexpr, PSE: ct.constexpr,
                   PSE_ONE_ROW: ct.constexpr, SINK: ct.constexpr,
                   S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr, BAND: ct.constexpr, MASK: ct.constexpr,
                   LSE: ct.constexpr, FD: ct.constexpr, P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr,
                   SCORE_MOD: ct.constexpr = None, MASK_MOD: ct.constexpr = None, NCAP: ct.constexpr = 0,
-                  SPARSE: ct.constexpr = False):
+                  SPARSE: ct.constexpr = False, POSTQ: ct.constexpr = 0, QOFF: ct.constexpr = False,
+                  PREFIX: ct.constexpr = False):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
@@ -279,7 +382,12 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
         q0 = qoff[b]
         k0 = kvoff[b]
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
-        if CACHE == "dense":
+        if PREFIX:   # the batch's own KV follows the plen prefix positions (batch 0 of the prefix tensors)
+            kpv = kv_rows(kp, 0, n2, plen, 0, LAYOUT)
+            vpv = kv_rows(vp, 0, n2, plen, 0, LAYOUT)
+            kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
+            vv = kv_rows(v, b, n2, s2 - plen, k0, LAYOUT)
+        elif CACHE == "dense":
             kv = kv_rows(k, b, n2, s2, k0, LAYOUT)
             vv = kv_rows(v, b, n2, s2, k0, LAYOUT)
         else:
@@ -291,6 +399,7 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
             gm = ct.full((M,), -ct.inf, ct.float32, valid=mrows)
             gl = ct.zeros((M,), ct.float32, valid=mrows)
             go = ct.zeros((M, DV), ct.float32, valid=(mrows, DV))
+            qpos, lo, hi, qhead = 0, 0, 0, 0     # (placeholders of what the features below do not need)
             if BAND or SCORE_MOD is not None or MASK_MOD is not None:
                 qpos = query_positions(m0, mrows, s1, M, ORDER, G)
             if BAND:
@@ -309,40 +418,24 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                 j = jj
             kv0 = j * S2
             n = min(S2, s2 - kv0)
-            with ct.cube():
-                s = ct.mma(q1, kv[ct.ds(kv0, S2, valid=n), 0:D], trans_b=True)
-            with ct.vector():
-                s = s * scale
-                if PSE:
-                    pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
-                    bias = ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + kv0, S2, valid=n)])
-                    s = s + ct.cast(bias, ct.float32)
-                if BAND or SCORE_MOD is not None or MASK_MOD is not None:
-                    col = ct.iota(S2, valid=n) + kv0
-                if SCORE_MOD is not None:   # before the masks: a masked score stays -inf whatever the mod
-                    s = modded_score(SCORE_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
-                                     mod0, mod1, mod2, mod3)
-                if BAND:
-                    inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])
-                    s = ct.where(inband, s, -ct.inf)
-                if MASK:
-                    mv = mask_rows(mask, b, s1, q0, ORDER, G)
-                    mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + kv0, S2, valid=n)])
-                    s = ct.where(mk == 0, s, -ct.inf)
-                if MASK_MOD is not None:
-                    if SPARSE:
-                        partial = blocks[jj, 1] == 0     # a full block's mask would keep every element
-                    else:
-                        partial = True
-                    if partial:
-                        s = mask_kept(MASK_MOD, NCAP, s, b, qhead[:, None], qpos[:, None], col[None, :],
-                                      mod0, mod1, mod2, mod3)
-                p, dm, gl, gm = sink_softmax_step(s, gm, gl, sk, slot < 0 and jj == j1 - 1, SINK)
-                p = ct.cast(p, P_DTYPE)
-            with ct.cube():
-                o = ct.mma(p, vv[ct.ds(kv0, S2, valid=n), 0:DV])
-            with ct.vector():
-                go = go * dm[:, None] + o
+            last = slot < 0 and jj == j1 - 1
+            if PREFIX:
+                # a block that straddles the prefix end is two steps, the prefix rows then the batch's own
+                cut = min(max(plen - kv0, 0), n)
+                straddle = min(cut, 1) * min(n - cut, 1)       # 1 iff 0 < cut < n
+                for h in range(1 + straddle):
+                    a = kv0 + cut * h
+                    m = n - cut * h - (n - cut) * straddle * (1 - h)
+                    gm, gl, go = kv_step(q1, kv, vv, kpv, vpv, plen, a, m, jj, gm, gl, go, sk,
+                                         last and h == straddle, scale, b, n2, s1, q0, k0, m0, mrows, qpos, lo, hi,
+                                         qhead, mask, pse, blocks, mod0, mod1, mod2, mod3, ORDER, G, M, S2, D, DV,
+                                         PSE, PSE_ONE_ROW, BAND, MASK, SCORE_MOD, MASK_MOD, NCAP, SPARSE, SINK,
+                                         P_DTYPE, PREFIX)
+            else:
+                gm, gl, go = kv_step(q1, kv, vv, kv, vv, 0, kv0, n, jj, gm, gl, go, sk, last, scale, b, n2, s1,
+                                     q0, k0, m0, mrows, qpos, lo, hi, qhead, mask, pse, blocks, mod0, mod1, mod2,
+                                     mod3, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, SCORE_MOD,
+                                     MASK_MOD, NCAP, SPARSE, SINK, P_DTYPE, PREFIX)
         with ct.vector():
             ok, glsafe, res = normalised(go, gl)
             if FD and slot >= 0:
@@ -351,7 +444,11 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                 ct.store(ws_ml[slot, 1, ct.ds(0, M, valid=mrows)], gl)
             else:
                 ov = fold_rows(out, b, n2, s1, q0, OUT_LAYOUT, ORDER, G)
-                ct.store(ov[ct.ds(m0, M, valid=mrows), 0:DV], ct.cast(res, out.dtype))
+                if POSTQ:
+                    ct.store(ov[ct.ds(m0, M, valid=mrows), 0:DV],
+                             post_quant(res, qs2, qo2, n2, s1, m0, mrows, ORDER, G, M, DV, POSTQ, QOFF))
+                else:
+                    ct.store(ov[ct.ds(m0, M, valid=mrows), 0:DV], ct.cast(res, out.dtype))
                 if LSE:
                     lv = lse_rows(lse, b, n2, s1, q0, TOKEN, ORDER, G)
                     val = ct.where(ok, gm + ct.log(glsafe), EMPTY_LSE)
@@ -359,12 +456,13 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
 
 
 @ct.jit
-def fia_fd_combine(out, lse, sink, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, qoff, LAYOUT: ct.constexpr,
+def fia_fd_combine(out, lse, sink, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, qoff, qs2, qo2, LAYOUT: ct.constexpr,
                    ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, R: ct.constexpr, DV: ct.constexpr,
-                   LSE: ct.constexpr, SINK: ct.constexpr, EMPTY_LSE: ct.constexpr):
+                   LSE: ct.constexpr, SINK: ct.constexpr, EMPTY_LSE: ct.constexpr, POSTQ: ct.constexpr = 0,
+                   QOFF: ct.constexpr = False):
     """Merge the partials of split rows: one vector core per launch block; its rows are the (task, first row,
     row count) items of ``work``, merged R rows (the tiling's FD piece height) at a time. A learnable sink
-    joins here, once per row (the pieces leave it out)."""
+    joins here, once per row (the pieces leave it out); post-quant (POSTQ) quantises the merged rows."""
     vec = ct.block_idx()
     for w in range(work_ptr[vec], work_ptr[vec + 1]):
         task = work[w, 0]
@@ -403,7 +501,11 @@ def fia_fd_combine(out, lse, sink, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, 
                     wi = rescaled(mi, li, gs) / tsafe
                     acc = acc + oi * wi[:, None]
                 ov = fold_rows(out, b, n2, s1, q0, LAYOUT, ORDER, G)
-                ct.store(ov[ct.ds(m0 + r0, R, valid=nr), 0:DV], ct.cast(acc, out.dtype))
+                if POSTQ:
+                    ct.store(ov[ct.ds(m0 + r0, R, valid=nr), 0:DV],
+                             post_quant(acc, qs2, qo2, n2, s1, m0 + r0, nr, ORDER, G, R, DV, POSTQ, QOFF))
+                else:
+                    ct.store(ov[ct.ds(m0 + r0, R, valid=nr), 0:DV], ct.cast(acc, out.dtype))
                 if LSE:
                     lv = lse_rows(lse, b, n2, s1, q0, TOKEN, ORDER, G)
                     ct.store(lv[ct.ds(m0 + r0, R, valid=nr)], ct.where(ok, state_lse(gs, tsafe), EMPTY_LSE))

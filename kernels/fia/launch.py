@@ -70,8 +70,14 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             num_key_value_heads: int, atten_mask=None, sparse_mode: int = 0, pre_tokens: int = INT_MAX,
             next_tokens: int = INT_MAX, softmax_lse_flag: bool = False, out_dtype=None, legacy_route: bool = False,
             pse_shift=None, learnable_sink=None, block_table=None, query_padding_size=None, kv_padding_size=None,
-            hooks=None, serial: bool = False, order: str = "program"):
+            hooks=None, quant_scale2=None, quant_offset2=None, key_shared_prefix=None, value_shared_prefix=None,
+            shared_prefix_len: int = 0, serial: bool = False, order: str = "program"):
     """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun).
+
+    ``quant_scale2`` / ``quant_offset2``: post-quant to an int8 output, one value each (per tensor) or one per
+    output channel (N1 * DV values, in (N1, DV) order). ``key/value_shared_prefix``: the system prefix in the
+    query's layout with batch 1, of which every batch attends to the first ``shared_prefix_len`` positions
+    before its own KV (the tiling's KV lengths include them).
 
     ``hooks``: a ``variants.Hooks`` (score_mod / mask_mod compiled into the kernel's V1, block skipping by the
     host's block map); None runs the operator as it is."""
@@ -93,6 +99,24 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         bt = np.zeros((1, 1), np.int32)
     b = tiling.batch
     qlen, kvlen = effective_lengths(tiling)
+    prefix = key_shared_prefix is not None
+    if prefix:
+        if block_table is not None or lay.token or query_padding_size is not None or kv_padding_size is not None:
+            raise UnsupportedParameterError("key_shared_prefix", f"tensor {tuple(key_shared_prefix.shape)}",
+                                            "a shared prefix is simulated with dense BSH/BSND/BNSD key/value and "
+                                            "no left padding")
+        kp = _as_heads(key_shared_prefix, lay.qkv, n2)
+        vp = _as_heads(value_shared_prefix, lay.qkv, n2)
+        if tiling.route == "ifa":
+            # IFATiling counts each batch's own KV; its kernel runs the prefix as a loop of its own before it,
+            # which the kernel here does as the first blocks of every row (the rows span the prefix as well)
+            if tiling.fd_tasks:
+                raise UnsupportedParameterError("key_shared_prefix", f"tensor {tuple(key_shared_prefix.shape)}",
+                                                "a shared prefix with the IFATiling flash-decode split is not "
+                                                "simulated")
+            kvlen = kvlen + int(shared_prefix_len)
+    else:
+        kp, vp = np.zeros((1, 1, 1, 1), query.dtype), np.zeros((1, 1, 1, 1), query.dtype)
     skip = np.zeros(b, dtype=bool)   # batches the kernel does not compute (left padding overflow)
     if lay.token:  # batches sit one after the other along T: the row/KV starts are the cumulative offsets
         qoff = np.concatenate([[0], np.cumsum(qlen)[:-1]]).astype(np.int64)
@@ -108,6 +132,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
 
     # output in the output layout, zero-filled as the chip's init does
     out_shape = _out_shape(query.shape, lay.qkv, lay.out, n1, dv)
+    postq, qs2, qo2 = _post_quant_args(quant_scale2, quant_offset2, n1, dv)
+    if postq:
+        out_dtype = np.int8
     out = np.zeros(out_shape, dtype=out_dtype if out_dtype is not None else query.dtype)
     out_k = _as_heads(out, lay.out, n1)
     empty_lse = empty_row_lse(legacy_decode=legacy_route, kv_empty=key.size == 0 or value.size == 0)
@@ -148,7 +175,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     tasks = np.zeros((max(1, len(rows)), 8), dtype=np.int64)
     for i, t in enumerate(rows):
         slot = slots[t.fd_task] + t.fd_piece if t.fd_task >= 0 else -1
-        tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, t.s2_hi, slot, 0)
+        hi = -(-int(kvlen[t.b]) // tiling.s2_base) if prefix and tiling.route == "ifa" else t.s2_hi
+        tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, hi, slot, 0)
     hook_args, block_map = _hook_arguments(hooks, rows, tasks, ptr, tiling, qlen, kvlen, g)
     m_cap = _m_capacity(tiling, rows)
     nslots = sum(ft.splits for ft in tiling.fd_tasks)
@@ -164,12 +192,14 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     if rows:
         fia_attention.on(tiling.platform)[ncores](
             q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-            *hook_args["tensors"], np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
+            *hook_args["tensors"], qs2, qo2, kp, vp, int(shared_prefix_len) if prefix else 0, np.float32(scale),
+            CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
             ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap, PSE=pse_shift is not None,
             PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, SINK=learnable_sink is not None,
             S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
             FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), **hook_args["consts"],
-            serial=serial, order=order)
+            **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
+            order=order)
     nvec = 0
     if tiling.fd_tasks:
         fd_tab = np.array([(ft.b, ft.n2, ft.m_start, ft.m_rows, ft.splits, ft.workspace_slot)
@@ -181,9 +211,10 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         r_cap = tiling.m_fd_base
         nvec = len(vw)
         fia_fd_combine.on(tiling.platform)[nvec](out_k, lse_arg, sink, ws_o, ws_ml, fd_tab, work, wptr, qlen, qoff,
-                             LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, R=r_cap,
-                             DV=dv, LSE=bool(softmax_lse_flag), SINK=learnable_sink is not None,
-                             EMPTY_LSE=float(empty_lse), serial=serial, order=order)
+                             qs2, qo2, LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g,
+                             R=r_cap, DV=dv, LSE=bool(softmax_lse_flag), SINK=learnable_sink is not None,
+                             EMPTY_LSE=float(empty_lse), **_post_quant_consts(postq, quant_offset2),
+                             serial=serial, order=order)
     run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks), block_map)
     return out, (lse if softmax_lse_flag else None), run
 
@@ -209,6 +240,22 @@ def _hook_arguments(hooks, rows, tasks: np.ndarray, ptr: np.ndarray, tiling: Fia
     ptr[:] = balance_tasks(np.diff(bptr) + 1, len(ptr) - 1)
     consts["SPARSE"] = True
     return {"tensors": caps + [blocks], "consts": consts}, bmap
+
+
+def _post_quant_args(scale, offset, n1: int, dv: int):
+    """(POSTQ, scale, offset) kernel arguments of post-quant: POSTQ 0 none; 1 per tensor (the (1,) tensors); 2
+    per channel, the parameters viewed (no copy) as (1, N1, 1, DV). An absent offset is a placeholder."""
+    if scale is None:
+        return 0, np.zeros(1, np.float32), np.zeros(1, np.float32)
+    mode = 1 if scale.size == 1 else 2
+    shape = (1,) if mode == 1 else (1, n1, 1, dv)
+    qs = np.ascontiguousarray(scale).reshape(shape)
+    qo = np.ascontiguousarray(offset).reshape(shape) if offset is not None else np.zeros(shape, qs.dtype)
+    return mode, qs, qo
+
+
+def _post_quant_consts(postq: int, offset) -> dict:
+    return {"POSTQ": postq, "QOFF": offset is not None} if postq else {}
 
 
 def effective_lengths(tiling: FiaTiling) -> tuple[np.ndarray, np.ndarray]:

@@ -51,7 +51,8 @@ Semantics decisions (with their sources)
   the compressed 2048x2048 template for 2/3/4, sparse_mode ignored on the
   legacy decode route as the aclnn doc states).
 
-Scope: quantisation (int8/int4 KV, full quant, post quant) and rope/MLA raise
+Scope: post-quant (int8 output) is applied as the chip rounds it (:mod:`.quant`);
+the other quantisation (int8/int4 KV, full quant) and rope/MLA raise
 ``UnsupportedParameterError`` (a ``NotImplementedError``) naming the parameter.
 
 Invariants
@@ -77,6 +78,7 @@ from .kv import DenseKV, ListKV, PagedKV, SharedPrefix, TokenKV
 from .layouts import from_bnsd, from_tnd, parse_layout, to_bnsd, to_tnd
 from .masks import MaskEngine
 from .pse import PseShift, sink_logits
+from .quant import post_quant_int8
 
 __all__ = ["fia_golden", "fia_golden_lowp", "LSE_EMPTY", "LSE_EMPTY_LEGACY_DECODE", "CHUNK_ELEMENTS",
            "is_legacy_decode", "empty_row_lse"]
@@ -90,7 +92,7 @@ CHUNK_ELEMENTS = 1 << 23
 #: Calls whose largest batch has fewer query rows (x GQA group) run BLAS single-threaded.
 SMALL_GEMM_ROWS = 256
 
-_QUANT_PARAMS = ("dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2",
+_QUANT_PARAMS = ("dequant_scale1", "quant_scale1", "dequant_scale2",
                  "antiquant_scale", "antiquant_offset", "key_antiquant_scale", "key_antiquant_offset",
                  "value_antiquant_scale", "value_antiquant_offset", "key_rope_antiquant_scale",
                  "dequant_scale_query")
@@ -167,12 +169,15 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                next_tokens: int = 2147483647, input_layout: str = "BSH", num_key_value_heads: int = 0,
                sparse_mode: int = 0, inner_precise: int = 0, block_size: int = 0, softmax_lse_flag: bool = False,
                p_dtype: Any = None, target: str | None = None, score_hook=None, score_dtype: Any = None,
-               **out_of_scope):
+               quant_scale2=None, quant_offset2=None, empty_rows_quantised: bool = False, **out_of_scope):
     """Float64 FusedInferAttentionScore; returns ``(out, lse)`` (``lse`` None unless ``softmax_lse_flag``).
 
     Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
-    ``learnable_sink``). Quantisation and rope keywords are accepted only to
-    raise ``UnsupportedParameterError`` when given. ``p_dtype`` rounds P
+    ``learnable_sink``). ``quant_scale2`` / ``quant_offset2`` post-quantise the
+    output to int8 (:mod:`.quant`); the other quantisation and rope keywords
+    are accepted only to raise ``UnsupportedParameterError`` when given. Rows of a batch without KV stay 0
+    in a post-quantised output, as the FIA framework's output init leaves them; ``empty_rows_quantised``
+    gives them ``quant(offset)`` instead, what the legacy IFATiling kernel writes (``InitAllZeroInt8Output``). ``p_dtype`` rounds P
     before P·V, ``score_dtype`` the scores (see :mod:`.attend`).
     ``target`` (the platform; None: the default) decides whether the
     legacy decode route exists (arch22), which sets the lse of rows without kv (``empty_row_lse``).
@@ -296,6 +301,18 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
             for plan in plans:
                 _run_batch(plan, q, token, source, prefix, masks, pse, sink, float(scale), group, nkv, p_dtype,
                            out, lse, lse_empty, score_hook, score_dtype)
+
+    if quant_scale2 is not None:   # post-quant: an int8 output (golden.quant)
+        q8 = post_quant_int8(out, quant_scale2, quant_offset2, heads_axis=1, num_heads=num_heads)
+        if not empty_rows_quantised:   # the FIA framework's zero init: rows of batches without KV stay 0
+            for plan in (plans if not kv_empty else []):
+                if plan.s2 == 0 and not token:
+                    q8[plan.b, :, plan.q0:plan.q0 + plan.s1] = 0
+                elif plan.s2 == 0:
+                    q8[plan.q0:plan.q0 + plan.s1] = 0
+        out = q8
+    elif quant_offset2 is not None:
+        raise ValueError("quant_offset2: given without quant_scale2")
 
     # ---- output layouts -------------------------------------------------------------------------
     if token:

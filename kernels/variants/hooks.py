@@ -99,8 +99,12 @@ class Hooks:
 def _np_cast(x, dtype, rounding="rint"):
     dt = _np_dtype(dtype)
     a = np.asarray(x)
-    if np.issubdtype(dt, np.integer) and a.dtype.kind == "f":
-        a = {"rint": np.rint, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}.get(rounding, np.rint)(a)
+    if np.issubdtype(dt, np.integer) and a.dtype.kind == "f":   # as the kernel's cast: rounded, saturated, NaN 0
+        a = np.asarray(a, np.float64)
+        away = np.where(a >= 0, np.floor(a + 0.5), -np.floor(0.5 - a))
+        a = {"rint": np.rint(a), "floor": np.floor(a), "ceil": np.ceil(a), "trunc": np.trunc(a), "round": away}[rounding]
+        info = np.iinfo(dt)
+        a = np.where(np.isnan(a), 0.0, np.clip(a, float(info.min), float(info.max)))
     return a.astype(dt if dt.kind != "f" else np.float64)
 
 

@@ -249,6 +249,26 @@ def test_fia_decode_with_flash_decode_runs_on_the_twin(tmp_path):
 
 
 @needs_gxx
+def test_fia_post_quant_decode_runs_on_the_twin(tmp_path):
+    """Post-quant (per-channel scale and offset): the attention kernel's int8 epilogue (Mul, Add, two
+    CAST_ROUND casts, the saturating int8 store) and the flash-decode combine's, on the twin."""
+    from cvtile.kernels.fia.api import npu_fused_infer_attention_score
+
+    rng = np.random.default_rng(0)
+    q = rng.uniform(-1, 1, (1, 8, 1, 64)).astype(np.float16)
+    k = rng.uniform(-1, 1, (1, 1, 8192, 64)).astype(np.float16)
+    v = rng.uniform(-1, 1, (1, 1, 8192, 64)).astype(np.float16)
+    qs = rng.uniform(50, 200, (1, 8, 1, 64)).astype(np.float32)
+    qo = rng.uniform(-2, 2, (1, 8, 1, 64)).astype(np.float32)
+    with record_launches() as rec:
+        npu_fused_infer_attention_score(q, k, v, num_heads=8, num_key_value_heads=1, input_layout="BNSD",
+                                        scale=0.125, actual_seq_lengths_kv=[5000], quant_scale2=qs, quant_offset2=qo)
+    assert {r.kernel.name for r in rec.launches} == {"fia_attention", "fia_fd_combine"}
+    report = _check_launches(tmp_path, rec.launches)
+    assert "out" in report
+
+
+@needs_gxx
 @pytest.mark.wide
 def test_fia_default_decode_runs_on_the_ascend950_twin(tmp_path):
     """cvtile run's default decode case (B=4, Nq=32, Nkv=8, Skv=16384) with the Ascend 950 tiling: the

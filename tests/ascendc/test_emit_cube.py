@@ -345,7 +345,9 @@ def test_example_05_cube_vector_subblocks(tmp_path, target):
     assert "Fixpipe<float, float, CFG_ROW_MAJOR>(wsGm[" in cube
     _events_balanced(cube)
     report = _run(tmp_path, [A.Launch(ck, 2, args)])
-    assert "ws within" in report and "p within" in report
+    # the fp32 scores may match bitwise or within tolerance (the simulator's fp32 matmul sums in the host BLAS's
+    # order, which differs between machines); both pass
+    assert re.search(r"PASS: ws (within|bitwise)", report) and re.search(r"PASS: p (within|bitwise)", report), report
 
 
 @needs_gxx

@@ -278,7 +278,7 @@ def tile_element_access(a, o):
         y = x[0, 1]  # <- error
 
 
-@case("cast rounding must be rint, trunc, floor or ceil, got 'nearest'")
+@case("cast rounding must be rint, round, trunc, floor or ceil, got 'nearest'")
 @ct.jit
 def bad_rounding_mode(a, o):
     with ct.vector():

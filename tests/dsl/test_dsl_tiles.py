@@ -163,6 +163,44 @@ def test_rint_rounds_ties_to_even(convert_run):
     assert oi[0, :5].tolist() == [0, 2, 2, 0, -2]   # 0.5, 1.5, 2.5, -0.5, -1.5
 
 
+ROUND_IN = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 2.4999998, 126.5, 127.5, 300.0, -300.0, np.nan, np.inf, -np.inf,
+                     1 + 2 ** -11, -(1 + 3 * 2 ** -11), 2.0 ** -25], np.float32)
+
+
+@ct.jit
+def convert_round(x, o8, ou8, o16, ob16, N: ct.constexpr):
+    with ct.vector():
+        a = ct.load(x[0:N])
+        ct.store(o8[0:N], ct.cast(a, ct.int8, rounding="round"))
+        ct.store(ou8[0:N], ct.cast(a, ct.uint8))
+        ct.store(o16[0:N], ct.cast(a, ct.float16, rounding="round"))
+        ct.store(ob16[0:N], ct.cast(a, ct.bfloat16, rounding="round"))
+
+
+def test_cast_round_is_ties_away_and_integer_casts_saturate():
+    """rounding="round" (Ascend C CAST_ROUND) rounds half away from zero; a float -> int8/uint8 cast saturates
+    to the type's range and a NaN gives 0 (the chip's conversion and the twin), it does not wrap."""
+    o8, ou8 = np.zeros(N, np.int8), np.zeros(N, np.uint8)
+    o16, ob16 = np.zeros(N, np.float16), np.zeros(N, bf16)
+    convert_round[1](ROUND_IN, o8, ou8, o16, ob16, N=N)
+    assert o8.tolist() == [1, 2, 3, -1, -3, 2, 127, 127, 127, -128, 0, 127, -128, 1, -1, 0]
+    assert ou8.tolist() == [0, 2, 2, 0, 0, 2, 126, 128, 255, 0, 0, 255, 0, 1, 0, 0]
+    # fp16: 1 + 2**-11 and -(1 + 3 * 2**-11) are ties (RNE: 1.0 and -(1 + 2**-9)); 2**-25 ties to 2**-24
+    assert o16[13] == np.float16(1 + 2 ** -10) and o16[14] == np.float16(-(1 + 2 ** -9))
+    assert o16[15] == np.float16(2.0 ** -24) and o16[1] == 1.5 and np.isnan(o16[10])
+    assert ob16[13] == bf16(1.0) and ob16[15].astype(np.float32) == np.float32(2.0 ** -25)
+
+
+def test_float_narrowing_cast_rejects_other_roundings():
+    @ct.jit
+    def narrow(x, o):
+        with ct.vector():
+            ct.store(o[0:16], ct.cast(ct.load(x[0:16]), ct.float16, rounding="trunc"))
+
+    with pytest.raises(ct.CompilationError, match="rint .*or round"):
+        narrow[1](np.zeros(16, np.float32), np.zeros(16, np.float16))
+
+
 def test_iota_start_and_integer_relu(convert_run):
     _, _, oi, _ = convert_run
     assert oi[4].tolist() == [2 * (3 + i) + 100 * max(i - 5, 0) for i in range(N)]

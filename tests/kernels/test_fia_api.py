@@ -397,15 +397,14 @@ def test_regression_paged_value_head_dim():
 
 def test_regression_post_quant_output_dtype():
     """With quant_scale2 torch_npu infers an int8 attention_out; the API used to describe it with the query's
-    dtype, and the legacy IFA checker refused the call (ParamError on quant_scale2) instead of the simulator
-    reporting post quant as unsupported (st cases 231/232)."""
+    dtype, and the legacy IFA checker refused the call (ParamError on quant_scale2) (st cases 231/232). Now the
+    call runs and returns the int8 output."""
     z = np.zeros
     kw = dict(query=z((2, 1, 2048), np.float16), key=z((2, 256, 2048), np.float16),
               value=z((2, 256, 2048), np.float16), num_heads=8, input_layout="BSH",
               quant_scale2=np.ones(1, np.float32))
-    with pytest.raises(UnsupportedParameterError) as info:
-        fia(**kw)
-    assert info.value.param == "quant_scale2"
+    out, _ = fia(**kw)
+    assert out.dtype == np.int8 and out.shape == (2, 1, 2048) and not out.any()
 
 
 def test_regression_legacy_decode_with_template_mask_was_a_bare_value_error():

@@ -202,7 +202,7 @@ def test_nan_inputs_propagate():
     assert np.isnan(out[0, 0]).all() and np.isfinite(out[0, 1:]).all()
 
 
-@pytest.mark.parametrize("param", ["quant_scale2", "antiquant_scale", "dequant_scale1", "key_antiquant_scale",
+@pytest.mark.parametrize("param", ["antiquant_scale", "dequant_scale1", "key_antiquant_scale",
                                    "query_rope", "key_rope"])
 def test_out_of_scope_parameters_raise_unsupported(param):
     rng = np.random.default_rng(16)

@@ -207,16 +207,31 @@ def test_v3_constraint_raises_with_its_status_naming_the_parameter(call, status,
 
 
 @pytest.mark.parametrize("call,param", [
-    (_v3_call(attentionOut=Z((2, 4, 1, 32), np.int8), quantScale2=Z(1, np.float32)), "quantScale2"),
     (_int8_kv(antiquantScale=Z((2,), np.float16)), "antiquantScale"),
     (_int8_kv(antiquantScale=Z((2, 2, 1, 32), np.float16), antiquantOffset=Z((2, 2, 1, 32), np.float16)),
      "antiquantScale"),
     (_v3_call(key=[Z((1, 2, 64, 32), np.float16)] * 2, value=[Z((1, 2, 64, 32), np.float16)] * 2), "key"),
-], ids=["post quant", "antiquant per tensor", "antiquant per channel", "tensor list"])
+], ids=["antiquant per tensor", "antiquant per channel", "tensor list"])
 def test_v3_valid_but_unsimulated_features_are_refused_by_name(call, param):
     with pytest.raises(UnsupportedParameterError) as info:
         incre_flash_attention_v3(**call)
     assert info.value.param == param
+
+
+def test_v3_post_quant_returns_the_int8_output():
+    """quantScale2 (per tensor) with an int8 attentionOut: the IFA V3 call runs the FIA kernel's post-quant."""
+    rng = np.random.default_rng(3)
+    q = rng.uniform(-1, 1, (2, 4, 1, 32)).astype(np.float16)
+    k = rng.uniform(-1, 1, (2, 2, 64, 32)).astype(np.float16)
+    v = rng.uniform(-1, 1, (2, 2, 64, 32)).astype(np.float16)
+    out = incre_flash_attention_v3(**_v3_call(query=q, key=[k], value=[v], attentionOut=Z((2, 4, 1, 32), np.int8),
+                                              quantScale2=np.array([100.0], np.float32)))
+    from cvtile.kernels.golden.fia import fia_golden_lowp
+
+    gold, _ = fia_golden_lowp(q, k, v, num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.125,
+                              inner_precise=1, quant_scale2=np.array([100.0], np.float32))
+    out = out[0] if isinstance(out, tuple) else out
+    assert out.dtype == np.int8 and np.count_nonzero(out != gold) <= 1
 
 
 def test_torch_level_errors_use_the_torch_npu_names(decode):

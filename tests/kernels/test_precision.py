@@ -19,8 +19,9 @@ def test_tolerance_classes():
     r32, a32 = tolerance(np.float32)
     assert r32 < 0.005 and a32 < 2.5e-5
     assert tolerance("float64")[0] < r32
+    assert tolerance(np.int8) == (0.0, 1.0)    # one int8 step (a quantised output against another simulation)
     with pytest.raises(ValueError, match="tolerance class"):
-        tolerance(np.int8)
+        tolerance(np.int32)
 
 
 def test_identical_and_half_ulp_pass():

@@ -30,9 +30,9 @@ def test_golden_as_api_passes_small_cases(fia_path):
 
 
 def test_quantised_and_rope_cases_are_unsupported(fia_path):
-    res = run_st_corpus(fia_path, golden_api(), select=["41", "52", "70"])
+    res = run_st_corpus(fia_path, golden_api(), select=["44", "52", "70"])
     assert [r.status for r in res.records] == ["unsupported"] * 3
-    assert "quant_scale2" in res.records[0].reason and "query_rope" in res.records[2].reason
+    assert "dequant_scale1" in res.records[0].reason and "query_rope" in res.records[2].reason
 
 
 def _api_raising(exc):
@@ -105,7 +105,7 @@ def test_limit_and_size_cap_are_reported_as_skipped(fia_path):
 
 def test_to_json_and_cli(fia_path, tmp_path, capsys):
     out = tmp_path / "res.json"
-    rc = main([str(fia_path), "--api", "golden", "--case", "0", "--case", "41", "--json", str(out)])
+    rc = main([str(fia_path), "--api", "golden", "--case", "0", "--case", "44", "--json", str(out)])
     assert rc == 0
     assert capsys.readouterr().out.strip().endswith("cases: 2 run, 1 passed, 0 failed, 1 unsupported, 0 errors")
     data = json.loads(out.read_text())

@@ -1,0 +1,85 @@
+"""The system prefix (key/value_shared_prefix, actual_shared_prefix_len) in the FIA kernel, against the golden.
+
+Every batch attends to the first ``plen`` prefix positions, then to its own KV: the tiling's KV lengths and S2
+blocks count both, the kernel reads the prefix views below ``plen`` and the batch's own after it (a block that
+straddles ``plen`` is two steps). What is not simulated is refused by name: the IFATiling flash-decode split
+with a prefix, a tiling whose score block cannot stay resident in L0C, and the Ascend C emission of the prefix
+kernel (its resident L0C score tile is not lowered).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cvtile.dsl import ascendc as A
+from cvtile.dsl.jit import record_launches
+from cvtile.kernels import compare
+from cvtile.kernels.errors import UnsupportedParameterError
+from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia
+from cvtile.kernels.golden.fia import fia_golden_lowp
+
+
+def _call(rng, b=2, n=4, n2=2, s1=1, s2=100, p=300, d=64, layout="BNSD"):
+    u = lambda *shape: rng.uniform(-1, 1, shape).astype(np.float16)   # noqa: E731
+    q, k, v = u(b, n, s1, d), u(b, n2, s2, d), u(b, n2, s2, d)
+    kp, vp = u(1, n2, p, d), u(1, n2, p, d)
+    if layout == "BSH":
+        q, k, v, kp, vp = (x.transpose(0, 2, 1, 3).reshape(x.shape[0], x.shape[2], -1) for x in (q, k, v, kp, vp))
+    return q, k, v, dict(num_heads=n, num_key_value_heads=n2, input_layout=layout, scale=d ** -0.5,
+                         key_shared_prefix=kp, value_shared_prefix=vp)
+
+
+def _check(q, k, v, **kw):
+    out, lse = fia(q, k, v, softmax_lse_flag=True, **kw)
+    gold, glse = fia_golden_lowp(q, k, v, softmax_lse_flag=True, **kw)
+    rep = compare(out, gold, q.dtype)
+    assert rep.passed, str(rep)
+    assert compare(lse, glse, "float32", rtol=1e-4, atol=1e-4).passed
+    return out
+
+
+def test_decode_with_a_partial_prefix_straddling_a_block():
+    rng = np.random.default_rng(1)
+    q, k, v, kw = _call(rng)
+    _check(q, k, v, actual_shared_prefix_len=[250], **kw)
+
+
+def test_bsh_decode_with_kv_lengths_and_the_whole_prefix():
+    rng = np.random.default_rng(2)
+    q, k, v, kw = _call(rng, b=3, layout="BSH")
+    _check(q, k, v, actual_seq_lengths_kv=[100, 7, 60], **kw)
+
+
+def test_the_prefix_changes_the_result():
+    """Not a no-op: the same call without the prefix gives another output."""
+    rng = np.random.default_rng(3)
+    q, k, v, kw = _call(rng)
+    with_prefix = _check(q, k, v, **kw)
+    kw.pop("key_shared_prefix"), kw.pop("value_shared_prefix")
+    without, _ = fia(q, k, v, **kw)
+    assert np.abs(with_prefix.astype(np.float32) - without.astype(np.float32)).max() > 1e-2
+
+
+def test_prefill_rows_with_a_prefix():
+    rng = np.random.default_rng(4)
+    q, k, v, kw = _call(rng, b=1, n=2, n2=1, s1=32, s2=80, p=50)
+    _check(q, k, v, **kw)
+
+
+def test_a_score_block_too_large_for_l0c_is_refused_naming_the_prefix():
+    """B 2, N 5, KV 4096 + prefix 1024: the S2 block of 4096 keeps a 16 x 4096 fp32 score block in L0C."""
+    rng = np.random.default_rng(5)
+    q, k, v, kw = _call(rng, b=2, n=5, n2=5, s2=4096, p=1024, d=128)
+    with pytest.raises(UnsupportedParameterError) as info:
+        fia(q, k, v, **kw)
+    assert info.value.param == "key_shared_prefix" and "L0C" in str(info.value)
+
+
+def test_ascend_c_emission_of_the_prefix_kernel_is_a_typed_error(tmp_path):
+    rng = np.random.default_rng(6)
+    q, k, v, kw = _call(rng)
+    with record_launches() as rec:
+        fia(q, k, v, **kw)
+    with pytest.raises(A.AscendCUnsupported, match="L0C"):
+        A.emit(str(tmp_path), [A.Launch.of(r) for r in rec.launches], atol=1e-3, rtol=1e-3, with_data=False)
