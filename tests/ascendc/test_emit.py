@@ -248,6 +248,7 @@ def test_fia_decode_with_flash_decode_runs_on_the_twin(tmp_path):
     assert "out" in report and "ws_o" in report
 
 
+@pytest.mark.slow
 @needs_gxx
 def test_fia_post_quant_decode_runs_on_the_twin(tmp_path):
     """Post-quant (per-channel scale and offset): the attention kernel's int8 epilogue (Mul, Add, two

@@ -143,7 +143,7 @@ def test_operator_errors_name_the_v2_keyword(tnd):
     ("dequant_scale_query", np.ones((40, 8), np.float32)),
     ("quant_scale_p", np.ones(1, np.float32)),
     ("dequant_scale_key", np.ones((2, 128), np.float32)),
-    ("quant_scale_out", np.ones(1, np.float32)),
+    ("quant_offset_out", np.ones(1, np.float32)),     # an offset without quant_scale_out
     ("query_quant_mode", 3),
     ("key_quant_mode", 1),
     ("query_dtype", 1),
@@ -153,3 +153,16 @@ def test_unmodelled_v2_keywords_are_named(tnd, name, value):
     with pytest.raises(UnsupportedParameterError) as info:
         _v2(tnd, **{name: value})
     assert info.value.param == name
+
+
+def test_quant_scale_out_is_the_v1_post_quant(tnd):
+    """``quant_scale_out``/``quant_offset_out`` are V1's ``quant_scale2``/``quant_offset2``: int8 output."""
+    scale, offset = np.array([50.0], np.float32), np.array([2.0], np.float32)
+    out, _ = _v2(tnd, quant_scale_out=scale, quant_offset_out=offset)
+    gold, _ = fia_golden_lowp(tnd["query"], tnd["key"], tnd["value"], atten_mask=CAUSAL,
+                              actual_seq_lengths=tnd["q_lens"], actual_seq_lengths_kv=tnd["kv_lens"],
+                              num_heads=8, num_key_value_heads=2, scale=128 ** -0.5, input_layout="TND",
+                              sparse_mode=3, softmax_lse_flag=True, quant_scale2=scale, quant_offset2=offset)
+    assert out.dtype == np.int8
+    rep = compare(out, gold, tnd["query"].dtype)
+    assert rep.passed, str(rep)
