@@ -379,8 +379,8 @@ class _Gen:
             if op.kind not in ("ewise", "cast") or not op.results[0].is_tile:
                 continue
             v = op.results[0]
-            if v.id in self.inline:
-                continue
+            if v.id in self.inline or id(op) in self.fused_into:
+                continue   # a value computed in another's loop hosts no siblings (they would never be emitted)
             fused = []
             for u in self.uses.get(v.id, []):
                 if self.block_of.get(id(u)) is not block or id(u) in self.fused_into:

@@ -51,6 +51,7 @@ from ..errors import UnsupportedParameterError
 from ..golden.dtypes import to_numpy
 from ..golden.layouts import parse_layout
 from ..golden.fia import empty_row_lse
+from ..golden.antiquant import ANTIQUANT_PARAMS, antiquant_spec
 from ...dsl.errors import BudgetError
 from .launch import run_fia as _launch_fia
 
@@ -60,18 +61,13 @@ __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", 
 #: Optional tensor inputs the simulated kernels implement; every other one raises UnsupportedParameterError.
 SUPPORTED_OPTIONAL_INPUTS = ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv", "pse_shift", "block_table",
                              "query_padding_size", "kv_padding_size", "learnable_sink", "quant_scale2",
-                             "quant_offset2", "key_shared_prefix", "value_shared_prefix", "actual_shared_prefix_len")
+                             "quant_offset2", "key_shared_prefix", "value_shared_prefix", "actual_shared_prefix_len",
+                             *ANTIQUANT_PARAMS)
 
 _UNSUPPORTED_REASON = {
     "dequant_scale1": "full int8 quantisation is not simulated",
     "quant_scale1": "full int8 quantisation is not simulated",
     "dequant_scale2": "full int8 quantisation is not simulated",
-    "antiquant_scale": "KV antiquantisation is not simulated",
-    "antiquant_offset": "KV antiquantisation is not simulated",
-    "key_antiquant_scale": "KV antiquantisation is not simulated",
-    "key_antiquant_offset": "KV antiquantisation is not simulated",
-    "value_antiquant_scale": "KV antiquantisation is not simulated",
-    "value_antiquant_offset": "KV antiquantisation is not simulated",
     "query_rope": "MLA (split rope) is not simulated yet",
     "key_rope": "MLA (split rope) is not simulated yet",
     "key_rope_antiquant_scale": "MLA (split rope) is not simulated yet",
@@ -235,7 +231,8 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
                               quant_scale2=arrays.get("quant_scale2"), quant_offset2=arrays.get("quant_offset2"),
                               key_shared_prefix=arrays.get("key_shared_prefix"),
                               value_shared_prefix=arrays.get("value_shared_prefix"),
-                              shared_prefix_len=_shared_prefix_len(arrays, attrs), order=order)
+                              shared_prefix_len=_shared_prefix_len(arrays, attrs),
+                              antiquant=arrays.get("_antiquant"), inner_precise=attrs["inner_precise"], order=order)
     if lse is None:
         lse = np.empty((0,), dtype=np.float32)
     if torch_out:
@@ -244,7 +241,8 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
 
 
 def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, overrides: dict | None = None):
-    """Check the call as the operator would and plan it: returns (numpy arrays by name, FiaTiling).
+    """Check the call as the operator would and plan it: returns (numpy arrays by name, FiaTiling). A KV-antiquant
+    call's arrays also hold its ``AntiquantSpec`` under ``"_antiquant"``.
 
     Raises ``ParamError`` (the operator rejects the call) or ``UnsupportedParameterError``
     (the simulator does not model a requested feature)."""
@@ -307,7 +305,9 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"the {tiling.route}/{tiling.template} tiling gave no core work for this "
                                         f"call: {tiling.extras.get('row_tasks', 'its core split is not mirrored')}")
     qd, kd = canonical_dtype(q.dtype), canonical_dtype(arrays["key"].dtype)
-    if qd not in ("float16", "bfloat16") or kd != qd or canonical_dtype(arrays["value"].dtype) != qd:
+    if kd in ("int8", "int4") or any(name in arrays for name in ANTIQUANT_PARAMS):
+        arrays["_antiquant"] = _antiquant_call(arrays, attrs, tiling, qd, kd)
+    elif qd not in ("float16", "bfloat16") or kd != qd or canonical_dtype(arrays["value"].dtype) != qd:
         raise UnsupportedParameterError("key" if qd in ("float16", "bfloat16") else "query",
                                         f"query {qd}, key {kd}",
                                         "the simulated kernel is the non-quant one: query, key and value float16 "
@@ -315,6 +315,49 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     if attrs["sparse_mode"] == 9 and not tiling.extras.get("legacy_ifa", False):   # the legacy route ignores it
         raise UnsupportedParameterError("sparse_mode", 9, "the tree mask is not simulated")
     return arrays, tiling
+
+
+def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
+    """The ``AntiquantSpec`` of a KV-antiquant call (int8 key/value, fp16/bf16 query, on the IFATiling decode
+    route the antiquant kernel mirrors), or the typed refusal naming the parameter."""
+    vd = canonical_dtype(arrays["value"].dtype)
+    if kd == "int4" or vd == "int4":
+        raise UnsupportedParameterError("key", f"{kd} tensor {tuple(arrays['key'].shape)}",
+                                        "int4 KV antiquant (int4 packed in int32) is not simulated; int8 is")
+    if kd != "int8" or vd != "int8":
+        given = next(name for name in ANTIQUANT_PARAMS if name in arrays)
+        raise UnsupportedParameterError(given, _describe(arrays[given]), f"antiquant parameters with a {kd} key "
+                                        f"and {vd} value: KV antiquant takes an int8 key and value")
+    if qd not in ("float16", "bfloat16"):
+        raise UnsupportedParameterError("query", f"query {qd}, key {kd}", "KV antiquant is simulated with a "
+                                        "float16 or bfloat16 query (an int8 query is full quant, not simulated)")
+    if tiling.route != "ifa":
+        raise UnsupportedParameterError("key", f"int8 tensor {tuple(arrays['key'].shape)}",
+                                        f"KV antiquant is simulated on the IFATiling decode route (its antiquant "
+                                        f"kernel); this call tiles to the {tiling.route}/{tiling.template} route")
+    for name in ("block_table", "learnable_sink"):
+        if name in arrays:
+            raise UnsupportedParameterError(name, _describe(arrays[name]), "KV antiquant is simulated with dense "
+                                            "key/value (no paging) and without a learnable sink")
+    return antiquant_spec(arrays, antiquant_mode=attrs["antiquant_mode"],
+                          key_antiquant_mode=attrs["key_antiquant_mode"],
+                          value_antiquant_mode=attrs["value_antiquant_mode"], batch=tiling.batch,
+                          num_kv_heads=attrs["num_key_value_heads"] or attrs["num_heads"],
+                          head_dim=arrays["query"].shape[-1] if parse_layout(attrs["input_layout"]).qkv != "BSH"
+                          else arrays["query"].shape[-1] // attrs["num_heads"],
+                          kv_len=_antiquant_kv_extent(arrays, attrs, tiling))
+
+
+def _antiquant_kv_extent(arrays: dict, attrs: dict, tiling) -> int:
+    """The per-token parameters' least S': the attended positions (a shared prefix first) from the batch's first
+    KV position in its tensor (the end of the tensor with left padding)."""
+    longest = max(tiling.kv_seqlens or [0])
+    if tiling.route == "ifa":   # IFATiling counts the batch's own KV; the prefix comes before it
+        longest += _shared_prefix_len(arrays, attrs)
+    if "kv_padding_size" in arrays:
+        k = arrays["key"]
+        longest = k.shape[2] if parse_layout(attrs["input_layout"]).qkv == "BNSD" else k.shape[1]
+    return int(longest)
 
 
 def _shared_prefix_len(arrays: dict, attrs: dict) -> int:

@@ -16,15 +16,15 @@ num_query_heads            num_heads                   yes
 softmax_scale              scale                       yes
 return_softmax_lse         softmax_lse_flag            yes
 learnable_sink             learnable_sink              yes (one logit per query head)
-dequant_scale_key/value    key/value_antiquant_scale   no: UnsupportedParameterError
-dequant_offset_key/value   key/value_antiquant_offset  no
+dequant_scale_key/value    key/value_antiquant_scale   yes with an int8 key/value (KV antiquant)
+dequant_offset_key/value   key/value_antiquant_offset  yes
 quant_scale_out/offset_out quant_scale2/offset2        yes (int8 attention_out)
 dequant_scale_query,       (query / rope quantisation) no
 quant_scale_p,
 dequant_scale_key_rope
 query_quant_mode           (V4 attribute)              0 only; 3 (per-token per-head) needs
                                                        the quant kernel
-key/value_quant_mode       key/value_antiquant_mode    0 only
+key/value_quant_mode       key/value_antiquant_mode    0 only; 0-3 with dequant_scale_key/value
 *_dtype, out_dtype         (reserved)                  must stay None
 =========================  ==========================  =====================================
 
@@ -92,9 +92,11 @@ def npu_fused_infer_attention_score_v2(
         if given[name] is not None:
             raise UnsupportedParameterError(name, given[name], "a reserved torch_npu dtype override; the "
                                             "simulator takes dtypes from the arrays (leave it None)")
+    antiquant = dequant_scale_key is not None or dequant_scale_value is not None
     for name in ("query_quant_mode", "key_quant_mode", "value_quant_mode"):
-        if given[name] != 0:
-            raise UnsupportedParameterError(name, given[name], "quantised attention is not simulated (only mode 0)")
+        if given[name] != 0 and not (antiquant and name != "query_quant_mode"):
+            raise UnsupportedParameterError(name, given[name], "quantised attention is not simulated (mode 0 only, "
+                                            "or the KV antiquant modes 0-3 with dequant_scale_key/value)")
     optional = {v1: given[v2] for v2, v1 in V2_TO_V1.items()}
     attrs = dict(num_heads=num_query_heads, scale=softmax_scale, pre_tokens=pre_tokens, next_tokens=next_tokens,
                  input_layout=input_layout, num_key_value_heads=num_key_value_heads, sparse_mode=sparse_mode,

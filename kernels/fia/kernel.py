@@ -307,6 +307,44 @@ def normalised(go, gl):
 
 
 @ct.inline
+def row_epilogue(res, ok, gm, gl, lsev, out, lse, ws_o, ws_ml, qs2, qo2, slot, b, n2, s1, q0, m0, mrows, OUT_LAYOUT,
+                 ORDER, TOKEN, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE):
+    """A row task's end: a split row's piece (FD, slot >= 0) writes its partial res and softmax state (gm, gl)
+    to its workspace slot; a whole row writes res to the output (post-quantised with POSTQ, else cast) and,
+    with LSE, lsev (EMPTY_LSE on rows without a visible key, ``ok`` False)."""
+    if FD and slot >= 0:
+        ct.store(ws_o[slot, ct.ds(0, M, valid=mrows), 0:DV], res)
+        ct.store(ws_ml[slot, 0, ct.ds(0, M, valid=mrows)], gm)
+        ct.store(ws_ml[slot, 1, ct.ds(0, M, valid=mrows)], gl)
+    else:
+        ov = fold_rows(out, b, n2, s1, q0, OUT_LAYOUT, ORDER, G)
+        if POSTQ:
+            ct.store(ov[ct.ds(m0, M, valid=mrows), 0:DV],
+                     post_quant(res, qs2, qo2, n2, s1, m0, mrows, ORDER, G, M, DV, POSTQ, QOFF))
+        else:
+            ct.store(ov[ct.ds(m0, M, valid=mrows), 0:DV], ct.cast(res, out.dtype))
+        if LSE:
+            lv = lse_rows(lse, b, n2, s1, q0, TOKEN, ORDER, G)
+            ct.store(lv[ct.ds(m0, M, valid=mrows)], ct.where(ok, lsev, EMPTY_LSE))
+
+
+@ct.inline
+def prefix_cut(kv0, n, plen):
+    """(cut, straddle) of the S2 block of n positions from kv0 against a system prefix of plen positions: cut
+    of them are the prefix's; straddle is 1 iff 0 < cut < n (the block is then taken in two steps, the prefix
+    rows then the batch's own)."""
+    cut = min(max(plen - kv0, 0), n)
+    return cut, min(cut, 1) * min(n - cut, 1)
+
+
+@ct.inline
+def prefix_part(kv0, n, cut, straddle, h):
+    """(first position, count) of step h of a block split by ``prefix_cut`` (the whole block when it does not
+    straddle)."""
+    return kv0 + cut * h, n - cut * h - (n - cut) * straddle * (1 - h)
+
+
+@ct.inline
 def kv_step(q1, kv, vv, kpv, vpv, plen, a, m, jj, gm, gl, go, sk, last, scale, b, n2, s1, q0, k0, m0, mrows, qpos,
             lo, hi, qhead, mask, pse, blocks, mod0, mod1, mod2, mod3, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND,
             MASK, SCORE_MOD, MASK_MOD, NCAP, SPARSE, SINK, P_DTYPE, PREFIX):
@@ -420,12 +458,9 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
             n = min(S2, s2 - kv0)
             last = slot < 0 and jj == j1 - 1
             if PREFIX:
-                # a block that straddles the prefix end is two steps, the prefix rows then the batch's own
-                cut = min(max(plen - kv0, 0), n)
-                straddle = min(cut, 1) * min(n - cut, 1)       # 1 iff 0 < cut < n
+                cut, straddle = prefix_cut(kv0, n, plen)
                 for h in range(1 + straddle):
-                    a = kv0 + cut * h
-                    m = n - cut * h - (n - cut) * straddle * (1 - h)
+                    a, m = prefix_part(kv0, n, cut, straddle, h)
                     gm, gl, go = kv_step(q1, kv, vv, kpv, vpv, plen, a, m, jj, gm, gl, go, sk,
                                          last and h == straddle, scale, b, n2, s1, q0, k0, m0, mrows, qpos, lo, hi,
                                          qhead, mask, pse, blocks, mod0, mod1, mod2, mod3, ORDER, G, M, S2, D, DV,
@@ -438,21 +473,8 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                                      MASK_MOD, NCAP, SPARSE, SINK, P_DTYPE, PREFIX)
         with ct.vector():
             ok, glsafe, res = normalised(go, gl)
-            if FD and slot >= 0:
-                ct.store(ws_o[slot, ct.ds(0, M, valid=mrows), 0:DV], res)
-                ct.store(ws_ml[slot, 0, ct.ds(0, M, valid=mrows)], gm)
-                ct.store(ws_ml[slot, 1, ct.ds(0, M, valid=mrows)], gl)
-            else:
-                ov = fold_rows(out, b, n2, s1, q0, OUT_LAYOUT, ORDER, G)
-                if POSTQ:
-                    ct.store(ov[ct.ds(m0, M, valid=mrows), 0:DV],
-                             post_quant(res, qs2, qo2, n2, s1, m0, mrows, ORDER, G, M, DV, POSTQ, QOFF))
-                else:
-                    ct.store(ov[ct.ds(m0, M, valid=mrows), 0:DV], ct.cast(res, out.dtype))
-                if LSE:
-                    lv = lse_rows(lse, b, n2, s1, q0, TOKEN, ORDER, G)
-                    val = ct.where(ok, gm + ct.log(glsafe), EMPTY_LSE)
-                    ct.store(lv[ct.ds(m0, M, valid=mrows)], val)
+            row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, b, n2, s1, q0,
+                         m0, mrows, OUT_LAYOUT, ORDER, TOKEN, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)
 
 
 @ct.jit

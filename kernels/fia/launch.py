@@ -9,7 +9,8 @@ per-core row tasks and flash-decode tasks into the integer tables the
 kernels read, normalises the mask (sparse modes 2/3/4 and pre/next tokens to
 one left-up band per batch; an explicit mask to [Bm, S1, S2]), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
-launches ``fia_attention`` on ``used_cores`` cores, then ``fia_fd_combine`` on
+launches ``fia_attention`` (``fia_antiquant`` for an int8 key/value cache) on ``used_cores`` cores, then
+``fia_fd_combine`` on
 the vector cores that the tiling's SplitFD gave work.
 
 Invariants
@@ -35,8 +36,9 @@ from ..errors import UnsupportedParameterError
 from ..golden.masks import INT_MAX, MaskEngine
 from ..golden.fia import empty_row_lse
 from .kernel import fia_attention, fia_fd_combine
+from .kernel_antiquant import fia_antiquant
 
-__all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths"]
+__all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "msd_digit_count"]
 _BAND_CLAMP = 1 << 30
 
 #: user layout -> the kernel's view layout
@@ -71,7 +73,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             next_tokens: int = INT_MAX, softmax_lse_flag: bool = False, out_dtype=None, legacy_route: bool = False,
             pse_shift=None, learnable_sink=None, block_table=None, query_padding_size=None, kv_padding_size=None,
             hooks=None, quant_scale2=None, quant_offset2=None, key_shared_prefix=None, value_shared_prefix=None,
-            shared_prefix_len: int = 0, serial: bool = False, order: str = "program"):
+            shared_prefix_len: int = 0, antiquant=None, inner_precise: int = 0, serial: bool = False,
+            order: str = "program"):
     """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun).
 
     ``quant_scale2`` / ``quant_offset2``: post-quant to an int8 output, one value each (per tensor) or one per
@@ -80,7 +83,10 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     before its own KV (the tiling's KV lengths include them).
 
     ``hooks``: a ``variants.Hooks`` (score_mod / mask_mod compiled into the kernel's V1, block skipping by the
-    host's block map); None runs the operator as it is."""
+    host's block map); None runs the operator as it is.
+
+    ``antiquant``: a ``golden.antiquant.AntiquantSpec`` for an int8 key/value cache: the call runs
+    ``fia_antiquant`` (MSD with 3 digits for ``inner_precise`` 0, else 2) instead of ``fia_attention``."""
     lay = parse_layout(input_layout)
     n1, n2 = num_heads, (num_key_value_heads or num_heads)
     g = n1 // n2
@@ -189,7 +195,21 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         np.zeros(n1, np.float32)
 
     ncores = len(cores)
-    if rows:
+    if rows and antiquant is not None:
+        _check_antiquant_call(antiquant, block_table, lay.token, learnable_sink, hooks)
+        fia_antiquant.on(tiling.platform)[ncores](
+            q, k, v, out_k, lse_arg, mask, pse, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+            *_antiquant_tables(antiquant), qs2, qo2, *_msd_workspaces(ncores, msd_digit_count(inner_precise) * m_cap,
+                                                                     d, tiling.s2_base, dv),
+            kp, vp, int(shared_prefix_len) if prefix else 0, np.float32(scale), LAYOUT=kernel_layout(lay.qkv),
+            OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap, PSE=pse_shift is not None,
+            PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=tiling.s2_base, D=d, DV=dv, BAND=band,
+            MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), EMPTY_LSE=float(empty_lse),
+            PER_TOKEN=antiquant.per_token, PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1,
+            OFFSET=antiquant.has_offset, ITER=msd_digit_count(inner_precise),
+            **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
+            order=order)
+    elif rows:
         fia_attention.on(tiling.platform)[ncores](
             q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
             *hook_args["tensors"], qs2, qo2, kp, vp, int(shared_prefix_len) if prefix else 0, np.float32(scale),
@@ -217,6 +237,39 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                              serial=serial, order=order)
     run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks), block_map)
     return out, (lse if softmax_lse_flag else None), run
+
+
+def msd_digit_count(inner_precise: int) -> int:
+    """The MSD digits of the antiquant kernel: 3 with inner_precise 0 (high precision), else 2 (IFATiling
+    ``msdIterNum``)."""
+    return 3 if int(inner_precise) == 0 else 2
+
+
+def _msd_workspaces(cores: int, rows: int, d: int, s2: int, dv: int) -> tuple:
+    """Each core's GM workspaces of the MSD hand-offs: the query's and P's stacked int8 digits, and the int32
+    products of the two matmuls (the chip's queryPreProcessResGm, vec1ResGm, mm1ResGm, mm2ResGm)."""
+    return (np.zeros((cores, rows, d), np.int8), np.zeros((cores, rows, s2), np.int8),
+            np.zeros((cores, rows, s2), np.int32), np.zeros((cores, rows, dv), np.int32))
+
+
+def _antiquant_tables(spec) -> tuple:
+    """(key scale, key offset, value scale, value offset) kernel arguments; an absent offset is a placeholder."""
+    def table(x, like):
+        return np.ascontiguousarray(x) if x is not None else np.zeros((1,) * like.ndim, np.float32)
+    return (table(spec.key_scale, spec.key_scale), table(spec.key_offset, spec.key_scale),
+            table(spec.value_scale, spec.value_scale), table(spec.value_offset, spec.value_scale))
+
+
+def _check_antiquant_call(spec, block_table, token, sink, hooks):
+    """What the antiquant kernel does not model, refused naming the parameter."""
+    refused = (("block_table", block_table is not None, "paged attention"),
+               ("input_layout", token, "the TND/NTD layouts"),
+               ("learnable_sink", sink is not None, "a learnable sink"),
+               ("hooks", hooks is not None and hooks.active, "a score_mod / mask_mod"))
+    for name, given, what in refused:
+        if given:
+            raise UnsupportedParameterError(name, "given", f"KV antiquant (mode {spec.mode}) with {what} is not "
+                                            "simulated: the antiquant kernel takes dense BSH/BSND/BNSD key/value")
 
 
 def _hook_arguments(hooks, rows, tasks: np.ndarray, ptr: np.ndarray, tiling: FiaTiling, qlen, kvlen, group: int):

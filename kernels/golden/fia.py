@@ -52,7 +52,9 @@ Semantics decisions (with their sources)
   legacy decode route as the aclnn doc states).
 
 Scope: post-quant (int8 output) is applied as the chip rounds it (:mod:`.quant`);
-the other quantisation (int8/int4 KV, full quant) and rope/MLA raise
+an int8 KV cache with its antiquant parameters (modes 0-3, :mod:`.antiquant`) is
+dequantised exactly in float64, with P unrounded (the chip's MSD split keeps P
+to ~1e-7); the other quantisation (int4 KV, full quant) and rope/MLA raise
 ``UnsupportedParameterError`` (a ``NotImplementedError``) naming the parameter.
 
 Invariants
@@ -78,6 +80,7 @@ from .kv import DenseKV, ListKV, PagedKV, SharedPrefix, TokenKV
 from .layouts import from_bnsd, from_tnd, parse_layout, to_bnsd, to_tnd
 from .masks import MaskEngine
 from .pse import PseShift, sink_logits
+from .antiquant import antiquant_spec
 from .quant import post_quant_int8
 
 __all__ = ["fia_golden", "fia_golden_lowp", "LSE_EMPTY", "LSE_EMPTY_LEGACY_DECODE", "CHUNK_ELEMENTS",
@@ -92,9 +95,7 @@ CHUNK_ELEMENTS = 1 << 23
 #: Calls whose largest batch has fewer query rows (x GQA group) run BLAS single-threaded.
 SMALL_GEMM_ROWS = 256
 
-_QUANT_PARAMS = ("dequant_scale1", "quant_scale1", "dequant_scale2",
-                 "antiquant_scale", "antiquant_offset", "key_antiquant_scale", "key_antiquant_offset",
-                 "value_antiquant_scale", "value_antiquant_offset", "key_rope_antiquant_scale",
+_QUANT_PARAMS = ("dequant_scale1", "quant_scale1", "dequant_scale2", "key_rope_antiquant_scale",
                  "dequant_scale_query")
 _ROPE_PARAMS = ("query_rope", "key_rope")
 
@@ -133,16 +134,18 @@ def _reject_out_of_scope(extra: dict):
     for name in _ROPE_PARAMS:
         if extra.get(name) is not None:
             raise UnsupportedParameterError(name, extra[name], "rope / MLA is outside the golden's scope")
-    unknown = set(extra) - set(_QUANT_PARAMS) - set(_ROPE_PARAMS) - {
-        "antiquant_mode", "key_antiquant_mode", "value_antiquant_mode", "query_quant_mode"}
+    unknown = set(extra) - set(_QUANT_PARAMS) - set(_ROPE_PARAMS) - {"query_quant_mode"}
     if unknown:
         raise TypeError(f"fia_golden: unexpected keyword(s) {sorted(unknown)}")
 
 
-def _check_float(x, name: str):
+def _check_float(x, name: str, antiquant: bool = False):
     kind = canonical_dtype(to_numpy(x).dtype)
+    if antiquant and kind == "int8":
+        return
     if kind not in ("float16", "bfloat16", "float32", "float64"):
-        reason = "int8/int4 KV needs antiquantisation" if name in ("key", "value") else "not a float tensor"
+        reason = "int8 KV needs its antiquant scale (antiquant_scale or key_/value_antiquant_scale)" \
+            if name in ("key", "value") else "not a float tensor"
         raise UnsupportedParameterError(name, f"{kind} tensor {tuple(np.shape(to_numpy(x)))}",
                                         f"{reason}; outside the float golden's scope")
 
@@ -169,12 +172,17 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                next_tokens: int = 2147483647, input_layout: str = "BSH", num_key_value_heads: int = 0,
                sparse_mode: int = 0, inner_precise: int = 0, block_size: int = 0, softmax_lse_flag: bool = False,
                p_dtype: Any = None, target: str | None = None, score_hook=None, score_dtype: Any = None,
-               quant_scale2=None, quant_offset2=None, empty_rows_quantised: bool = False, **out_of_scope):
+               quant_scale2=None, quant_offset2=None, empty_rows_quantised: bool = False, antiquant_scale=None,
+               antiquant_offset=None, key_antiquant_scale=None, key_antiquant_offset=None, value_antiquant_scale=None,
+               value_antiquant_offset=None, antiquant_mode: int = 0, key_antiquant_mode: int = 0,
+               value_antiquant_mode: int = 0, **out_of_scope):
     """Float64 FusedInferAttentionScore; returns ``(out, lse)`` (``lse`` None unless ``softmax_lse_flag``).
 
     Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
     ``learnable_sink``). ``quant_scale2`` / ``quant_offset2`` post-quantise the
-    output to int8 (:mod:`.quant`); the other quantisation and rope keywords
+    output to int8 (:mod:`.quant`); an int8 key/value with its antiquant scale (and offset) is dequantised
+    exactly, ``(x + offset) · scale`` (:mod:`.antiquant`), and P is then never rounded (``p_dtype`` is ignored:
+    the chip splits the fp32 P into int8 digits instead of rounding it); the other quantisation and rope keywords
     are accepted only to raise ``UnsupportedParameterError`` when given. Rows of a batch without KV stay 0
     in a post-quantised output, as the FIA framework's output init leaves them; ``empty_rows_quantised``
     gives them ``quant(offset)`` instead, what the legacy IFATiling kernel writes (``InitAllZeroInt8Output``). ``p_dtype`` rounds P
@@ -196,10 +204,16 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                          f"positive multiple of num_key_value_heads")
     group = num_heads // nkv
     key, value = _kv_list(key), _kv_list(value)
+    aq_arrays = {"antiquant_scale": antiquant_scale, "antiquant_offset": antiquant_offset,
+                 "key_antiquant_scale": key_antiquant_scale, "key_antiquant_offset": key_antiquant_offset,
+                 "value_antiquant_scale": value_antiquant_scale, "value_antiquant_offset": value_antiquant_offset}
+    antiquant = any(x is not None for x in aq_arrays.values())
     _check_float(query, "query")
     for name, t in (("key", key), ("value", value)):
         for item in (t if isinstance(t, list) else [t]):
-            _check_float(item, name)
+            _check_float(item, name, antiquant)
+    if antiquant:
+        p_dtype = None
     paged = block_table is not None
     q_np = to_numpy(query)
     token = layouts.token
@@ -272,6 +286,14 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
             actual_seq_lengths_kv=actual_seq_lengths_kv, query_padding_size=query_padding_size,
             kv_padding_size=kv_padding_size, prefix=prefix.length if prefix is not None else 0)
 
+    aq = None
+    if antiquant:
+        if paged or token or isinstance(key, list):
+            raise UnsupportedParameterError("antiquant_scale", "given", "KV antiquant is modelled for dense "
+                                            "BSH/BSND/BNSD key/value (no paging or tensor lists)")
+        aq = antiquant_spec(aq_arrays, antiquant_mode=antiquant_mode, key_antiquant_mode=key_antiquant_mode,
+                            value_antiquant_mode=value_antiquant_mode, batch=batch, num_kv_heads=nkv, head_dim=d,
+                            kv_len=max((p.k0 + p.prefix + p.s_kv for p in plans), default=0))
     legacy = (not token) and is_legacy_decode(layouts.name, rows_total, d, dv, target)
     lse_empty = empty_row_lse(legacy_decode=legacy, kv_empty=kv_empty)
     left_padding = padding_value(query_padding_size, "query_padding_size") is not None or \
@@ -300,7 +322,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         with _blas_threads(1 if rows_max < SMALL_GEMM_ROWS else None):
             for plan in plans:
                 _run_batch(plan, q, token, source, prefix, masks, pse, sink, float(scale), group, nkv, p_dtype,
-                           out, lse, lse_empty, score_hook, score_dtype)
+                           out, lse, lse_empty, score_hook, score_dtype, aq)
 
     if quant_scale2 is not None:   # post-quant: an int8 output (golden.quant)
         q8 = post_quant_int8(out, quant_scale2, quant_offset2, heads_axis=1, num_heads=num_heads)
@@ -325,8 +347,10 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
 
 
 def _run_batch(plan: BatchPlan, q, token: bool, source, prefix, masks: MaskEngine, pse, sink, scale: float,
-               group: int, nkv: int, p_dtype, out, lse, lse_empty: float, score_hook=None, score_dtype=None):
-    """Compute one batch into ``out`` / ``lse`` (canonical layouts), chunked over kv heads and rows."""
+               group: int, nkv: int, p_dtype, out, lse, lse_empty: float, score_hook=None, score_dtype=None,
+               antiquant=None):
+    """Compute one batch into ``out`` / ``lse`` (canonical layouts), chunked over kv heads and rows; an int8 KV
+    is dequantised by ``antiquant`` (an ``AntiquantSpec``) as it is fetched."""
     s1, s2 = plan.s1, plan.s2
     if s1 == 0:
         return
@@ -341,10 +365,20 @@ def _run_batch(plan: BatchPlan, q, token: bool, source, prefix, masks: MaskEngin
     for n0 in range(0, nkv, heads_per_chunk):
         n1 = min(nkv, n0 + heads_per_chunk)
         k_raw, v_raw = source.fetch(plan.b, n0, n1, plan.k0, plan.k0 + plan.s_kv)
-        k = to_f64(k_raw, "key")
-        v = to_f64(v_raw, "value")
+        # per-token antiquant parameters are indexed by the position in the attended sequence (prefix first)
+        # from the batch's first KV position in its tensor (k0, left padding)
+        own = plan.k0 + plan.prefix
+        if antiquant is not None:
+            k = antiquant.dequantised(k_raw, "key", plan.b, n0, n1, own, own + plan.s_kv)
+            v = antiquant.dequantised(v_raw, "value", plan.b, n0, n1, own, own + plan.s_kv)
+        else:
+            k = to_f64(k_raw, "key")
+            v = to_f64(v_raw, "value")
         if prefix is not None and plan.prefix:
             kp, vp = prefix.fetch(n0, n1)
+            if antiquant is not None:
+                kp = antiquant.dequantised(kp, "key", plan.b, n0, n1, plan.k0, plan.k0 + plan.prefix)
+                vp = antiquant.dequantised(vp, "value", plan.b, n0, n1, plan.k0, plan.k0 + plan.prefix)
             k = np.concatenate([to_f64(kp, "key_shared_prefix"), k], axis=1)
             v = np.concatenate([to_f64(vp, "value_shared_prefix"), v], axis=1)
         h0, h1 = n0 * group, n1 * group

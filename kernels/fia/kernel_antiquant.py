@@ -1,0 +1,244 @@
+"""The KV-antiquant decode kernel (int8 key/value cache, fp16/bf16 query) in the tile language.
+
+Model
+-----
+``fia_antiquant`` is the arch22 IFA antiquant template (IFATiling, the legacy decode route) as the chip
+computes it: the int8 K/V blocks go to the cube as they are, and the fp32 operand on the other side is split
+into int8 digits (MSD, "multi-step decomposition"): for a row x of fp32 values and ITER digits
+(ITER = 3 with inner_precise 0, 2 otherwise)
+
+    amax = rowmax|x|;  a = x · (127 / amax)                      (zero rows: a = 0)
+    d0 = round(a);  r1 = (a - d0) · 254;  d1 = round(r1);  r2 = (r1 - d1) · 254;  d2 = round(r2)
+    x · K ≈ amax · ((c0 + c1 · 1/254) + c2 · 1/254²) · 1/127,   cᵢ = dᵢ · K  (int8 x int8 -> int32, exact)
+
+(round: ties away from zero, each digit a saturating int8; the fp32 roundings of every step are the chip's).
+
+Per-channel kinds (modes 0 and 2: one scale / offset per (kv head, channel)):
+
+    C1  q' = q · key_scale;  s = MSD(q') · Kᵀ       (the key offset adds q'·offset to a whole row: softmax drops
+                                                     it, the lse adds it back: lse += scale · rowsum(q' · offset))
+    V1  s · scale (+ pse), masks, online softmax; P stays fp32
+    C2  o = MSD(P) · V with amax fixed at 1 (P ≤ 1: a = P · 127)
+    V2  go = go · dm + o;  at the row's end  out = (go / gl + value_offset) · value_scale
+
+Per-token kinds (modes 1 and 3: one scale / offset per KV position, of the batch (mode 1) or of the batch and
+kv head (mode 3)):
+
+    C1  s = MSD(q) · Kᵀ;  s = (s + rowsum(q) · key_offset[j]) · key_scale[j]
+    V1  s · scale (+ pse), masks, online softmax;  P' = P · value_scale[j]
+    C2  o = MSD(P') · V + rowsum(P' · value_offset[j])
+    V2  go = go · dm + o;  out = go / gl
+
+Flash decode (a split row): each piece writes its finished (scaled, offset) partial and its softmax state to
+the workspace, the max raised by the lse's key-offset term, and ``fia_fd_combine`` merges them as for the
+non-quant kernel (the same constant on every piece's max leaves the weights unchanged). Post-quant
+(quant_scale2) applies to the final rows as in ``fia_attention``.
+
+Invariants
+----------
+* The task tables, masks, pse and lse views are ``fia_attention``'s (``kernel.py``): the same tiling, the same
+  GQA fold; no left padding, paging, system prefix or sink (the API refuses them with antiquant).
+* A row with no visible key gives 0 (not the offset · scale) and lse ``EMPTY_LSE``.
+"""
+
+from __future__ import annotations
+
+import cvtile.dsl as ct
+
+from .kernel import fold_rows, kv_rows, mask_rows, normalised, prefix_cut, prefix_part, pse_rows, query_positions, \
+    row_epilogue, sink_softmax_step, task_fields
+
+#: the MSD constants: the first digit's range, the digit base, and 1/127 in fp32
+MSD_RANGE = 127.0
+MSD_BASE = 254.0
+
+
+@ct.inline
+def msd_split(x):
+    """(amax, a) of the fp32 rows x: amax = rowmax|x| and a = x · (127 / amax), 0 on a zero row."""
+    amax = ct.rowmax(ct.abs(x))
+    factor = ct.where(amax > 0.0, MSD_RANGE / ct.where(amax > 0.0, amax, 1.0), 0.0)
+    return amax, x * factor[:, None]
+
+
+@ct.inline
+def store_digits(ws, core, rows, x, cols, ITER, COLS):
+    """The ITER int8 digits of x (|x| <= 127, ``rows`` valid rows, ``cols`` valid columns) stacked by rows into the core's workspace
+    ws[core]: digit i at rows [i·rows, (i+1)·rows) (the chip's msdIterNum·G rows of the A operand). d0 =
+    round(x), then the digits of the residual times 254 (round: ties away from zero)."""
+    d0 = ct.cast(x, ct.int8, rounding="round")
+    ct.store(ws[core, ct.ds(0, x.shape[0], valid=rows), ct.ds(0, COLS, valid=cols)], d0)
+    r1 = (x - ct.cast(d0, ct.float32)) * MSD_BASE
+    d1 = ct.cast(r1, ct.int8, rounding="round")
+    ct.store(ws[core, ct.ds(rows, x.shape[0], valid=rows), ct.ds(0, COLS, valid=cols)], d1)
+    if ITER == 3:
+        r2 = (r1 - ct.cast(d1, ct.float32)) * MSD_BASE
+        ct.store(ws[core, ct.ds(2 * rows, x.shape[0], valid=rows), ct.ds(0, COLS, valid=cols)], ct.cast(r2, ct.int8, rounding="round"))
+
+
+@ct.inline
+def msd_combine(ws, core, rows, M, cols, COLS, ITER):
+    """The fp32 value of the stacked digit products in ws[core] (int32, digit i at rows [i·rows, (i+1)·rows),
+    ``cols`` valid columns): ((c0 + c1·(1/254)) + c2·(1/254/254)) · (1/127), the chip's fp32 steps."""
+    c0 = ct.load(ws[core, ct.ds(0, M, valid=rows), ct.ds(0, COLS, valid=cols)])
+    c1 = ct.load(ws[core, ct.ds(rows, M, valid=rows), ct.ds(0, COLS, valid=cols)])
+    r = ct.cast(c0, ct.float32) + ct.cast(c1, ct.float32) * (1.0 / MSD_BASE)
+    if ITER == 3:
+        c2 = ct.load(ws[core, ct.ds(2 * rows, M, valid=rows), ct.ds(0, COLS, valid=cols)])
+        r = r + ct.cast(c2, ct.float32) * ((1.0 / MSD_BASE) / MSD_BASE)
+    return r * (1.0 / MSD_RANGE)
+
+
+@ct.inline
+def token_params(t, b, n2, kv0, n, S2, PER_HEAD):
+    """The fp32 (S2,) per-token parameters of KV positions kv0.. of (b, n2) from a (B, N2 | 1, S') table."""
+    if PER_HEAD:
+        row = t[b, n2]
+    else:
+        row = t[b, 0]
+    return ct.cast(ct.load(row[ct.ds(kv0, S2, valid=n)]), ct.float32)
+
+
+@ct.inline
+def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scale, b, n2, s1, q0, k0, m0, mrows, lo,
+            hi, mask, pse, ks, ko, vs, vo, wsc1, wsp, wsc2, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK,
+            PER_TOKEN, PER_HEAD, OFFSET, ITER, PREFIX):
+    """One KV step: the m positions from position a of the batch's attended sequence (the system prefix's first
+    when PREFIX: positions below plen read kpv / vpv, the others the batch's own kv / vv at a - plen); k0 is
+    the batch's first KV position in its tensor (left padding), where its masks, pse and per-token parameters
+    start too. C1 (the query digits times K), V1 (combine, per-token parameters, scale, pse, masks, online
+    softmax, P's digits), C2, V2; returns the updated (gm, gl, go)."""
+    with ct.cube():
+        if PREFIX:
+            if a < plen:
+                c = ct.mma(qd, kpv[ct.ds(a, S2, valid=m), 0:D], trans_b=True)
+            else:
+                c = ct.mma(qd, kv[ct.ds(a - plen, S2, valid=m), 0:D], trans_b=True)
+        else:
+            c = ct.mma(qd, kv[ct.ds(a, S2, valid=m), 0:D], trans_b=True)
+        ct.store(wsc1[core, ct.ds(0, ITER * M, valid=ITER * mrows), ct.ds(0, S2, valid=m)], c)
+    with ct.vector():
+        s = msd_combine(wsc1, core, mrows, M, m, S2, ITER) * qmax[:, None]
+        if PER_TOKEN:
+            if OFFSET:
+                s = s + qsum[:, None] * token_params(ko, b, n2, k0 + a, m, S2, PER_HEAD)[None, :]
+            s = s * token_params(ks, b, n2, k0 + a, m, S2, PER_HEAD)[None, :]
+        s = s * scale
+        if PSE:
+            pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
+            s = s + ct.cast(ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)]), ct.float32)
+        if BAND:
+            col = ct.iota(S2, valid=m) + a
+            inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])
+            s = ct.where(inband, s, -ct.inf)
+        if MASK:
+            mv = mask_rows(mask, b, s1, q0, ORDER, G)
+            mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)])
+            s = ct.where(mk == 0, s, -ct.inf)
+        p, dm, gl, gm = sink_softmax_step(s, gm, gl, 0.0, False, False)
+        if PER_TOKEN:
+            p = p * token_params(vs, b, n2, k0 + a, m, S2, PER_HEAD)[None, :]
+            psum = ct.zeros((M,), ct.float32, valid=mrows)
+            if OFFSET:
+                psum = ct.rowsum(p * token_params(vo, b, n2, k0 + a, m, S2, PER_HEAD)[None, :])
+            pmax, pa = msd_split(p)
+        else:
+            pa = p * MSD_RANGE
+        store_digits(wsp, core, mrows, pa, m, ITER, S2)
+    with ct.cube():
+        pd = ct.load(wsp[core, ct.ds(0, ITER * M, valid=ITER * mrows), ct.ds(0, S2, valid=m)])
+        if PREFIX:
+            if a < plen:
+                o = ct.mma(pd, vpv[ct.ds(a, S2, valid=m), 0:DV])
+            else:
+                o = ct.mma(pd, vv[ct.ds(a - plen, S2, valid=m), 0:DV])
+        else:
+            o = ct.mma(pd, vv[ct.ds(a, S2, valid=m), 0:DV])
+        ct.store(wsc2[core, ct.ds(0, ITER * M, valid=ITER * mrows), 0:DV], o)
+    with ct.vector():
+        o = msd_combine(wsc2, core, mrows, M, DV, DV, ITER)
+        if PER_TOKEN:
+            o = o * pmax[:, None]
+            if OFFSET:
+                o = o + psum[:, None]
+        go = go * dm[:, None] + o
+    return gm, gl, go
+
+
+@ct.jit
+def fia_antiquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff, pre, nxt, ks,
+                  ko, vs, vo, qs2, qo2, wsq, wsp, wsc1, wsc2, kp, vp, plen, scale, LAYOUT: ct.constexpr,
+                  OUT_LAYOUT: ct.constexpr, ORDER: ct.constexpr, G: ct.constexpr, M: ct.constexpr,
+                  PSE: ct.constexpr, PSE_ONE_ROW: ct.constexpr, S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr,
+                  BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr, FD: ct.constexpr,
+                  EMPTY_LSE: ct.constexpr, PER_TOKEN: ct.constexpr, PER_HEAD: ct.constexpr, OFFSET: ct.constexpr,
+                  ITER: ct.constexpr, POSTQ: ct.constexpr = 0, QOFF: ct.constexpr = False,
+                  PREFIX: ct.constexpr = False):
+    core = ct.block_idx()
+    for t in range(task_ptr[core], task_ptr[core + 1]):
+        b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
+        slot = tasks[t, 6]
+        s1 = qlen[b]
+        s2 = kvlen[b]
+        q0 = qoff[b]
+        k0 = kvoff[b]
+        qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
+        kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
+        vv = kv_rows(v, b, n2, s2 - plen, k0, LAYOUT)
+        kpv = kv
+        vpv = vv
+        if PREFIX:   # the batch's own KV follows the plen prefix positions (batch 0 of the prefix tensors)
+            kpv = kv_rows(kp, 0, n2, plen, 0, LAYOUT)
+            vpv = kv_rows(vp, 0, n2, plen, 0, LAYOUT)
+        with ct.vector():
+            qf = ct.cast(ct.load(qv[ct.ds(m0, M, valid=mrows), 0:D]), ct.float32)
+            qsum = ct.zeros((M,), ct.float32, valid=mrows)
+            if PER_TOKEN:
+                if OFFSET:
+                    qsum = ct.rowsum(qf)
+            else:
+                qf = qf * ct.cast(ct.load(ks[n2, 0:D]), ct.float32)[None, :]
+                if OFFSET and LSE:
+                    qsum = ct.rowsum(qf * ct.cast(ct.load(ko[n2, 0:D]), ct.float32)[None, :])
+            qmax, qa = msd_split(qf)
+            store_digits(wsq, core, mrows, qa, D, ITER, D)
+            gm = ct.full((M,), -ct.inf, ct.float32, valid=mrows)
+            gl = ct.zeros((M,), ct.float32, valid=mrows)
+            go = ct.zeros((M, DV), ct.float32, valid=(mrows, DV))
+            lo, hi = 0, 0
+            if BAND:
+                qpos = query_positions(m0, mrows, s1, M, ORDER, G)
+                lo = qpos - pre[b]
+                hi = qpos + nxt[b]
+        with ct.cube():   # the query's digits, once per row task (the chip's Q preprocess)
+            qd = ct.load(wsq[core, ct.ds(0, ITER * M, valid=ITER * mrows), 0:D])
+        for jj in range(j0, j1):
+            kv0 = jj * S2
+            n = min(S2, s2 - kv0)
+            if PREFIX:
+                cut, straddle = prefix_cut(kv0, n, plen)
+                for h in range(1 + straddle):
+                    a, m = prefix_part(kv0, n, cut, straddle, h)
+                    gm, gl, go = aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scale, b,
+                                         n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ks, ko, vs, vo, wsc1, wsp,
+                                         wsc2, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN,
+                                         PER_HEAD, OFFSET, ITER, PREFIX)
+            else:
+                gm, gl, go = aq_step(qd, qmax, qsum, kv, vv, kv, vv, 0, kv0, n, gm, gl, go, core, scale, b, n2, s1,
+                                     q0, k0, m0, mrows, lo, hi, mask, pse, ks, ko, vs, vo, wsc1, wsp, wsc2, ORDER,
+                                     G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, PER_HEAD, OFFSET,
+                                     ITER, PREFIX)
+        with ct.vector():
+            ok, glsafe, res = normalised(go, gl)
+            if not PER_TOKEN:
+                if OFFSET:
+                    res = res + ct.cast(ct.load(vo[n2, 0:DV]), ct.float32)[None, :]
+                res = ct.where(ok[:, None], res * ct.cast(ct.load(vs[n2, 0:DV]), ct.float32)[None, :], 0.0)
+            gmax = gm
+            lsev = ct.log(glsafe) + gm
+            if not PER_TOKEN:
+                if OFFSET and LSE:   # the key offset's row constant that the scores left out
+                    gmax = gm + qsum * scale
+                    lsev = lsev + qsum * scale
+            row_epilogue(res, ok, gmax, gl, lsev, out, lse, ws_o, ws_ml, qs2, qo2, slot, b, n2, s1, q0, m0, mrows,
+                         OUT_LAYOUT, ORDER, False, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)

@@ -1,0 +1,196 @@
+"""KV antiquantisation parameters: what the (int8) key/value caches mean, and their float64 dequantisation.
+
+Model
+-----
+An int8 key or value element x of KV position s, kv head n, channel d stands for
+
+    (x + offset) · scale
+
+with ``offset`` optional (0 when absent) and ``scale`` / ``offset`` indexed by the mode:
+
+=========================  ==========  ==================================================================
+mode (key_/value_)         kind        parameter shapes (per tensor; ``antiquant_scale`` stacks key, value
+                                       on a leading axis of 2)
+=========================  ==========  ==================================================================
+0 per-channel/per-tensor   channel     (1) / (2); (H) (1, H) / (2, H); (N, D) / (2, N, D);
+                                       (N, 1, D) / (2, N, 1, D)
+1 per-token                token       (1, B, S') / (2, B, S'); (B, S') — S' >= the KV length
+2 per-tensor + per-head    channel     (N)
+3 per-token + per-head     token       (B, N, S')
+=========================  ==========  ==================================================================
+
+``antiquant_scale`` / ``antiquant_offset`` (key and value together) take ``antiquant_mode`` 0 or 1;
+``key_/value_antiquant_scale`` (each its own) take ``key_/value_antiquant_mode``, and key and value must share
+the mode. Modes 4/5 (scales managed by the page table), 6/8 (groups) and a per-channel key with a per-token
+value are separate kernels cvtile does not simulate: ``UnsupportedParameterError`` naming the mode.
+
+``antiquant_spec`` turns the user's parameters into an ``AntiquantSpec``: channel kinds as (N2, D) tables
+(per tensor and per head broadcast to the channels, values unchanged), token kinds as (B, N2 | 1, S')
+tables, in the parameters' own dtype. The same spec feeds the simulated kernel's launch and the golden
+(``dequantised``), so both read one interpretation of the shapes.
+
+Invariants
+----------
+* Shape rules are checked here and a violation is a ``ParamError`` (aclnn 161002) naming the parameter, its
+  shape and the accepted shapes; no parameter is silently reshaped.
+* Dequantisation is float64 and exact in the inputs (int8, fp16/bf16/fp32 parameters convert exactly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...tiling.errors import AclnnStatus, ParamError
+from ..errors import UnsupportedParameterError
+from .dtypes import canonical_dtype, to_f64, to_numpy
+
+__all__ = ["AntiquantSpec", "antiquant_spec", "ANTIQUANT_PARAMS"]
+
+ANTIQUANT_PARAMS = ("antiquant_scale", "antiquant_offset", "key_antiquant_scale", "key_antiquant_offset",
+                    "value_antiquant_scale", "value_antiquant_offset")
+_CHANNEL, _TOKEN = "channel", "token"
+_MODE_KIND = {0: _CHANNEL, 1: _TOKEN, 2: _CHANNEL, 3: _TOKEN}
+_MODE_NAME = {0: "per-channel", 1: "per-token", 2: "per-tensor + per-head", 3: "per-token + per-head",
+              4: "per-token (page-table managed)", 5: "per-token + per-head (page-table managed)",
+              6: "per-token-group", 8: "per-channel-group"}
+
+
+@dataclass(frozen=True)
+class AntiquantSpec:
+    """One call's antiquantisation: ``kind`` "channel" (tables (N2, D)) or "token" (tables (B, N2 | 1, S')),
+    the key and value scales and optional offsets in their own dtype."""
+
+    kind: str
+    key_scale: np.ndarray
+    key_offset: np.ndarray | None
+    value_scale: np.ndarray
+    value_offset: np.ndarray | None
+    mode: int
+
+    @property
+    def per_token(self) -> bool:
+        return self.kind == _TOKEN
+
+    @property
+    def has_offset(self) -> bool:
+        return self.key_offset is not None
+
+    def dequantised(self, x, which: str, b: int, h0: int, h1: int, start: int, stop: int) -> np.ndarray:
+        """float64 (x + offset) · scale of a chunk ``x`` (heads h0:h1, KV positions start:stop, D) of batch b."""
+        scale = self.key_scale if which == "key" else self.value_scale
+        offset = self.key_offset if which == "key" else self.value_offset
+        raw = to_numpy(x)
+        if canonical_dtype(raw.dtype) != "int8":
+            raise ParamError(which, canonical_dtype(raw.dtype), "KV antiquant reads an int8 key/value cache",
+                             status=AclnnStatus.PARAM_INVALID, checker="antiquant")
+        xf = raw.astype(np.float64)
+        if self.kind == _CHANNEL:
+            s = to_f64(scale[h0:h1], "scale")[:, None, :]
+            o = to_f64(offset[h0:h1], "offset")[:, None, :] if offset is not None else 0.0
+        else:
+            heads = slice(h0, h1) if scale.shape[1] > 1 else slice(0, 1)
+            s = to_f64(scale[b, heads, start:stop], "scale")[:, :, None]
+            o = to_f64(offset[b, heads, start:stop], "offset")[:, :, None] if offset is not None else 0.0
+        return (xf + o) * s
+
+
+def _bad(name: str, x, rule: str) -> ParamError:
+    return ParamError(name, tuple(np.shape(x)), rule, status=AclnnStatus.PARAM_INVALID, checker="antiquant")
+
+
+def _channel_table(name: str, x: np.ndarray, mode: int, n2: int, d: int) -> np.ndarray:
+    """The (N2, D) table of one channel-kind parameter (key or value, already out of a stacked pair)."""
+    if mode == 2:
+        if tuple(x.shape) != (n2,):
+            raise _bad(name, x, f"per-tensor + per-head (mode 2) parameters are (N2,) = ({n2},)")
+        return np.ascontiguousarray(np.broadcast_to(x[:, None], (n2, d)))
+    squeezed = tuple(s for s in x.shape if s != 1)
+    if x.size == 1:
+        return np.full((n2, d), x.reshape(-1)[0], dtype=x.dtype)
+    if squeezed in ((n2 * d,), (n2, d)):
+        return np.ascontiguousarray(x.reshape(n2, d))
+    raise _bad(name, x, f"per-channel parameters hold one value (per tensor) or N2*D = {n2 * d} values shaped "
+               f"(H), (1, H), (N2, D), (N2, 1, D) or (1, N2, 1, D) (N2={n2}, D={d})")
+
+
+def _token_table(name: str, x: np.ndarray, mode: int, batch: int, n2: int, kv_len: int) -> np.ndarray:
+    """The (B, N2 | 1, S') table of one token-kind parameter (key or value, already out of a stacked pair)."""
+    shape = tuple(x.shape)
+    if mode == 3:
+        if len(shape) != 3 or shape[:2] != (batch, n2) or shape[2] < kv_len:
+            raise _bad(name, x, f"per-token + per-head (mode 3) parameters are (B, N2, S') = ({batch}, {n2}, "
+                       f"S' >= {kv_len}, the longest KV)")
+        return x
+    if len(shape) == 3 and shape[0] == 1:
+        shape, x = shape[1:], x[0]
+    if len(shape) != 2 or shape[0] != batch or shape[1] < kv_len:
+        raise _bad(name, x, f"per-token (mode 1) parameters are (1, B, S') or (B, S') = ({batch}, S' >= {kv_len}, "
+                   "the longest KV); antiquant_scale stacks key and value: (2, B, S')")
+    return x[:, None, :]
+
+
+def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int, value_antiquant_mode: int,
+                   batch: int, num_kv_heads: int, head_dim: int, kv_len: int) -> AntiquantSpec:
+    """The ``AntiquantSpec`` of one call from its parameter arrays (by V1 name; absent ones missing or None).
+    ``kv_len``: the longest KV length the call attends (a per-token table must cover it)."""
+    get = {name: (to_numpy(arrays[name]) if arrays.get(name) is not None else None) for name in ANTIQUANT_PARAMS}
+    separate = get["key_antiquant_scale"] is not None or get["value_antiquant_scale"] is not None
+    if separate:
+        for name in ("key_antiquant_scale", "value_antiquant_scale"):
+            if get[name] is None:
+                raise ParamError(name, None, "key_antiquant_scale and value_antiquant_scale come together",
+                                 status=AclnnStatus.PARAM_INVALID, checker="antiquant")
+        if (get["key_antiquant_offset"] is None) != (get["value_antiquant_offset"] is None):
+            raise ParamError("value_antiquant_offset", None, "key and value antiquant offsets come together",
+                             status=AclnnStatus.PARAM_INVALID, checker="antiquant")
+        mode, mode_name = int(key_antiquant_mode), "key_antiquant_mode"
+        if int(value_antiquant_mode) != mode:
+            raise UnsupportedParameterError("value_antiquant_mode", value_antiquant_mode,
+                                            f"key mode {mode} with value mode {value_antiquant_mode} is a separate "
+                                            "kernel (e.g. per-channel key, per-token value) that is not simulated")
+        pairs = {"key_scale": ("key_antiquant_scale", get["key_antiquant_scale"]),
+                 "key_offset": ("key_antiquant_offset", get["key_antiquant_offset"]),
+                 "value_scale": ("value_antiquant_scale", get["value_antiquant_scale"]),
+                 "value_offset": ("value_antiquant_offset", get["value_antiquant_offset"])}
+    else:
+        sc, of = get["antiquant_scale"], get["antiquant_offset"]
+        if sc is None:
+            raise ParamError("antiquant_scale", None, "int8 key/value (KV antiquant) needs antiquant_scale or "
+                             "key_/value_antiquant_scale", status=AclnnStatus.PARAM_INVALID, checker="antiquant")
+        mode, mode_name = int(antiquant_mode), "antiquant_mode"
+        if mode not in (0, 1):
+            raise ParamError("antiquant_mode", mode, "antiquant_mode is 0 (per-channel) or 1 (per-token)",
+                             status=AclnnStatus.PARAM_INVALID, checker="antiquant")
+        if sc.ndim == 0 or sc.shape[0] != 2:
+            raise _bad("antiquant_scale", sc, "antiquant_scale stacks the key and value parameters on a leading "
+                       "axis of 2")
+        if of is not None and tuple(of.shape) != tuple(sc.shape):
+            raise _bad("antiquant_offset", of, f"antiquant_offset has antiquant_scale's shape {tuple(sc.shape)}")
+        pairs = {"key_scale": ("antiquant_scale", sc[0]), "key_offset": ("antiquant_offset", None if of is None
+                                                                         else of[0]),
+                 "value_scale": ("antiquant_scale", sc[1]), "value_offset": ("antiquant_offset", None if of is None
+                                                                             else of[1])}
+    if mode not in _MODE_KIND:
+        raise UnsupportedParameterError(mode_name, mode, f"{_MODE_NAME.get(mode, 'this')} antiquant is not "
+                                        "simulated (modes 0-3 are)")
+    kind = _MODE_KIND[mode]
+    tables = {}
+    for field, (name, x) in pairs.items():
+        if x is None:
+            tables[field] = None
+            continue
+        if field.endswith("offset"):
+            scale_name, scale = pairs[field.replace("offset", "scale")]
+            if tuple(x.shape) != tuple(scale.shape):
+                raise _bad(name, x, f"{name} has {scale_name}'s shape {tuple(scale.shape)}")
+        if canonical_dtype(x.dtype) not in ("float16", "bfloat16", "float32"):
+            raise ParamError(name, canonical_dtype(x.dtype), "antiquant parameters are float16, bfloat16 or "
+                             "float32", status=AclnnStatus.PARAM_INVALID, checker="antiquant")
+        if kind == _CHANNEL:
+            tables[field] = _channel_table(name, x, mode, num_kv_heads, head_dim)
+        else:
+            tables[field] = _token_table(name, x, mode, batch, num_kv_heads, kv_len)
+    return AntiquantSpec(kind, tables["key_scale"], tables["key_offset"], tables["value_scale"],
+                         tables["value_offset"], mode)

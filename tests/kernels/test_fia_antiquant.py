@@ -1,0 +1,219 @@
+"""KV antiquant (int8 key/value cache, fp16/bf16 query): the MSD kernel against the float64 golden.
+
+The kernel (``kernels/fia/kernel_antiquant.py``) splits the query and P into int8 digits and multiplies them with
+the int8 cache on the cube, as the chip's IFA antiquant template does; the golden dequantises the cache exactly,
+``(x + offset) · scale``, and never rounds P. Compared under the upstream rule of the query dtype's class. Each kernel specialisation compiles for about a
+minute, so the default tier runs one per-channel and one per-token call; the other modes, the flash-decode
+split, the digit count and the pipelined order are in the slow tier.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from cvtile.kernels import compare
+from cvtile.kernels.errors import UnsupportedParameterError
+from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia
+from cvtile.kernels.golden.fia import fia_golden, fia_golden_lowp
+from cvtile.tiling.errors import ParamError
+
+BF16 = ml_dtypes.bfloat16
+
+
+def _cache(rng, b=2, n=8, n2=2, s2=300, d=64, dtype=np.float16, layout="BNSD"):
+    q = rng.uniform(-1, 1, (b, n, 1, d)).astype(dtype)
+    k = rng.integers(-128, 128, (b, n2, s2, d)).astype(np.int8)
+    v = rng.integers(-128, 128, (b, n2, s2, d)).astype(np.int8)
+    if layout == "BSH":
+        q, k, v = (x.transpose(0, 2, 1, 3).reshape(x.shape[0], x.shape[2], -1) for x in (q, k, v))
+    elif layout == "BSND":
+        q, k, v = (x.transpose(0, 2, 1, 3) for x in (q, k, v))
+    return q, k, v, dict(num_heads=n, num_key_value_heads=n2, input_layout=layout, scale=d ** -0.5)
+
+
+def _check(q, k, v, **kw):
+    out, lse = fia(q, k, v, **kw)
+    gold, glse = fia_golden_lowp(q, k, v, **kw)
+    rep = compare(out, gold, q.dtype)
+    assert rep.passed, str(rep)
+    if kw.get("softmax_lse_flag"):
+        rl = compare(lse, glse, "float32")
+        assert rl.passed, str(rl)
+    return out, gold
+
+
+def test_per_channel_with_offset_and_lse_gqa_bnsd():
+    """Mode 0, (2, N2, 1, D) stacked parameters with an offset: the lse gets the key offset's row term back."""
+    rng = np.random.default_rng(1)
+    q, k, v, kw = _cache(rng)
+    sc = rng.uniform(0.001, 0.02, (2, 2, 1, 64)).astype(np.float16)
+    of = rng.uniform(-2, 2, (2, 2, 1, 64)).astype(np.float16)
+    _check(q, k, v, antiquant_scale=sc, antiquant_offset=of, softmax_lse_flag=True, **kw)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("inner_precise", [0, 1])
+def test_per_tensor_separate_key_value_bsh(inner_precise):
+    rng = np.random.default_rng(2)
+    q, k, v, kw = _cache(rng, layout="BSH", n=4, n2=1)
+    one = lambda lo, hi: rng.uniform(lo, hi, (1,)).astype(np.float16)   # noqa: E731
+    _check(q, k, v, key_antiquant_scale=one(0.005, 0.01), value_antiquant_scale=one(0.005, 0.01),
+           key_antiquant_offset=one(-3, 3), value_antiquant_offset=one(-3, 3), inner_precise=inner_precise, **kw)
+
+
+@pytest.mark.slow
+def test_per_tensor_per_head_mode_2_bsnd():
+    rng = np.random.default_rng(3)
+    q, k, v, kw = _cache(rng, layout="BSND", n=4, n2=4)
+    heads = lambda: rng.uniform(0.002, 0.02, (4,)).astype(np.float16)   # noqa: E731
+    _check(q, k, v, key_antiquant_scale=heads(), value_antiquant_scale=heads(), key_antiquant_mode=2,
+           value_antiquant_mode=2, **kw)
+
+
+def test_per_token_with_offset_bsh_fp32_parameters():
+    """Mode 1: one scale and offset per KV position of each batch ((1, B, S'), S' beyond the KV length)."""
+    rng = np.random.default_rng(4)
+    q, k, v, kw = _cache(rng, layout="BSH", n=4, n2=2, s2=260)
+    tok = lambda lo, hi: rng.uniform(lo, hi, (1, 2, 300)).astype(np.float32)   # noqa: E731
+    _check(q, k, v, key_antiquant_scale=tok(0.005, 0.02), key_antiquant_offset=tok(-2, 2),
+           value_antiquant_scale=tok(0.005, 0.02), value_antiquant_offset=tok(-2, 2), key_antiquant_mode=1,
+           value_antiquant_mode=1, softmax_lse_flag=True, **kw)
+
+
+@pytest.mark.slow
+def test_per_token_stacked_antiquant_scale_mode_1():
+    rng = np.random.default_rng(5)
+    q, k, v, kw = _cache(rng, n=2, n2=2)
+    _check(q, k, v, antiquant_scale=rng.uniform(0.005, 0.02, (2, 2, 300)).astype(np.float32), antiquant_mode=1,
+           **kw)
+
+
+@pytest.mark.slow
+def test_per_token_per_head_mode_3_bf16_with_kv_lengths():
+    rng = np.random.default_rng(6)
+    q, k, v, kw = _cache(rng, dtype=BF16, n=8, n2=2)
+    tok = lambda lo, hi: rng.uniform(lo, hi, (2, 2, 300)).astype(np.float32)   # noqa: E731
+    _check(q, k, v, key_antiquant_scale=tok(0.005, 0.02), key_antiquant_offset=tok(-1, 1),
+           value_antiquant_scale=tok(0.005, 0.02), value_antiquant_offset=tok(-1, 1), key_antiquant_mode=3,
+           value_antiquant_mode=3, actual_seq_lengths_kv=[300, 77], **kw)
+
+
+@pytest.mark.slow
+def test_flash_decode_split_rows_per_channel_with_lse():
+    """One batch, one kv head, a long KV: the IFA tiling splits the row over cores; each piece writes its
+    scaled partial and its max raised by the offset term, and the non-quant combine merges them."""
+    from cvtile.dsl.jit import record_launches
+
+    rng = np.random.default_rng(7)
+    q, k, v, kw = _cache(rng, b=1, n=8, n2=1, s2=8192)
+    sc = rng.uniform(0.002, 0.01, (2, 1, 1, 64)).astype(np.float16)
+    of = rng.uniform(-2, 2, (2, 1, 1, 64)).astype(np.float16)
+    with record_launches() as rec:
+        _check(q, k, v, antiquant_scale=sc, antiquant_offset=of, softmax_lse_flag=True, **kw)
+    names = [r.kernel.name for r in rec.launches]
+    assert names == ["fia_antiquant", "fia_fd_combine"], names
+
+
+@pytest.mark.slow
+def test_three_digits_are_more_precise_than_two():
+    """inner_precise 0 takes three MSD digits, 1 two: against the exact golden the third digit must cut the
+    error of the scores' split (a fp32 output isolates it from the output rounding)."""
+    rng = np.random.default_rng(8)
+    q, k, v, kw = _cache(rng, b=1, n=16, n2=1, s2=512, d=128)
+    sc = np.full((2,), 0.05, np.float16)
+    errs = []
+    for ip in (0, 1):
+        out, lse = fia(q, k, v, antiquant_scale=sc, inner_precise=ip, softmax_lse_flag=True, **kw)
+        _, glse = fia_golden(q, k, v, antiquant_scale=sc, inner_precise=ip, softmax_lse_flag=True, **kw)
+        errs.append(np.abs(lse.astype(np.float64) - glse).max())
+    assert errs[0] < errs[1] / 4, errs
+
+
+@pytest.mark.slow
+def test_pipelined_order_is_bitwise_the_program_order():
+    rng = np.random.default_rng(9)
+    q, k, v, kw = _cache(rng, n=4, n2=2, s2=700)
+    sc = rng.uniform(0.005, 0.02, (2, 2, 64)).astype(np.float16)
+    a, la = fia(q, k, v, antiquant_scale=sc, softmax_lse_flag=True, **kw)
+    b, lb = fia(q, k, v, antiquant_scale=sc, softmax_lse_flag=True, order="pipelined", **kw)
+    assert np.array_equal(a.view(np.uint16), b.view(np.uint16)) and np.array_equal(la, lb)
+
+
+def test_golden_dequantises_exactly():
+    rng = np.random.default_rng(10)
+    q, k, v, kw = _cache(rng, n=2, n2=2)
+    sc = rng.uniform(0.001, 0.02, (2, 2, 1, 64)).astype(np.float16)
+    of = rng.uniform(-2, 2, (2, 2, 1, 64)).astype(np.float16)
+    gold, _ = fia_golden(q, k, v, antiquant_scale=sc, antiquant_offset=of, **kw)
+    kd = (k.astype(np.float64) + of[0].astype(np.float64)) * sc[0].astype(np.float64)
+    vd = (v.astype(np.float64) + of[1].astype(np.float64)) * sc[1].astype(np.float64)
+    want, _ = fia_golden(q.astype(np.float64), kd, vd, **kw)
+    assert np.array_equal(gold, want)
+
+
+# ---- refusals ------------------------------------------------------------------------------------------
+def _refusal(rng, **extra):
+    q, k, v, kw = _cache(rng)
+    kw.update(extra)
+    return q, k, v, kw
+
+
+def test_int8_cache_without_scale_names_antiquant_scale():
+    """op_host's legacy IFA checker refuses it first (561002, as the real tiling fails)."""
+    rng = np.random.default_rng(11)
+    q, k, v, kw = _refusal(rng)
+    with pytest.raises(ParamError) as info:
+        fia(q, k, v, **kw)
+    assert info.value.param == "antiquant_scale" and int(info.value.status) == 561002
+
+
+def test_bad_per_channel_shape_names_the_parameter_and_the_shapes():
+    rng = np.random.default_rng(12)
+    q, k, v, kw = _refusal(rng)
+    with pytest.raises(ParamError) as info:
+        fia(q, k, v, key_antiquant_scale=np.ones((3, 64), np.float16), value_antiquant_scale=np.ones((3, 64),
+            np.float16), **kw)
+    assert info.value.param == "key_antiquant_scale" and "N2*D" in str(info.value)
+
+
+def test_short_per_token_table_is_refused():
+    rng = np.random.default_rng(13)
+    q, k, v, kw = _refusal(rng)
+    short = np.ones((1, 2, 100), np.float32)
+    with pytest.raises(ParamError) as info:
+        fia(q, k, v, key_antiquant_scale=short, value_antiquant_scale=short, key_antiquant_mode=1,
+            value_antiquant_mode=1, **kw)
+    assert info.value.param == "key_antiquant_scale" and ">= 300" in str(info.value)
+
+
+@pytest.mark.parametrize("extra, param", [
+    (dict(key_antiquant_mode=0, value_antiquant_mode=1), "value_antiquant_mode"),
+    (dict(key_antiquant_mode=4, value_antiquant_mode=4), "key_antiquant_mode"),
+])
+def test_unsimulated_antiquant_variants_name_their_parameter(extra, param):
+    rng = np.random.default_rng(14)
+    q, k, v, kw = _refusal(rng, **extra)
+    one = np.full((1,), 0.01, np.float16)
+    with pytest.raises(UnsupportedParameterError) as info:
+        fia(q, k, v, key_antiquant_scale=one, value_antiquant_scale=one, **kw)
+    assert info.value.param == param
+
+
+def test_v2_dequant_scales_run_and_a_sink_is_refused():
+    """The V2 API's dequant_scale_key/value are the antiquant scales (key/value_quant_mode the modes); the
+    antiquant kernel takes no learnable sink, which is refused by name."""
+    from cvtile.kernels.fia.api_v2 import npu_fused_infer_attention_score_v2 as fia_v2
+
+    rng = np.random.default_rng(15)
+    q, k, v, _ = _cache(rng)
+    one = np.full((1,), 0.01, np.float16)
+    with pytest.raises(UnsupportedParameterError) as info:
+        fia_v2(q, k, v, dequant_scale_key=one, dequant_scale_value=one, learnable_sink=np.zeros(8, np.float16),
+               num_query_heads=8, num_key_value_heads=2, input_layout="BNSD")
+    assert info.value.param == "learnable_sink"
+    with pytest.raises(UnsupportedParameterError) as info:
+        fia_v2(q, k, v, dequant_scale_key=one, dequant_scale_value=one, key_quant_mode=4, value_quant_mode=4,
+               num_query_heads=8, num_key_value_heads=2, input_layout="BNSD")
+    assert info.value.param == "key_quant_mode"
