@@ -3,7 +3,7 @@
 The kernel (``kernels/fia/kernel_antiquant.py``) splits the query and P into int8 digits and multiplies them with
 the int8 cache on the cube, as the chip's IFA antiquant template does; the golden dequantises the cache exactly,
 ``(x + offset) · scale``, and never rounds P. Compared under the upstream rule of the query dtype's class. Each kernel specialisation compiles for about a
-minute, so the default tier runs one per-channel and one per-token call; the other modes, the flash-decode
+minute, so the kernel runs are in the slow tier (the default tier keeps the golden and the refusals); the modes, the flash-decode
 split, the digit count and the pipelined order are in the slow tier.
 """
 
@@ -44,6 +44,7 @@ def _check(q, k, v, **kw):
     return out, gold
 
 
+@pytest.mark.slow
 def test_per_channel_with_offset_and_lse_gqa_bnsd():
     """Mode 0, (2, N2, 1, D) stacked parameters with an offset: the lse gets the key offset's row term back."""
     rng = np.random.default_rng(1)
@@ -72,6 +73,7 @@ def test_per_tensor_per_head_mode_2_bsnd():
            value_antiquant_mode=2, **kw)
 
 
+@pytest.mark.slow
 def test_per_token_with_offset_bsh_fp32_parameters():
     """Mode 1: one scale and offset per KV position of each batch ((1, B, S'), S' beyond the KV length)."""
     rng = np.random.default_rng(4)
