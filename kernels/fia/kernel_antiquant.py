@@ -37,7 +37,10 @@ non-quant kernel (the same constant on every piece's max leaves the weights unch
 Invariants
 ----------
 * The task tables, masks, pse and lse views are ``fia_attention``'s (``kernel.py``): the same tiling, the same
-  GQA fold; no left padding, paging, system prefix or sink (the API refuses them with antiquant).
+  GQA fold, left padding (qoff / kvoff) and system prefix (PREFIX, its straddling block in two steps); no paging,
+  token layouts or sink (the API and ``run_fia`` refuse them with antiquant). Per-token parameters are read at
+  the batch's first KV position plus the position in the attended sequence (prefix first), as the chip's
+  ``antiqParamOffsetPerToken``.
 * A row with no visible key gives 0 (not the offset · scale) and lse ``EMPTY_LSE``.
 """
 
