@@ -30,9 +30,11 @@ def test_golden_as_api_passes_small_cases(fia_path):
 
 
 def test_quantised_and_rope_cases_are_unsupported(fia_path):
-    res = run_st_corpus(fia_path, golden_api(), select=["44", "52", "70"])
-    assert [r.status for r in res.records] == ["unsupported"] * 3
-    assert "dequant_scale1" in res.records[0].reason and "query_rope" in res.records[2].reason
+    """Full quant (44) and MLA rope (70) are refused naming their parameter; KV antiquant (52 once) runs and is
+    the antiquant tests' business."""
+    res = run_st_corpus(fia_path, golden_api(), select=["44", "70"])
+    assert [r.status for r in res.records] == ["unsupported"] * 2
+    assert "dequant_scale1" in res.records[0].reason and "query_rope" in res.records[1].reason
 
 
 def _api_raising(exc):
