@@ -1026,9 +1026,20 @@ class _Gen:
         self.tile_var[op.result.id] = name
 
     def op_insert_rows(self, op):
+        """The chunk's rows copied into the full tile element by element: an array-to-array slice assignment
+        needs numba's NRT (it may copy an overlapping source), which would make the whole function fail its
+        NRT-free compile and be compiled a second time with NRT."""
         full, chunk, row = op.args
         f, c = self.tile(full), self.tile(chunk)
-        self.emit(f"{f}[{self.ref(row)}:{self.ref(row)} + {c}.shape[0]] = {c}")
+        r, i = self.tmp("r"), self.tmp("i")
+        self.emit(f"for {i} in range({c}.shape[0]):")
+        self.emit(f"    {r} = {self.ref(row)} + {i}")
+        if len(chunk.type.shape) == 1:
+            self.emit(f"    {f}[{r}] = {c}[{i}]")
+        else:
+            j = self.tmp("j")
+            self.emit(f"    for {j} in range({c}.shape[1]):")
+            self.emit(f"        {f}[{r}, {j}] = {c}[{i}, {j}]")
         self.tile_var[op.result.id] = f
 
     # ---------------------------------------------------------- fused ops

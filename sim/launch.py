@@ -25,6 +25,12 @@ nothing) that numba refuses to compile so is regenerated with NRT and compiled
 again.
 
 The cache directory is ``$CVTILE_CACHE_DIR`` or ``~/.cache/cvtile``.
+``CVTILE_COMPILE_LOG=<file>`` appends one tab-separated line per machine-code
+compile (or numba cache load) of a kernel variant: seconds, kernel, order,
+the generated module's name, the running pytest test if any, and the
+statement that forced an NRT fallback if one did (what a test tier spends on
+compiles, which tests share a specialisation, and which compiles ran twice).
+``COMPILE_STATS["nrt_fallbacks"]`` counts those second compiles.
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ _MODULES: dict[str, object] = {}
 _LOCK = threading.Lock()
 #: seconds this process has spent generating, loading and compiling kernels (for reports that separate
 #: compile time from run time)
-COMPILE_STATS = {"seconds": 0.0, "kernels": 0}
+COMPILE_STATS = {"seconds": 0.0, "kernels": 0, "nrt_fallbacks": 0}
 
 
 _BLAS = {"modules": -1, "controller": None}
@@ -203,17 +209,23 @@ class NumbaRunner:
         if sig not in variant.ready:  # compile (or load from numba's cache) before the timed run
             t0 = time.perf_counter()
             compile_fn = _compile_group if group else _compile_only
+            fallback = ""
             try:
                 compile_fn(variant.module, err, flat_args, shadows)
             except Exception as e:   # an NRT-free function that turns out to need NRT: compile it with NRT
                 if _NO_NRT not in variant.generated.text or not _is_numba_error(e):
                     raise
+                fallback = _nrt_reason(e)
                 variant.generated.text = variant.generated.text.replace(_NO_NRT, "")
                 variant._module = None
                 compile_fn(variant.module, err, flat_args, shadows)
-            COMPILE_STATS["seconds"] += time.perf_counter() - t0
+            seconds = time.perf_counter() - t0
+            COMPILE_STATS["seconds"] += seconds
             COMPILE_STATS["kernels"] += 1
+            if fallback:
+                COMPILE_STATS["nrt_fallbacks"] += 1
             variant.ready.add(sig)
+            _log_compile(seconds, self.compiled.name, self.order, variant, fallback)
         if dry:
             return err, []
         threads = 1 if serial or (shadows is not None and shadows.serial) else _threads()
@@ -400,6 +412,24 @@ def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int, sh
         raise failures[0]
     problems.sort(key=lambda p: p[0])
     return problems
+
+
+def _log_compile(seconds: float, kernel: str, order: str, variant, fallback: str = "") -> None:
+    """One line of ``$CVTILE_COMPILE_LOG`` (see the module docstring); nothing when it is unset."""
+    path = os.environ.get("CVTILE_COMPILE_LOG")
+    if not path:
+        return
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    with open(path, "a") as f:
+        f.write(f"{seconds:.3f}\t{kernel}\t{order}\t{variant.module.__name__}\t{test}\t{fallback}\n")
+
+
+def _nrt_reason(e: Exception) -> str:
+    """The statement numba could not lower without NRT (for the compile log), from its error text."""
+    import re
+
+    found = re.search(r'lowering "([^"]*)"', str(e))
+    return "nrt fallback: " + (found.group(1) if found else str(e).splitlines()[0])[:160]
 
 
 def _compile_group(module, err, args, shadows=None) -> None:
