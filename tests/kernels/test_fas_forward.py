@@ -40,6 +40,7 @@ def _judge(q, k, v, result, kw, modify=None):
     return call
 
 
+@pytest.mark.slow
 def test_bsnd_gqa_right_down_causal_with_a_longer_kv():
     rng = np.random.default_rng(0)
     b, n, n2, s1, s2, d = 2, 4, 2, 80, 150, 64

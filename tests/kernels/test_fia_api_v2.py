@@ -66,6 +66,7 @@ def test_sink_matches_the_golden(tnd):
     assert rep.passed, rep
 
 
+@pytest.mark.slow
 def test_sink_changes_the_result(tnd):
     """The sink is applied, not dropped: with it the lse is larger (the sink joins the denominator)."""
     _, with_sink = _v2(tnd, learnable_sink=tnd["sink"])

@@ -39,6 +39,7 @@ def _check(q, k, v, **kw):
     return out, gold
 
 
+@pytest.mark.slow
 def test_per_tensor_scale_and_offset_bsh_decode():
     rng = np.random.default_rng(1)
     q, k, v, kw = _decode(rng)
@@ -47,6 +48,7 @@ def test_per_tensor_scale_and_offset_bsh_decode():
     assert np.abs(out.astype(int)).max() > 20      # the scale spreads the values over the int8 range
 
 
+@pytest.mark.slow
 def test_per_channel_bf16_parameters_bnsd():
     rng = np.random.default_rng(2)
     q, k, v, kw = _decode(rng, dtype=BF16, layout="BNSD")
@@ -84,6 +86,7 @@ def test_saturation_at_both_ends_of_int8():
     assert out.max() == 127 and out.min() == -128
 
 
+@pytest.mark.slow
 def test_rows_of_a_batch_without_kv_stay_zero_on_the_fia_route():
     """The FIA framework zero-initialises the int8 output and never visits a batch without KV: those rows are
     0, not quant(offset) (the golden's default convention)."""

@@ -25,13 +25,13 @@ from cvtile.tiling.params import FiaParams
 A2 = "Ascend910B1"
 
 
-def case(id_, **kw):
-    return pytest.param(kw, id=id_)
+def case(id_, marks=(), **kw):
+    return pytest.param(kw, id=id_, marks=marks)
 
 
 CASES = [
     # GQA prefill, fp16: one long batch (1 head x 128 tokens per task), an empty-query batch, an empty-KV batch
-    case("fp16-prefill-sparse0", layout="TND", b=3, n=8, nkv=2, d=64, q_lens=(150, 0, 60), kv_lens=(600, 300, 0)),
+    case("fp16-prefill-sparse0", marks=pytest.mark.slow, layout="TND", b=3, n=8, nkv=2, d=64, q_lens=(150, 0, 60), kv_lens=(600, 300, 0)),
     # bf16 right-down causal, with S1 > S2 in one batch (rows with no visible key); bf16 cases keep the KV in
     # one 512-block (see test_fia_kernel_grid.py: several blocks round P against running maxima, beyond the
     # bf16 budget against the golden)
@@ -41,7 +41,7 @@ CASES = [
     case("bf16-prefill-sparse4", layout="TND", b=2, n=8, nkv=2, d=64, dtype="bfloat16", sparse=4, pre=200, nxt=16,
          q_lens=(300, 40), kv_lens=(500, 100)),
     # decode: every query one token, G 8 (one task holds the 8 heads), one batch without KV
-    case("fp16-decode-sparse0", layout="TND", b=3, n=8, nkv=1, d=64, q_lens=(1, 1, 1), kv_lens=(700, 1500, 0),
+    case("fp16-decode-sparse0", marks=pytest.mark.slow, layout="TND", b=3, n=8, nkv=1, d=64, q_lens=(1, 1, 1), kv_lens=(700, 1500, 0),
          lse=False),
 ]
 
@@ -105,6 +105,7 @@ def test_split_fuse_flash_decode_runs():
     _check_against_golden(kw)
 
 
+@pytest.mark.slow
 def test_split_fuse_decoding_split_runs():
     """24 one-token batches on a paged cache with block size 128, no mask, no lse: the decoding split (tasks of
     whole kv heads round-robin over the 24 cores), one batch without KV."""
