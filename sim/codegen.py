@@ -106,6 +106,9 @@ _INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), 
 _INLINE_OPS = ("ewise", "cast", "expand")
 #: an mma whose a operand has at most this many valid rows streams a GM b operand row by row (no BLAS)
 _SKINNY_ROWS = 16
+#: integer mma operand dtypes ``rt.dot_int_into`` multiplies (8-bit: a contraction over fewer than 2**17 terms
+#: fits its int32 result exactly)
+_BYTE_INTS = ("int8", "uint8")
 
 _FUSE_CONSUMERS = ("ewise", "cast", "reduce")
 #: ops whose result gets a buffer of its own (copy, handoff and loop/branch results alias another value's)
@@ -207,7 +210,7 @@ def _module_header(kernel: Kernel) -> list:
         "                           write_rows_f32, write_rows_raw, fexp_call, flog_call, fsqrt_call,",
         "                           frsqrt_call, round_f16_call, round_bf16_call, dot_rows_t, axpy_rows,",
         "                           ftanh, fsigmoid, ferf, ffloor, fpow, ftanh_call, fsigmoid_call, ferf_call,",
-        "                           ffloor_call, fpow_call, dot_into)",
+        "                           ffloor_call, fpow_call, dot_into, dot_int_into)",
     ] + (["from cvtile.sim.sync import abort_group, finish_turn, take_turn, wait_turn"] if len(kernel.programs()) == 2
          else []) + [""]
 
@@ -840,7 +843,10 @@ class _Gen:
                      [("k_a", k), ("k_b", kb)])
         out = self._result_view(op, [m, n], bind)
         bt = f"{b}.T" if trans else b
-        if is_int:
+        if is_int and all(dt in _BYTE_INTS for dt in _mma_operand_dtypes(op)):
+            self.emit(f"if {m} > 0 and {n} > 0:")
+            self.emit(f"    dot_int_into({a}, {b}, {out}, {bool(trans)})")
+        elif is_int:
             i, j, p, s = self.tmp("i"), self.tmp("j"), self.tmp("p"), self.tmp("s")
             self.emit(f"for {i} in range({m}):")
             self.emit(f"    for {j} in range({n}):")
@@ -1356,6 +1362,16 @@ class _Gen:
 #: what needs numba's reference-counted runtime (NRT) in a generated function's text: allocations and boxing
 _NEEDS_NRT = (".copy()", "np.empty(", "np.zeros(", "np.ones(", "np.full(", "np.array(", "np.asarray(",
               "np.concatenate(", "np.dot(", "print(")
+
+
+def _mma_operand_dtypes(op: Op) -> list:
+    """The dtype names of an mma's a and b operands, whether streamed from a GM window or tiles."""
+    tiles = iter(op.args)
+    out = []
+    for name in ("a", "b"):
+        w = op.windows.get(name)
+        out.append((w.tensor if w is not None else next(tiles)).type.dtype.name)
+    return out
 
 
 def _decorator(lines: list, nrt_free: bool = True) -> str:

@@ -52,7 +52,7 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw", "fexp_call", "flog_call",
            "fsqrt_call", "frsqrt_call", "round_f16_call", "round_bf16_call", "dot_rows_t", "axpy_rows", "ftanh",
            "fsigmoid", "ferf", "ffloor", "fpow", "ftanh_call", "fsigmoid_call", "ferf_call", "ffloor_call",
-           "fpow_call", "dot_into"]
+           "fpow_call", "dot_into", "dot_int_into"]
 
 #: LLVM fast-math flags for generated code: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay IEEE.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -412,3 +412,35 @@ def dot_into(a, b, out):
     """out = a @ b (numpy's np.dot with ``out``: BLAS sgemm on float32), compiled once per machine and
     signature rather than typed inside each kernel."""
     np.dot(a, b, out)
+
+
+@njit(cache=True, nogil=True, _nrt=True)
+def dot_int_into(a, b, out, trans):
+    """out = a @ b (``trans``: a @ b.T) for 8-bit integer operands held in int32 tiles: the cube's int8 x int8
+    -> int32 MMAD. Loops ordered for contiguous rows (a dot product of two rows with ``trans``, else row axpys
+    into the output row), so they vectorise. Exact: every product is at most 2**14 in magnitude, so a sum of
+    fewer than 2**17 of them fits int32 and the accumulation order does not matter (the callers contract over a
+    head dimension or one KV block)."""
+    m, k = a.shape
+    if trans:
+        n = b.shape[0]
+        for j in range(n):
+            brow = b[j]
+            for i in range(m):
+                arow = a[i]
+                acc = np.int64(0)
+                for p in range(k):
+                    acc += np.int64(arow[p] * brow[p])
+                out[i, j] = acc
+        return
+    n = b.shape[1]
+    for i in range(m):
+        orow = out[i]
+        arow = a[i]
+        for j in range(n):
+            orow[j] = 0
+        for p in range(k):
+            ap = arow[p]
+            brow = b[p]
+            for j in range(n):
+                orow[j] += ap * brow[j]

@@ -1,0 +1,91 @@
+"""The quantised FIA kernels against the non-quant kernel, per KV byte, side by side in one process.
+
+Issue 9's performance rule: each kernel a quantised (or otherwise separate) template adds runs within 1.5x of the
+non-quant kernel's simulated time *per KV byte* (the KV cache is what a decode streams; an int8 cache holds half
+the bytes of an fp16 one). One decode shape (``bench_fia``'s: B=16 Nq=32 Nkv=8 Sq=1 Skv=4096 D=128, Ascend910B1,
+op_host's tiling) is run
+
+* ``nonquant``: fp16 key/value (``fia_attention``), the reference;
+* ``antiquant``: int8 key/value with a per-channel scale and offset (``fia_antiquant``, the MSD kernel: the query
+  and P split into int8 digits, three with inner_precise 0);
+
+and for each the best-of-N wall time and CPU time of the whole API call (compiled before timing), the KV bytes,
+the CPU time per KV byte and its ratio to the reference (the target: <= 1.5). CPU time is reported beside wall
+time because it is steadier on a shared machine; both are measured in the same run.
+
+    python benchmarks/bench_quant.py [--repeat 5] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+import cvtile  # noqa: E402
+from bench_fia import CASES, inputs  # noqa: E402
+
+CASE = CASES["decode"]
+
+
+def _calls() -> dict:
+    """name -> (call, KV bytes)."""
+    c = CASE
+    q, k, v = inputs(c)
+    kw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5)
+    rng = np.random.default_rng(1)
+    k8, v8 = (rng.integers(-127, 128, x.shape).astype(np.int8) for x in (k, v))
+    scale = rng.uniform(0.002, 0.01, (2, c["nkv"], 1, c["d"])).astype(np.float16)
+    offset = rng.uniform(-2, 2, (2, c["nkv"], 1, c["d"])).astype(np.float16)
+    return {
+        "nonquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **kw), k.nbytes + v.nbytes),
+        "antiquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k8, v8, antiquant_scale=scale,
+                                                                     antiquant_offset=offset, **kw),
+                      k8.nbytes + v8.nbytes),
+    }
+
+
+def _best(fn, repeat: int) -> tuple:
+    """(best wall seconds, best CPU seconds) over ``repeat`` runs after a warm-up (the compile)."""
+    fn()
+    wall = cpu = float("inf")
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+    return wall, cpu
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    res = {}
+    for name, (fn, nbytes) in _calls().items():
+        wall, cpu = _best(fn, args.repeat)
+        res[name] = {"wall_s": wall, "cpu_s": cpu, "kv_bytes": nbytes, "cpu_ns_per_kv_byte": cpu / nbytes * 1e9}
+    ref = res["nonquant"]["cpu_ns_per_kv_byte"]
+    for r in res.values():
+        r["ratio_per_kv_byte"] = r["cpu_ns_per_kv_byte"] / ref
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    c = CASE
+    print(f"decode B={c['b']} Nq={c['nq']} Nkv={c['nkv']} Skv={c['skv']} D={c['d']} (Ascend910B1), best of "
+          f"{args.repeat}; ratio = CPU time per KV byte / the non-quant kernel's (target <= 1.5)")
+    for name, r in res.items():
+        print(f"  {name:10s} wall {r['wall_s'] * 1e3:8.1f} ms  cpu {r['cpu_s'] * 1e3:8.1f} ms  "
+              f"KV {r['kv_bytes'] / 2 ** 20:6.1f} MiB  {r['cpu_ns_per_kv_byte']:.3f} ns/B  "
+              f"ratio {r['ratio_per_kv_byte']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
