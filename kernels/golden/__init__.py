@@ -8,7 +8,8 @@ Modules by concern:
 * :mod:`.kv`      — dense, tensor-list, token-layout and paged kv sources, shared prefix;
 * :mod:`.masks`   — the sparse-mode mask engine (modes 0-4, compressed template);
 * :mod:`.pse`     — ``pse_shift`` and the learnable sink;
-* :mod:`.attend`  — one exact attention block (softmax, lse, invalid rows);
+* :mod:`.attend`  — one attention block (softmax, lse, invalid rows; float64, or fp32 as the st golden);
+* :mod:`.online`  — online softmax over KV blocks (the st double benchmark's benchmark);
 * :mod:`.fia`     — ``fia_golden`` / ``fia_golden_lowp`` / ``fia_golden_st`` (FusedInferAttentionScore).
 """
 
