@@ -53,6 +53,10 @@ Paged KV (block_table): K/V rows are read through the batch's block-table
 row (``GMView.paged``); the tiling's S2 base is a multiple of the block size,
 as op_host rounds it, so a tile covers whole blocks.
 
+Key/value tensor lists (CACHE "list"): k and v are the list's arena (``launch.list_arena``: the B tensors one
+after the other along S in one batch-1 tensor) and batch b's K/V rows start at ``kvoff[b]``, its own tensor's
+offset there; the views are the dense ones of batch 0.
+
 Variant hooks (``cvtile.kernels.variants``): ``SCORE_MOD(score, b, h, q_idx, kv_idx, *captures)`` and
 ``MASK_MOD(b, h, q_idx, kv_idx, *captures)`` are ``@ct.inline`` functions compiled into V1: SCORE_MOD after the
 scale and pse and before the band and mask (a masked score stays -inf), MASK_MOD after them: score is the (M, S2) fp32 block, b the batch, and h / q_idx / kv_idx the query
@@ -428,6 +432,9 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
         elif CACHE == "dense":
             kv = kv_rows(k, b, n2, s2, k0, LAYOUT)
             vv = kv_rows(v, b, n2, s2, k0, LAYOUT)
+        elif CACHE == "list":   # a tensor list's arena (batch 1): batch b's own tensor starts at k0 = kvoff[b]
+            kv = kv_rows(k, 0, n2, s2, k0, LAYOUT)
+            vv = kv_rows(v, 0, n2, s2, k0, LAYOUT)
         else:
             kv = paged_kv_rows(k, block_table, b, n2, s2, D, CACHE)
             vv = paged_kv_rows(v, block_table, b, n2, s2, DV, CACHE)
