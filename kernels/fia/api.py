@@ -55,6 +55,7 @@ from ..golden.antiquant import ANTIQUANT_PARAMS, antiquant_spec
 from ...dsl.errors import BudgetError
 from .launch import run_fia as _launch_fia
 from .kv_list import check_list_lengths, check_tensor_lists, first_tensor, kv_arrays, total_size
+from .tree import check_rope_call, check_tree_call, join_rope_call
 
 __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", "SUPPORTED_OPTIONAL_INPUTS",
            "prepare_fia", "simulate_fia", "check_binding"]
@@ -63,15 +64,13 @@ __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", 
 SUPPORTED_OPTIONAL_INPUTS = ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv", "pse_shift", "block_table",
                              "query_padding_size", "kv_padding_size", "learnable_sink", "quant_scale2",
                              "quant_offset2", "key_shared_prefix", "value_shared_prefix", "actual_shared_prefix_len",
-                             *ANTIQUANT_PARAMS)
+                             "query_rope", "key_rope", *ANTIQUANT_PARAMS)
 
 _UNSUPPORTED_REASON = {
     "dequant_scale1": "full int8 quantisation is not simulated",
     "quant_scale1": "full int8 quantisation is not simulated",
     "dequant_scale2": "full int8 quantisation is not simulated",
-    "query_rope": "MLA (split rope) is not simulated yet",
-    "key_rope": "MLA (split rope) is not simulated yet",
-    "key_rope_antiquant_scale": "MLA (split rope) is not simulated yet",
+    "key_rope_antiquant_scale": "the rope's antiquant scale (reserved by the operator) is not simulated",
 }
 
 
@@ -293,6 +292,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         if len(unsupported) > 1:
             reason += f" (also given and not simulated: {', '.join(unsupported[1:])})"
         raise UnsupportedParameterError(name, _describe(arrays[name]), reason)
+    check_rope_call(arrays, tiling)
     if "quant_offset2" in arrays and "quant_scale2" not in arrays:
         raise UnsupportedParameterError("quant_offset2", _describe(arrays["quant_offset2"]),
                                         "given without quant_scale2: the output is not quantised and the operator "
@@ -316,8 +316,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"query {qd}, key {kd}",
                                         "the simulated kernel is the non-quant one: query, key and value float16 "
                                         "or bfloat16, all alike")
-    if attrs["sparse_mode"] == 9 and not tiling.extras.get("legacy_ifa", False):   # the legacy route ignores it
-        raise UnsupportedParameterError("sparse_mode", 9, "the tree mask is not simulated")
+    join_rope_call(arrays, attrs)   # the split rope (and with it the tree mask): fia.tree
+    check_tree_call(arrays, attrs, tiling)
     return arrays, tiling
 
 

@@ -8,7 +8,8 @@ viewed as BSND, NTD/NBSD are permuted inside the kernel; the one copy is a
 key/value tensor list, see below), turns the tiling's
 per-core row tasks and flash-decode tasks into the integer tables the
 kernels read, normalises the mask (sparse modes 2/3/4 and pre/next tokens to
-one left-up band per batch; an explicit mask to [Bm, S1, S2]), allocates the
+one left-up band per batch; an explicit mask to [Bm, S1, S2]; the tree mask of
+sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
 launches ``fia_attention`` (``fia_antiquant`` for an int8 key/value cache) on ``used_cores`` cores, then
 ``fia_fd_combine`` on
@@ -171,16 +172,20 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         engine = MaskEngine(sparse_mode=sparse_mode, atten_mask=atten_mask, pre_tokens=pre_tokens,
                             next_tokens=next_tokens, batch=b, decode=decode, legacy_decode=legacy_route,
                             token_layout=lay.token,
-                            left_padding=query_padding_size is not None or kv_padding_size is not None)
+                            left_padding=query_padding_size is not None or kv_padding_size is not None,
+                            q_lengths=qlen)
     except ValueError as exc:   # a mask the tiling accepts but whose reading the simulator does not model
         raise UnsupportedParameterError("atten_mask", atten_mask, f"{exc} (sparse_mode {sparse_mode}, "
                                         f"{'decode' if decode else 'prefill'}): this mask reading is not "
                                         "simulated") from None
     band, pre, nxt = _band(engine, qlen, kvlen, pre_tokens, next_tokens)
-    use_mask = engine.mode in ("full", "default")
-    mask = np.ascontiguousarray(engine.user) if use_mask else np.zeros((1, 1, 1), np.uint8)
+    use_mask = "tree" if engine.mode == "tree" else engine.mode in ("full", "default")   # the kernel's MASK
+    mask = np.ascontiguousarray(engine.tree if use_mask == "tree" else engine.user) if use_mask else \
+        np.zeros((1, 1, 1), np.uint8)
     if mask.dtype == np.bool_:
         mask = mask.view(np.uint8)
+    if use_mask == "tree" and antiquant is not None:
+        raise UnsupportedParameterError("sparse_mode", 9, "the tree mask with KV antiquant is not simulated")
 
     # task tables (a batch the chip skips, or whose KV left-padding block overflows, computes nothing: its rows
     # keep the zero output and the initial lse)
@@ -395,7 +400,7 @@ def _band(engine: MaskEngine, qlen, kvlen, pre_tokens: int, next_tokens: int):
         lo, hi = np.full(nb, -pre_tokens), np.full(nb, next_tokens)
     elif mode == "left_up":
         lo, hi = np.full(nb, -INT_MAX), np.zeros(nb)
-    elif mode == "right_down":
+    elif mode in ("right_down", "tree"):   # the tree: the chip's blocks end at the right-down diagonal
         lo, hi = np.full(nb, -INT_MAX), off
     else:  # band
         lo, hi = off - pre_tokens, off + next_tokens

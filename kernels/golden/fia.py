@@ -54,8 +54,10 @@ Semantics decisions (with their sources)
 Scope: post-quant (int8 output) is applied as the chip rounds it (:mod:`.quant`);
 an int8 KV cache with its antiquant parameters (modes 0-3, :mod:`.antiquant`) is
 dequantised exactly in float64, with P unrounded (the chip's MSD split keeps P
-to ~1e-7); the other quantisation (int4 KV, full quant) and rope/MLA raise
-``UnsupportedParameterError`` (a ``NotImplementedError``) naming the parameter.
+to ~1e-7); the split rope (``query_rope`` / ``key_rope``) joins each head's rope
+values to its D, one dot product over D + D_rope (:mod:`.rope`); the other
+quantisation (int4 KV, full quant) raises ``UnsupportedParameterError`` (a
+``NotImplementedError``) naming the parameter.
 
 Invariants
 ----------
@@ -86,6 +88,7 @@ from .masks import MaskEngine
 from .pse import PseShift, sink_logits
 from .antiquant import antiquant_spec
 from .quant import post_quant_int8
+from .rope import join_rope
 
 __all__ = ["fia_golden", "fia_golden_lowp", "fia_golden_st", "FIA_TND_STANDARD", "LSE_EMPTY",
            "LSE_EMPTY_LEGACY_DECODE", "CHUNK_ELEMENTS", "is_legacy_decode", "empty_row_lse"]
@@ -101,7 +104,6 @@ SMALL_GEMM_ROWS = 256
 
 _QUANT_PARAMS = ("dequant_scale1", "quant_scale1", "dequant_scale2", "key_rope_antiquant_scale",
                  "dequant_scale_query")
-_ROPE_PARAMS = ("query_rope", "key_rope")
 
 
 def _blas_threads(limit):
@@ -135,10 +137,7 @@ def _reject_out_of_scope(extra: dict):
     for name in _QUANT_PARAMS:
         if extra.get(name) is not None:
             raise UnsupportedParameterError(name, extra[name], "quantisation is outside the float golden's scope")
-    for name in _ROPE_PARAMS:
-        if extra.get(name) is not None:
-            raise UnsupportedParameterError(name, extra[name], "rope / MLA is outside the golden's scope")
-    unknown = set(extra) - set(_QUANT_PARAMS) - set(_ROPE_PARAMS) - {"query_quant_mode"}
+    unknown = set(extra) - set(_QUANT_PARAMS) - {"query_quant_mode"}
     if unknown:
         raise TypeError(f"fia_golden: unexpected keyword(s) {sorted(unknown)}")
 
@@ -180,15 +179,16 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                quant_scale2=None, quant_offset2=None, empty_rows_quantised: bool = False, antiquant_scale=None,
                antiquant_offset=None, key_antiquant_scale=None, key_antiquant_offset=None, value_antiquant_scale=None,
                value_antiquant_offset=None, antiquant_mode: int = 0, key_antiquant_mode: int = 0,
-               value_antiquant_mode: int = 0, **out_of_scope):
+               value_antiquant_mode: int = 0, query_rope=None, key_rope=None, **out_of_scope):
     """Float64 FusedInferAttentionScore; returns ``(out, lse)`` (``lse`` None unless ``softmax_lse_flag``).
 
     Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
     ``learnable_sink``). ``quant_scale2`` / ``quant_offset2`` post-quantise the
     output to int8 (:mod:`.quant`); an int8 key/value with its antiquant scale (and offset) is dequantised
     exactly, ``(x + offset) · scale`` (:mod:`.antiquant`), and P is then never rounded (``p_dtype`` is ignored:
-    the chip splits the fp32 P into int8 digits instead of rounding it); the other quantisation and rope keywords
-    are accepted only to raise ``UnsupportedParameterError`` when given. Rows of a batch without KV stay 0
+    the chip splits the fp32 P into int8 digits instead of rounding it); ``query_rope`` / ``key_rope`` join the
+    scores' dot product (:mod:`.rope`); the other quantisation keywords are accepted only to raise
+    ``UnsupportedParameterError`` when given. Rows of a batch without KV stay 0
     in a post-quantised output, as the FIA framework's output init leaves them; ``empty_rows_quantised``
     gives them ``quant(offset)`` instead, what the legacy IFATiling kernel writes (``InitAllZeroInt8Output``). ``p_dtype`` rounds P
     before P·V; ``work_dtype`` ("float32") computes every intermediate in that precision (:mod:`.attend`);
@@ -211,6 +211,14 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                          f"positive multiple of num_key_value_heads")
     group = num_heads // nkv
     key, value = _kv_list(key), _kv_list(value)
+    if (query_rope is None) != (key_rope is None):
+        raise ValueError("query_rope / key_rope: give both or neither")
+    if query_rope is not None:   # the split rope: one dot product over D + D_rope (golden.rope)
+        if isinstance(key, list):
+            raise ValueError("key_rope: not supported with key/value tensor lists")
+        query = join_rope(query, query_rope, num_heads, layouts.qkv == "BSH", "query")
+        key = join_rope(key, key_rope, nkv, to_numpy(key).ndim == 3 if block_table is not None
+                        else layouts.qkv == "BSH", "key")
     aq_arrays = {"antiquant_scale": antiquant_scale, "antiquant_offset": antiquant_offset,
                  "key_antiquant_scale": key_antiquant_scale, "key_antiquant_offset": key_antiquant_offset,
                  "value_antiquant_scale": value_antiquant_scale, "value_antiquant_offset": value_antiquant_offset}
@@ -307,7 +315,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         padding_value(kv_padding_size, "kv_padding_size") is not None
     masks = MaskEngine(sparse_mode=sparse_mode, atten_mask=atten_mask, pre_tokens=pre_tokens,
                        next_tokens=next_tokens, batch=batch, decode=(not token and rows_total == 1),
-                       legacy_decode=legacy, token_layout=token, left_padding=left_padding)
+                       legacy_decode=legacy, token_layout=token, left_padding=left_padding,
+                       q_lengths=[p.s1 for p in plans])
     pse = None
     if pse_shift is not None:
         if token:
