@@ -368,12 +368,13 @@ def run_case(case: StCase, api: Callable, *, golden: Callable = fia_golden_lowp,
 
 
 def _case_context(golden: Callable, case) -> dict:
-    """``{"accuracy_standard": the case's standard["acc"]}`` for a golden that takes it, else nothing."""
+    """``{"accuracy_standard": the case's standard["acc"]}`` for a golden that takes it (None for a case that
+    names none, e.g. tiny_rdv: the golden's own default), else nothing."""
     try:
         takes = "accuracy_standard" in inspect.signature(golden).parameters
     except (TypeError, ValueError):   # a builtin or an object without a signature
         takes = False
-    return {"accuracy_standard": getattr(case, "accuracy_standard", "default")} if takes else {}
+    return {"accuracy_standard": getattr(case, "accuracy_standard", None)} if takes else {}
 
 
 def _as_tuple(result) -> tuple:

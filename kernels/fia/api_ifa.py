@@ -53,8 +53,8 @@ aclnn's for ``incre_flash_attention_v3``), the value and the rule:
 
 A call that passes them and asks for what the simulator does not model raises
 ``UnsupportedParameterError`` naming the parameter: antiquant
-(antiquant_scale), ``padding_mask``. A key/value tensor list of several batches runs (``kv_list``). Errors from the FIA body are
-renamed to the caller's keywords (``actual_seq_lengths_kv`` -> ``actual_seq_lengths`` / ``actualSeqLengths``).
+(antiquant_scale), ``padding_mask``. A key/value tensor list of several batches runs (``kv_list``). Errors
+from the FIA body are renamed to the caller's keywords (``actual_seq_lengths_kv`` -> ``actual_seq_lengths`` / ``actualSeqLengths``).
 
 Invariants
 ----------
