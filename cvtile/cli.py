@@ -156,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     cases.add_argument("--seed", type=int, default=0, help="st JSON: seed of the random inputs (default 0)")
     cases.add_argument("--golden", choices=("lowp", "exact", "st"), default="lowp",
                        help="st JSON / tiny_rdv: lowp = P rounded to the query dtype before P.V (default); "
-                            "exact = unrounded float64; st = the upstream st executor's fp32 scores (overflow "
-                            "to inf, NaN rows agree)")
+                            "exact = unrounded float64; st = as the upstream st harness judges each case: its "
+                            "fp32 golden (overflow to inf, NaN rows agree) or, for cv_fused_double_benchmark "
+                            "(TND) cases, the double benchmark against an online-softmax benchmark")
     cases.add_argument("--json", action="store_true", help="machine-readable results")
     cases.add_argument("--workers", type=positive_int, default=None,
                        help="st JSON / tiny_rdv: run the cases in N local processes; the results are those of the "

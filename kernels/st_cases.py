@@ -249,6 +249,13 @@ class StCase:
     def expected_error(self):
         return self.raw.get("expected_error_msg")
 
+    @property
+    def accuracy_standard(self):
+        """How the upstream harness judges the case (``standard["acc"]``): ``"default"`` (one golden) or a dict
+        such as ``{"cv_fused_double_benchmark": {"max_re_ratio": 2, ...}}`` (the double benchmark)."""
+        std = self.raw.get("standard")
+        return std.get("acc", "default") if isinstance(std, dict) else "default"
+
     def param(self, name: str) -> StInput | None:
         for p in self.params:
             if p.name == name or p.kwarg == name:

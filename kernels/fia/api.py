@@ -54,6 +54,8 @@ from ..golden.fia import empty_row_lse
 from ..golden.antiquant import ANTIQUANT_PARAMS, antiquant_spec
 from ...dsl.errors import BudgetError
 from .launch import run_fia as _launch_fia
+from .kv_list import check_list_lengths, check_tensor_lists, first_tensor, kv_arrays, total_size
+from .tree import check_rope_call, check_tree_call, join_rope_call
 
 __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", "SUPPORTED_OPTIONAL_INPUTS",
            "prepare_fia", "simulate_fia", "check_binding"]
@@ -62,15 +64,13 @@ __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", 
 SUPPORTED_OPTIONAL_INPUTS = ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv", "pse_shift", "block_table",
                              "query_padding_size", "kv_padding_size", "learnable_sink", "quant_scale2",
                              "quant_offset2", "key_shared_prefix", "value_shared_prefix", "actual_shared_prefix_len",
-                             *ANTIQUANT_PARAMS)
+                             "query_rope", "key_rope", *ANTIQUANT_PARAMS)
 
 _UNSUPPORTED_REASON = {
     "dequant_scale1": "full int8 quantisation is not simulated",
     "quant_scale1": "full int8 quantisation is not simulated",
     "dequant_scale2": "full int8 quantisation is not simulated",
-    "query_rope": "MLA (split rope) is not simulated yet",
-    "key_rope": "MLA (split rope) is not simulated yet",
-    "key_rope_antiquant_scale": "MLA (split rope) is not simulated yet",
+    "key_rope_antiquant_scale": "the rope's antiquant scale (reserved by the operator) is not simulated",
 }
 
 
@@ -247,11 +247,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     Raises ``ParamError`` (the operator rejects the call) or ``UnsupportedParameterError``
     (the simulator does not model a requested feature)."""
     attrs.update(check_binding(query, key, value, optional, attrs))
-    for name, kind in (("key", key), ("value", value)):
-        if isinstance(kind, (list, tuple)):
-            raise UnsupportedParameterError(name, f"a list of {len(kind)} tensors",
-                                            "key/value tensor lists are not simulated yet")
-    arrays: dict[str, Any] = {"query": to_numpy(query), "key": to_numpy(key), "value": to_numpy(value)}
+    arrays: dict[str, Any] = {"query": to_numpy(query), "key": kv_arrays(key), "value": kv_arrays(value)}
+    check_tensor_lists(arrays["key"], arrays["value"])
     for name, x in optional.items():
         if x is None:
             continue
@@ -260,7 +257,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     metas = {name: arrays.get(name) for name in ("query", "key", "value", *optional)}
     paged = arrays.get("block_table") is not None
     try:
-        out_shape = _out_shape(q.shape, attrs, arrays["value"], paged)
+        out_shape = _out_shape(q.shape, attrs, first_tensor(arrays["value"]), paged)
         lse_shape = _lse_shape(q.shape, attrs) if attrs["softmax_lse_flag"] else None
         shape_error = None
     except (ValueError, IndexError, ZeroDivisionError) as exc:
@@ -278,7 +275,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         if err.param not in ("attention_out", "softmax_lse"):
             raise
         if shape_error is None:   # the outputs are inferred, never passed: blame what they were inferred from
-            raise _blame_inferred_output(err, q, arrays["value"], attrs) from None
+            raise _blame_inferred_output(err, q, first_tensor(arrays["value"]), attrs) from None
         # a complaint about the placeholder output is a complaint about the layout
         layout_error = err
     if layout_error is not None:
@@ -286,6 +283,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                          f"query {tuple(q.shape)} / value {tuple(arrays['value'].shape)} do not fit the layout "
                          f"({layout_error})", status=AclnnStatus.INNER_TILING_ERROR, checker="api")
     _check_cumulative(tiling, optional)
+    check_list_lengths(arrays["key"], tiling.kv_seqlens, 2 if parse_layout(attrs["input_layout"]).qkv == "BNSD"
+                       else 1)
     unsupported = [name for name in optional if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS]
     if unsupported:
         name = unsupported[0]
@@ -293,6 +292,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         if len(unsupported) > 1:
             reason += f" (also given and not simulated: {', '.join(unsupported[1:])})"
         raise UnsupportedParameterError(name, _describe(arrays[name]), reason)
+    check_rope_call(arrays, tiling)
     if "quant_offset2" in arrays and "quant_scale2" not in arrays:
         raise UnsupportedParameterError("quant_offset2", _describe(arrays["quant_offset2"]),
                                         "given without quant_scale2: the output is not quantised and the operator "
@@ -304,16 +304,20 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         raise UnsupportedParameterError("actual_seq_lengths_kv", list(tiling.kv_seqlens),
                                         f"the {tiling.route}/{tiling.template} tiling gave no core work for this "
                                         f"call: {tiling.extras.get('row_tasks', 'its core split is not mirrored')}")
-    qd, kd = canonical_dtype(q.dtype), canonical_dtype(arrays["key"].dtype)
+    qd, kd = canonical_dtype(q.dtype), canonical_dtype(first_tensor(arrays["key"]).dtype)
+    vd = canonical_dtype(first_tensor(arrays["value"]).dtype)
     if kd in ("int8", "int4") or any(name in arrays for name in ANTIQUANT_PARAMS):
+        if isinstance(arrays["key"], list):
+            raise UnsupportedParameterError("key", _describe(arrays["key"]), "KV antiquant with a key/value tensor "
+                                            "list is not simulated (the antiquant kernel reads dense key/value)")
         arrays["_antiquant"] = _antiquant_call(arrays, attrs, tiling, qd, kd)
-    elif qd not in ("float16", "bfloat16") or kd != qd or canonical_dtype(arrays["value"].dtype) != qd:
+    elif qd not in ("float16", "bfloat16") or kd != qd or vd != qd:
         raise UnsupportedParameterError("key" if qd in ("float16", "bfloat16") else "query",
                                         f"query {qd}, key {kd}",
                                         "the simulated kernel is the non-quant one: query, key and value float16 "
                                         "or bfloat16, all alike")
-    if attrs["sparse_mode"] == 9 and not tiling.extras.get("legacy_ifa", False):   # the legacy route ignores it
-        raise UnsupportedParameterError("sparse_mode", 9, "the tree mask is not simulated")
+    join_rope_call(arrays, attrs)   # the split rope (and with it the tree mask): fia.tree
+    check_tree_call(arrays, attrs, tiling)
     return arrays, tiling
 
 
@@ -407,14 +411,14 @@ def _check_cumulative(tiling, optional: dict) -> None:
                              status=AclnnStatus.PARAM_INVALID, checker="api")
 
 
-def _empty_outputs(q: np.ndarray, k: np.ndarray, v: np.ndarray, attrs: dict, legacy: bool, paged: bool,
-                   int8_out: bool = False):
-    shape = _out_shape(q.shape, attrs, v, paged)
+def _empty_outputs(q: np.ndarray, k, v, attrs: dict, legacy: bool, paged: bool, int8_out: bool = False):
+    shape = _out_shape(q.shape, attrs, first_tensor(v), paged)
     out = np.zeros(shape, dtype=np.int8 if int8_out else q.dtype)
     lse = None
     if attrs["softmax_lse_flag"]:
         lse = np.full(_lse_shape(q.shape, attrs), empty_row_lse(legacy_decode=legacy,
-                                                                   kv_empty=k.size == 0 or v.size == 0),
+                                                                   kv_empty=total_size(k) == 0 or
+                                                                   total_size(v) == 0),
                       np.float32)
     return out, lse
 

@@ -53,8 +53,8 @@ aclnn's for ``incre_flash_attention_v3``), the value and the rule:
 
 A call that passes them and asks for what the simulator does not model raises
 ``UnsupportedParameterError`` naming the parameter: antiquant
-(antiquant_scale), a key/value tensor list of several batches, ``padding_mask``. Errors from the FIA body are
-renamed to the caller's keywords (``actual_seq_lengths_kv`` -> ``actual_seq_lengths`` / ``actualSeqLengths``).
+(antiquant_scale), ``padding_mask``. A key/value tensor list of several batches runs (``kv_list``). Errors
+from the FIA body are renamed to the caller's keywords (``actual_seq_lengths_kv`` -> ``actual_seq_lengths`` / ``actualSeqLengths``).
 
 Invariants
 ----------
@@ -167,7 +167,7 @@ def _run(call: dict, target: str, order: str, names: dict | None):
 
 
 def _unlist(x, name: str):
-    """A tensor list of one tensor is that tensor; a longer list stays (the FIA body refuses it by name)."""
+    """A tensor list of one tensor is that tensor; a longer list stays (the FIA body reads it per batch)."""
     if isinstance(x, (list, tuple)):
         if not x:
             _invalid(name, "empty list", "a key/value tensor list must hold at least one tensor")

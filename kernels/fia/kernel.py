@@ -53,6 +53,10 @@ Paged KV (block_table): K/V rows are read through the batch's block-table
 row (``GMView.paged``); the tiling's S2 base is a multiple of the block size,
 as op_host rounds it, so a tile covers whole blocks.
 
+Key/value tensor lists (CACHE "list"): k and v are the list's arena (``launch.list_arena``: the B tensors one
+after the other along S in one batch-1 tensor) and batch b's K/V rows start at ``kvoff[b]``, its own tensor's
+offset there; the views are the dense ones of batch 0.
+
 Variant hooks (``cvtile.kernels.variants``): ``SCORE_MOD(score, b, h, q_idx, kv_idx, *captures)`` and
 ``MASK_MOD(b, h, q_idx, kv_idx, *captures)`` are ``@ct.inline`` functions compiled into V1: SCORE_MOD after the
 scale and pse and before the band and mask (a masked score stays -inf), MASK_MOD after them: score is the (M, S2) fp32 block, b the batch, and h / q_idx / kv_idx the query
@@ -67,7 +71,9 @@ each row chunk of the pass around it).
 Masking is by band: a row at query position i sees KV position j iff
 -pre[b] <= j - i <= nxt[b] (the host normalises sparse modes 2/3/4 and the
 pre/next tokens to this left-up form per batch), and/or by an explicit mask
-tensor (sparse 0/1), read with the same row fold.
+tensor (sparse 0/1), read with the same row fold. The tree mask (sparse 9, MASK
+"tree") is the band j - i <= s2 - s1 and each batch's Q_S x Q_S tree over its
+last s1 KV positions, gathered per element (``tree_kept``).
 """
 
 from __future__ import annotations
@@ -160,6 +166,19 @@ def mask_rows(mask, b, s1, q0, ORDER, G):
     else:
         v = mb.broadcast(1, G).merge(0)
     return v
+
+
+@ct.inline
+def tree_kept(s, tree, b, qpos, col, hi):
+    """The scores with -inf where batch b's tree mask hides a pair (sparse_mode 9). ``tree`` is [B, W, W] (1 =
+    masked out); the tree covers the batch's KV positions from start = s2 - s1, which the band's upper bound
+    carries (hi = qpos + s2 - s1, so start = hi - qpos): a row at query position i reads tree row i, column
+    j - start, by a gather from batch b's tree; columns before start are visible (the chip copies the tree
+    into a UB tile zero-filled before it)."""
+    rel = col[None, :] - (hi - qpos)[:, None]
+    idx = qpos[:, None] * tree.shape[2] + ct.maximum(rel, 0)
+    mk = ct.gather(tree[b].merge(0), idx)
+    return ct.where((rel < 0) | (mk == 0), s, -ct.inf)
 
 
 @ct.inline
@@ -374,7 +393,9 @@ def kv_step(q1, kv, vv, kpv, vpv, plen, a, m, jj, gm, gl, go, sk, last, scale, b
         if BAND:
             inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])
             s = ct.where(inband, s, -ct.inf)
-        if MASK:
+        if MASK == "tree":
+            s = tree_kept(s, mask, b, qpos, col, hi)
+        elif MASK:
             mv = mask_rows(mask, b, s1, q0, ORDER, G)
             mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)])
             s = ct.where(mk == 0, s, -ct.inf)
@@ -428,6 +449,9 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
         elif CACHE == "dense":
             kv = kv_rows(k, b, n2, s2, k0, LAYOUT)
             vv = kv_rows(v, b, n2, s2, k0, LAYOUT)
+        elif CACHE == "list":   # a tensor list's arena (batch 1): batch b's own tensor starts at k0 = kvoff[b]
+            kv = kv_rows(k, 0, n2, s2, k0, LAYOUT)
+            vv = kv_rows(v, 0, n2, s2, k0, LAYOUT)
         else:
             kv = paged_kv_rows(k, block_table, b, n2, s2, D, CACHE)
             vv = paged_kv_rows(v, block_table, b, n2, s2, DV, CACHE)

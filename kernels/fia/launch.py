@@ -4,14 +4,19 @@ Model
 -----
 ``run_fia`` is what the operator's host code does after tiling: it lays the
 user's tensors out as the kernel reads them (views only, no copies: BSH is
-viewed as BSND, NTD/NBSD are permuted inside the kernel), turns the tiling's
+viewed as BSND, NTD/NBSD are permuted inside the kernel; the one copy is a
+key/value tensor list, see below), turns the tiling's
 per-core row tasks and flash-decode tasks into the integer tables the
 kernels read, normalises the mask (sparse modes 2/3/4 and pre/next tokens to
-one left-up band per batch; an explicit mask to [Bm, S1, S2]), allocates the
+one left-up band per batch; an explicit mask to [Bm, S1, S2]; the tree mask of
+sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
 launches ``fia_attention`` (``fia_antiquant`` for an int8 key/value cache) on ``used_cores`` cores, then
 ``fia_fd_combine`` on
 the vector cores that the tiling's SplitFD gave work.
+
+Key/value tensor lists (one tensor per batch) are laid into one GM arena and read per batch from its offset
+(``kv_list``: how, and what is refused).
 
 Invariants
 ----------
@@ -21,7 +26,7 @@ Invariants
   mask_mod): each task's S2 run becomes its list of non-empty blocks and the
   tasks, still in order, are re-cut over the same cores by remaining work
   (``variants.block_map``).
-* Tensors are passed without copies when they are contiguous.
+* Tensors are passed without copies when they are contiguous (a tensor list is copied once, into its arena).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from ..golden.masks import INT_MAX, MaskEngine
 from ..golden.fia import empty_row_lse
 from .kernel import fia_attention, fia_fd_combine
 from .kernel_antiquant import fia_antiquant
+from .kv_list import check_list_launch, list_arena, total_size
 
 __all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "msd_digit_count"]
 _BAND_CLAMP = 1 << 30
@@ -92,11 +98,18 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     g = n1 // n2
     q = _as_heads(query, lay.qkv, n1)
     d = q.shape[-1]
+    list_off = None
     if block_table is not None:   # a paged cache: (blocks, block_size, N2*D) or (blocks, N2, block_size, D)
         cache = "BnBsH" if key.ndim == 3 else "BnNBsD"
         k, v = key, value
         dv = value.shape[-1] // n2 if cache == "BnBsH" else value.shape[-1]
         bt = np.ascontiguousarray(block_table)
+    elif isinstance(key, (list, tuple)):   # a tensor list: one (1, S_b, ...) tensor per batch (kv_list)
+        check_list_launch(lay.token, lay.qkv, query_padding_size, kv_padding_size, key_shared_prefix, antiquant)
+        cache = "list"
+        k, v, list_off = list_arena(key, value, lambda t: _as_heads(t, lay.qkv, n2), 2 if lay.qkv == "BNSD" else 1)
+        dv = v.shape[-1]
+        bt = np.zeros((1, 1), np.int32)
     else:
         cache = "dense"
         k = _as_heads(key, lay.qkv, n2)
@@ -135,6 +148,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         if query_padding_size is not None or kv_padding_size is not None:
             qoff, kvoff, qlen, kvlen, skip = _left_padding(q, k, lay.qkv, qlen, kvlen, query_padding_size,
                                                            kv_padding_size)
+        if list_off is not None:   # each batch's tensor starts at its offset in the list's arena
+            kvoff = kvoff + list_off
 
     # output in the output layout, zero-filled as the chip's init does
     out_shape = _out_shape(query.shape, lay.qkv, lay.out, n1, dv)
@@ -143,7 +158,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         out_dtype = np.int8
     out = np.zeros(out_shape, dtype=out_dtype if out_dtype is not None else query.dtype)
     out_k = _as_heads(out, lay.out, n1)
-    empty_lse = empty_row_lse(legacy_decode=legacy_route, kv_empty=key.size == 0 or value.size == 0)
+    empty_lse = empty_row_lse(legacy_decode=legacy_route, kv_empty=total_size(key) == 0 or total_size(value) == 0)
     if lay.token:
         lse = np.full((query.shape[0] if lay.qkv == "TND" else query.shape[1], n1, 1), empty_lse, np.float32)
     else:
@@ -157,16 +172,20 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         engine = MaskEngine(sparse_mode=sparse_mode, atten_mask=atten_mask, pre_tokens=pre_tokens,
                             next_tokens=next_tokens, batch=b, decode=decode, legacy_decode=legacy_route,
                             token_layout=lay.token,
-                            left_padding=query_padding_size is not None or kv_padding_size is not None)
+                            left_padding=query_padding_size is not None or kv_padding_size is not None,
+                            q_lengths=qlen)
     except ValueError as exc:   # a mask the tiling accepts but whose reading the simulator does not model
         raise UnsupportedParameterError("atten_mask", atten_mask, f"{exc} (sparse_mode {sparse_mode}, "
                                         f"{'decode' if decode else 'prefill'}): this mask reading is not "
                                         "simulated") from None
     band, pre, nxt = _band(engine, qlen, kvlen, pre_tokens, next_tokens)
-    use_mask = engine.mode in ("full", "default")
-    mask = np.ascontiguousarray(engine.user) if use_mask else np.zeros((1, 1, 1), np.uint8)
+    use_mask = "tree" if engine.mode == "tree" else engine.mode in ("full", "default")   # the kernel's MASK
+    mask = np.ascontiguousarray(engine.tree if use_mask == "tree" else engine.user) if use_mask else \
+        np.zeros((1, 1, 1), np.uint8)
     if mask.dtype == np.bool_:
         mask = mask.view(np.uint8)
+    if use_mask == "tree" and antiquant is not None:
+        raise UnsupportedParameterError("sparse_mode", 9, "the tree mask with KV antiquant is not simulated")
 
     # task tables (a batch the chip skips, or whose KV left-padding block overflows, computes nothing: its rows
     # keep the zero output and the initial lse)
@@ -381,7 +400,7 @@ def _band(engine: MaskEngine, qlen, kvlen, pre_tokens: int, next_tokens: int):
         lo, hi = np.full(nb, -pre_tokens), np.full(nb, next_tokens)
     elif mode == "left_up":
         lo, hi = np.full(nb, -INT_MAX), np.zeros(nb)
-    elif mode == "right_down":
+    elif mode in ("right_down", "tree"):   # the tree: the chip's blocks end at the right-down diagonal
         lo, hi = np.full(nb, -INT_MAX), off
     else:  # band
         lo, hi = off - pre_tokens, off + next_tokens

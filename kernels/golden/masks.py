@@ -26,8 +26,21 @@ Modes 2/3/4 take the compressed mask: the caller passes the 2048×2048 template
 ``triu(ones, 1)`` as (2048, 2048), (1, 2048, 2048) or (1, 1, 2048, 2048); only
 its shape is checked, the pattern is computed from the mode and the per-batch
 lengths (so 3/4 anchor at each batch's bottom-right corner). Modes 5–8 are
-rejected (the inference operator does not support them); 9 (tree mask) is
-MLA-only and outside the golden's scope.
+rejected (the inference operator does not support them).
+
+Mode 9 (treeMask, speculative decoding) takes each batch's Q_S × Q_S tree:
+``(B, Q_S, Q_S)`` for BSH/BSND/BNSD, the batches' ``s1_b × s1_b`` trees one
+after the other as ``(Σ s1_b²,)`` for TND (``tree`` normalises both to
+``[B, W, W]``, W = Q_S or the longest s1_b, zero-padded). The tree covers the
+batch's last s1 KV positions (from ``start = s2 - s1``): row i sees column
+j < start, and j >= start iff ``tree[b, i, j - start] == 0`` — the kernel's
+``AttentionmaskCopyIn<ENABLE_TREE>`` copies the tree from ``start`` on into a
+UB tile zero-filled before it. The chip also skips whole S2 blocks past the
+right-down diagonal (``CalcNextTokenLeftUp``: TREE -> next = s2 - s1); it reads
+the tree inside the blocks it computes, so a tree that showed a pair past the
+diagonal would give a result that depends on the block boundaries. A tree (a
+node sees itself and earlier nodes) hides those pairs anyway; cvtile hides
+them always (``j - i <= s2 - s1``), in the golden and in the kernel alike.
 
 Legacy decode route (layout BSH/BSND/BNSD, S1 == 1, D == Dv, no rope): the
 operator ignores ``sparse_mode`` and pre/next there (aclnn doc, sparseMode
@@ -52,10 +65,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedParameterError
 from .dtypes import to_numpy
 
-__all__ = ["MaskEngine", "TEMPLATE_SIZE", "mask_template", "band_keep"]
+__all__ = ["MaskEngine", "TEMPLATE_SIZE", "mask_template", "band_keep", "tree_masks"]
 
 TEMPLATE_SIZE = 2048
 INT_MAX = 2147483647
@@ -72,11 +84,38 @@ def band_keep(rows: np.ndarray, cols: np.ndarray, lo: int, hi: int) -> np.ndarra
     return (diff >= lo) & (diff <= hi)
 
 
+def tree_masks(mask, batch: int, token_layout: bool, q_lengths=None) -> np.ndarray:
+    """The sparse_mode 9 trees as ``[B, W, W']`` (1 = masked out, row i of batch b's tree at ``[b, i, :]``): a
+    ``(B, Q_S, Q_S)`` mask as it is (any ``(B, R, C)`` is read with its own strides, as the chip reads it); a TND
+    ``(Σ s1_b²,)`` one (``q_lengths``: the batches' query lengths) cut into its s1_b × s1_b trees, each at the
+    top left of a zero-filled W × W, W the longest s1_b."""
+    m = to_numpy(mask)
+    if token_layout:
+        if m.ndim != 1 or q_lengths is None:
+            raise ValueError(f"atten_mask: shape {tuple(m.shape)}; sparse_mode 9 with TND takes the batches' trees "
+                             "one after the other, (sum of s1_b**2,)")
+        lens = [int(n) for n in q_lengths]
+        if m.size != sum(n * n for n in lens):
+            raise ValueError(f"atten_mask: {m.size} elements; the TND tree mask holds sum(s1_b**2) = "
+                             f"{sum(n * n for n in lens)} for query lengths {lens}")
+        w = max(lens, default=0)
+        out = np.zeros((len(lens), w, w), m.dtype)
+        at = 0
+        for b, n in enumerate(lens):
+            out[b, :n, :n] = m[at:at + n * n].reshape(n, n)
+            at += n * n
+        return out
+    if m.ndim != 3 or m.shape[0] != batch:
+        raise ValueError(f"atten_mask: shape {tuple(m.shape)}; sparse_mode 9 takes the (B={batch}, Q_S, Q_S) tree "
+                         "mask (the chip reads batch b's tree at b x its rows x its columns)")
+    return m
+
+
 class MaskEngine:
     """Visible (row, column) pairs per batch for one operator call."""
 
     def __init__(self, *, sparse_mode: int, atten_mask, pre_tokens: int, next_tokens: int, batch: int,
-                 decode: bool, legacy_decode: bool, token_layout: bool, left_padding: bool):
+                 decode: bool, legacy_decode: bool, token_layout: bool, left_padding: bool, q_lengths=None):
         self.sparse_mode = int(sparse_mode)
         self.pre = int(pre_tokens)
         self.next = int(next_tokens)
@@ -88,8 +127,9 @@ class MaskEngine:
             # sparseMode row; op_host GetUpdateInfo forces sparse 0 before any sparse_mode check).
             self.mode = "full" if mask is not None else "none"
         elif self.sparse_mode == 9:
-            raise UnsupportedParameterError("sparse_mode", 9, "the tree mask (speculative decoding, MLA) is "
-                                                              "outside the golden's scope")
+            if mask is None:
+                raise ValueError("atten_mask: sparse_mode=9 (tree mask) requires the tree mask")
+            self.mode = "tree"
         elif self.sparse_mode not in (0, 1, 2, 3, 4):
             raise ValueError(f"sparse_mode={sparse_mode}: the inference operator supports 0-4 and 9 "
                              f"(5-8 are training-only)")
@@ -110,6 +150,9 @@ class MaskEngine:
                                  f"one of {allowed} (the compressed triu(ones, 1) template)")
             self.mode = {2: "left_up", 3: "right_down", 4: "band"}[self.sparse_mode]
         self.user = None
+        self.tree = None
+        if self.mode == "tree":
+            self.tree = tree_masks(mask, batch, token_layout, q_lengths)
         if self.mode in ("full", "default"):
             if token_layout:
                 raise ValueError("atten_mask: TND/NTD layouts take no full mask (sparse_mode 0 without a mask, "
@@ -154,6 +197,13 @@ class MaskEngine:
         if self.mode == "left_up":
             return band_keep(rows, cols, -INT_MAX, 0)
         offset = s2 - s1
+        if self.mode == "tree":
+            if offset < 0 or s1 > min(self.tree.shape[1:]):
+                raise ValueError(f"atten_mask: batch {plan.b}'s tree is {self.tree.shape[1]} x {self.tree.shape[2]}; "
+                                 f"sparse_mode 9 needs its s1 ({s1}) within both and <= its s2 ({s2})")
+            keep = band_keep(rows, cols, -INT_MAX, offset)
+            keep[:, offset:] &= self.tree[plan.b, i0:i1, :s1] == 0
+            return keep
         if self.mode == "right_down":
             return band_keep(rows, cols, -INT_MAX, offset)
         return band_keep(rows, cols, offset - self.pre, offset + self.next)

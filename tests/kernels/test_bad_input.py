@@ -224,10 +224,12 @@ def test_python_list_query_says_it_must_be_an_array(prefill):
     assert "tensor lists" not in str(err)
 
 
-def test_key_tensor_list_is_still_unsupported(prefill):
-    """A real tensor list (a list of arrays) keeps its UnsupportedParameterError."""
-    _raises(dict(prefill, key=[prefill["key"]], value=[prefill["value"]]), "key", "tensor lists",
-            cls=UnsupportedParameterError)
+def test_key_tensor_list_element_of_batch_2_is_refused_by_name(prefill):
+    """A tensor list holds one batch-1 tensor per batch (aclnn doc; op_host does not look): a list of the whole
+    batched key is refused naming the element, not concatenated."""
+    k, v = prefill["key"], prefill["value"]
+    err = _raises(dict(prefill, key=[k, k], value=[v, v]), "key[0]", "batch 1", PARAM_INVALID)
+    assert str(tuple(k.shape)) in str(err)
 
 
 def test_sparse_mode_7_on_prefill_lists_the_supported_modes(prefill):

@@ -203,7 +203,7 @@ def test_nan_inputs_propagate():
     assert np.isnan(out[0, 0]).all() and np.isfinite(out[0, 1:]).all()
 
 
-@pytest.mark.parametrize("param", ["dequant_scale1", "query_rope", "key_rope"])
+@pytest.mark.parametrize("param", ["dequant_scale1", "key_rope_antiquant_scale"])
 def test_out_of_scope_parameters_raise_unsupported(param):
     rng = np.random.default_rng(16)
     q, k, v = _bnsd(rng, s1=1)
@@ -262,11 +262,54 @@ def test_length_list_shorter_than_batch_is_rejected():
         fia_golden(q, k, v, input_layout="BNSD", actual_seq_lengths_kv=[3, 4], **KW)
 
 
-def test_sparse_mode_9_is_unsupported():
-    rng = np.random.default_rng(19)
-    q, k, v = _bnsd(rng, s1=3)
-    with pytest.raises(UnsupportedParameterError):
-        fia_golden(q, k, v, input_layout="BNSD", sparse_mode=9, atten_mask=np.zeros((2, 3, 3), bool), **KW)
+def test_tree_mask_sees_every_column_before_the_tree_and_the_tree_after():
+    """sparse_mode 9: batch b's Q_S x Q_S tree covers its last s1 KV positions (from s2 - s1); before them every
+    pair is visible; pairs past the right-down diagonal stay hidden even where a (non-tree) mask shows them."""
+    from cvtile.kernels.golden.batches import BatchPlan
+    from cvtile.kernels.golden.masks import MaskEngine
+
+    tree = np.ones((2, 3, 3), bool)
+    tree[:, [0, 1, 2, 2], [0, 1, 0, 2]] = False          # node 1 and 2's parent is node 0 (2), itself
+    tree[1, 0, 2] = False                                 # batch 1 shows a pair past the diagonal
+    eng = MaskEngine(sparse_mode=9, atten_mask=tree, pre_tokens=0, next_tokens=0, batch=2,
+                     decode=False, legacy_decode=False, token_layout=False, left_padding=False)
+    keep = eng.keep(BatchPlan(b=0, q0=0, s1=3, k0=0, s_kv=7, prefix=0), 0, 3)
+    assert keep[:, :4].all()
+    assert (keep[:, 4:] == ~tree[0]).all()
+    keep1 = eng.keep(BatchPlan(b=1, q0=0, s1=3, k0=0, s_kv=5, prefix=0), 0, 3)
+    assert not keep1[0, 4] and (keep1[:, 2:] == (~tree[1] & np.tri(3, dtype=bool))).all()
+    with pytest.raises(ValueError, match="sparse_mode 9 takes"):
+        MaskEngine(sparse_mode=9, atten_mask=tree[:1], pre_tokens=0, next_tokens=0, batch=2, decode=False,
+                   legacy_decode=False, token_layout=False, left_padding=False)
+
+
+def test_tnd_tree_mask_is_the_batches_trees_one_after_the_other():
+    from cvtile.kernels.golden.masks import tree_masks
+
+    flat = np.concatenate([np.full(4, 1, np.uint8), np.arange(9, dtype=np.uint8) % 2])
+    trees = tree_masks(flat, 2, True, [2, 3])
+    assert trees.shape == (2, 3, 3) and (trees[0, :2, :2] == 1).all() and (trees[0, 2] == 0).all()
+    assert (trees[1] == (np.arange(9) % 2).reshape(3, 3)).all()
+    with pytest.raises(ValueError, match=r"sum\(s1_b\*\*2\) = 13"):
+        tree_masks(flat[:-1], 2, True, [2, 3])
+
+
+def test_split_rope_is_one_dot_product_over_the_joined_head_dim():
+    """query_rope / key_rope add q_rope.k_rope to every score: the golden of the joined head dims (BSH: per
+    head, not at the end of H)."""
+    rng = np.random.default_rng(31)
+    b, s1, s2, n, d, dr = 2, 3, 9, 2, 8, 4
+    q, k, v = (_rand(rng, s, ml_dtypes.bfloat16) for s in ((b, s1, n * d), (b, s2, n * d), (b, s2, n * d)))
+    qr, kr = _rand(rng, (b, s1, n * dr), ml_dtypes.bfloat16), _rand(rng, (b, s2, n * dr), ml_dtypes.bfloat16)
+    out, _ = fia_golden(q, k, v, query_rope=qr, key_rope=kr, num_heads=n, input_layout="BSH", scale=0.3)
+    qj = np.concatenate([q.reshape(b, s1, n, d), qr.reshape(b, s1, n, dr)], -1).astype(np.float64)
+    kj = np.concatenate([k.reshape(b, s2, n, d), kr.reshape(b, s2, n, dr)], -1).astype(np.float64)
+    sc = 0.3 * np.einsum("bind,bjnd->bnij", qj, kj)
+    p = np.exp(sc - sc.max(-1, keepdims=True))
+    ref = np.einsum("bnij,bjnd->bind", p / p.sum(-1, keepdims=True), v.reshape(b, s2, n, d).astype(np.float64))
+    assert np.allclose(out, ref.reshape(b, s1, n * d), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="give both"):
+        fia_golden(q, k, v, query_rope=qr, num_heads=n, input_layout="BSH")
 
 
 def test_decode_golden_speed():

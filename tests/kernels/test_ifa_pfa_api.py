@@ -210,8 +210,7 @@ def test_v3_constraint_raises_with_its_status_naming_the_parameter(call, status,
     (_int8_kv(antiquantScale=Z((2,), np.float16)), "antiquantScale"),
     (_int8_kv(antiquantScale=Z((2, 2, 1, 32), np.float16), antiquantOffset=Z((2, 2, 1, 32), np.float16)),
      "antiquantScale"),
-    (_v3_call(key=[Z((1, 2, 64, 32), np.float16)] * 2, value=[Z((1, 2, 64, 32), np.float16)] * 2), "key"),
-], ids=["antiquant per tensor", "antiquant per channel", "tensor list"])
+], ids=["antiquant per tensor", "antiquant per channel"])
 def test_v3_valid_but_unsimulated_features_are_refused_by_name(call, param):
     with pytest.raises(UnsupportedParameterError) as info:
         incre_flash_attention_v3(**call)

@@ -115,3 +115,77 @@ def test_explicit_tolerances_override_the_class():
     a = g * 1.01
     assert not compare(a, g, "fp16", max_fail_ratio=0).passed
     assert compare(a, g, "fp16", rtol=0.02, max_fail_ratio=0).passed
+
+
+# ---- the double benchmark (ATK cv_fused_double_benchmark) ------------------------------------------------------
+
+def _noisy(g, rel, seed):
+    return g * (1 + rel * np.random.default_rng(seed).standard_normal(g.shape))
+
+
+def test_double_benchmark_passes_an_output_as_good_as_the_benchmark():
+    from cvtile.kernels.precision import DoubleBenchmark, compare_double_benchmark
+
+    g = np.random.default_rng(0).uniform(0.5, 2.0, 4096)
+    bench = _noisy(g, 1e-2, 1)
+    limits = DoubleBenchmark(2, 1.2, 1.2)
+    rep = compare_double_benchmark(_noisy(g, 1e-2, 2), g, bench, "bfloat16", limits, name="out")
+    assert rep.passed and rep.compared == rep.total == 4096 and rep.nonfinite_failures == 0
+    assert 0.8 < rep.ratios["avg_re_ratio"] < 1.2 and rep.actual["small_errors"] == 0
+    assert str(rep).startswith("out: PASS double benchmark bfloat16 on 4096/4096 finite elements: max_re_ratio")
+    bad = compare_double_benchmark(_noisy(g, 1.5e-2, 2), g, bench, "bfloat16", limits)
+    assert not bad.passed and bad.ratios["avg_re_ratio"] > 1.2 and bad.ratios["max_re_ratio"] < 2
+    d = bad.to_dict()
+    assert d["passed"] is False and d["limits"]["avg_re_ratio"] == 1.2 and isinstance(d["max_abs_err"], float)
+
+
+def test_double_benchmark_floors_the_benchmark_error_and_counts_small_values():
+    """An exact benchmark does not make every output error infinite: its errors are floored at error_thd
+    (bf16 2**-8); small golden values (|g| <= error_thd) are counted instead, over max(count, 1)."""
+    from cvtile.kernels.precision import DoubleBenchmark, compare_double_benchmark
+
+    g = np.array([1.0, 2.0, 1e-3, -1e-3])
+    out = np.array([1.0 + 2 ** -9, 2.0, 1e-3, -1e-3])
+    rep = compare_double_benchmark(out, g, g, "bfloat16", DoubleBenchmark(2, 1.2, 1.2))
+    assert rep.passed and rep.ratios["max_re_ratio"] == pytest.approx(2 ** -9 / 2 ** -8)
+    two_small = compare_double_benchmark(g + np.array([0, 0, 1e-4, 1e-4]), g, g, "bfloat16")
+    assert two_small.actual["small_errors"] == 2 and two_small.ratios["small_count_ratio"] == 2.0
+    assert two_small.passed          # limit 2 (ATK's default)
+    # fp32 thresholds (error_thd 2**-14): 1e-3 is a large value there, and 10 % off it is 1600 error_thd
+    fp32 = compare_double_benchmark(g + np.array([0, 0, 1e-4, 1e-4]), g, g, "float32")
+    assert not fp32.passed and fp32.actual["small_errors"] == 0 and fp32.ratios["max_re_ratio"] > 1000
+
+
+def test_double_benchmark_inf_nan_state_table():
+    """An element whose output is not finite (or whose golden or benchmark is not) passes iff the output's
+    state (finite, +inf, -inf, NaN) is the golden's or the benchmark's; such elements are then left out."""
+    from cvtile.kernels.precision import compare_double_benchmark
+
+    inf, nan = np.inf, np.nan
+    g = np.array([1.0, nan, 1.0, inf, 1.0])
+    bench = np.array([1.0, 1.0, inf, inf, -inf])
+    out = np.array([1.0, nan, inf, 1.0, -inf])     # NaN = golden's, +inf = benchmark's, 1.0 vs inf/inf: fails
+    rep = compare_double_benchmark(out, g, bench, "float16")
+    assert not rep.passed and rep.nonfinite_failures == 1 and rep.compared == 1
+    assert rep.worst_nonfinite == ((3,), ("+inf", "+inf", "finite"))
+    assert "output finite, golden +inf, benchmark +inf" in str(rep)
+    out[3] = inf
+    ok = compare_double_benchmark(out, g, bench, "float16")
+    assert ok.passed and ok.nonfinite_failures == 0
+    all_special = compare_double_benchmark([nan, nan], [nan, 1.0], [1.0, nan], "bfloat16")
+    assert all_special.passed and all_special.compared == 0
+    assert not compare_double_benchmark([nan], [1.0], [1.0], "bfloat16").passed
+
+
+def test_double_benchmark_limits_from_an_st_standard():
+    from cvtile.kernels.precision import DoubleBenchmark, compare_double_benchmark
+
+    assert DoubleBenchmark.from_standard("default") is None and DoubleBenchmark.from_standard(None) is None
+    lim = DoubleBenchmark.from_standard({"cv_fused_double_benchmark": {
+        "max_re_ratio": 2, "avg_re_ratio": 1.2, "root_mean_squared_ratio": 1.2}})
+    assert lim == DoubleBenchmark(2.0, 1.2, 1.2, 2.0)
+    assert DoubleBenchmark.from_standard({"cv_fused_double_benchmark": {}}) == DoubleBenchmark()
+    rep = compare_double_benchmark(np.ones(3), np.ones(4), np.ones(4), "float16")
+    assert not rep.passed and "shape mismatch" in str(rep)
+    with pytest.raises(ValueError, match="no thresholds"):
+        compare_double_benchmark(np.ones(2), np.ones(2), np.ones(2), "int8")

@@ -45,6 +45,20 @@ def test_fia_corpus_shape(fia_cases):
         assert all(not p.is_output for p in c.inputs())  # outputs are never passed to the API
 
 
+def test_accuracy_standard_is_read_from_the_case(fia_cases):
+    """The upstream pairing: every TND case is judged by the double benchmark with the limits (2, 1.2, 1.2), every
+    other by the single golden ("default")."""
+    from cvtile.kernels.precision import DoubleBenchmark
+
+    for c in fia_cases.values():
+        limits = DoubleBenchmark.from_standard(c.accuracy_standard)
+        if c.attrs()["input_layout"] == "TND":
+            assert limits == DoubleBenchmark(2.0, 1.2, 1.2), c.id
+        else:
+            assert c.accuracy_standard == "default" and limits is None, c.id
+    assert StCase.from_json({"id": 1, "inputs": []}).accuracy_standard == "default"
+
+
 def test_name_mapping():
     assert torch_name("attenMaskOptional") == "atten_mask"
     assert torch_name("actualSeqLengthsKvOptional") == "actual_seq_lengths_kv"

@@ -4,8 +4,10 @@ The corpus describes aclnnFusedInferAttentionScoreV4 calls: torch_npu's V1 keywo
 ``query_quant_mode`` and ``learnable_sink``, exactly the parameter set of
 ``cvtile.kernels.fia.api.fused_infer_attention_score_v4`` (what ``cvtile cases`` runs).
 
-Outputs are judged against the golden with P rounded to the input dtype (``fia_golden_lowp``, as in
-the kernel grid: the chip's cube multiplies P in fp16/bf16) under the upstream tolerance classes.
+Outputs are judged as the upstream st harness judges them (``fia_golden_st``, ``--golden st``): the
+BSH/BSND/BNSD cases (``standard`` "default") against the executor's fp32 golden with the upstream tolerance
+classes (NaN equals NaN), the TND cases (``cv_fused_double_benchmark``) by the double benchmark against an
+online-softmax benchmark (:func:`cvtile.kernels.precision.compare_double_benchmark`).
 
 Three tiers, because the corpus' cost is numba compiles (about 60 kernel specialisations at 5-10 s each):
 
@@ -13,7 +15,7 @@ Three tiers, because the corpus' cost is numba compiles (about 60 kernel special
 * ``slow`` (run by CI): one case per feature set, the smallest of each (43 of 123 cases, about 2-3 minutes
   on 2 cores);
 * ``corpus``: all 123 cases (measured 2026-11-29 on the 2-core machine: 11.5 minutes), the acceptance run;
-  ``python -m pytest -m corpus`` or ``cvtile cases .../st/fia_v4.json``.
+  ``python -m pytest -m corpus`` or ``cvtile cases .../st/fia_v4.json --golden st``.
 
 The ratchet: ``passed`` may only go up; the known failures and errors are listed with their causes and may
 only go away.
@@ -25,31 +27,31 @@ import re
 
 import pytest
 
-from cvtile.kernels import fia_golden_lowp, run_st_corpus
+from cvtile.kernels import run_st_corpus
+from cvtile.kernels.golden import fia_golden_st
 from cvtile.kernels.st_cases import load_st_cases
 from cvtile.kernels.fia.api import fused_infer_attention_score_v4 as v4_api
 
-#: passed cases measured on 2026-11-29 (123 cases: 78 passed, 4 failed, 40 unsupported, 1 error (70, fixed since); 32 passed
-#: before paged KV, pse_shift, left padding and the TND split-fuse route were simulated, 62 before TND
-#: routes, learnable_sink and the P-rounded golden)
-PASSED_FLOOR = 78
-#: passed cases of the feature sample (slow tier): one case per feature set, see ``_feature_sample``
+#: passed cases: 78 measured on 2026-11-29 (123 cases: 78 passed, 4 failed, 40 unsupported, 1 error (70, unsupported
+#: since)) against the P-rounded float64 golden; under the st harness' judgement (2026-12-02) cases 201, 204 and
+#: 367 pass and 8 fails (measured on those four, on the FAST pair and on TND cases 300, 304, 319, 337, 346, all
+#: passing; the other cases were not re-run under it). 32 passed before paged KV, pse_shift, left padding and the
+#: TND split-fuse route were simulated, 62 before TND routes, learnable_sink and the P-rounded golden.
+PASSED_FLOOR = 81
+#: passed cases of the feature sample (wide tier): one case per feature set, see ``_feature_sample`` (none of
+#: the cases the st judgement moved is in it)
 SAMPLE_PASSED_FLOOR = 17
 #: known failures (case id -> cause); a case may leave this list, none may join it
 KNOWN_FAILED = {
-    # decode D 128 with scale 1.0 on [-2, 2] data: scores reach |60|, so the kernel's fp32 scores (the chip's
-    # L0C) flip about one P rounding in ten against the golden's float64 scores; 5 of only 384 outputs fall
-    # outside the fp16 class (1.3 % > 0.5 %). Precision noise of the case, not of the kernel.
-    8: "fp32 scores vs float64 golden at scale 1.0 (5/384 outputs outside fp16 tolerance)",
-    # keys (and for 204 all inputs) drawn from the full bf16 range +-3.39e38: q.k overflows the fp32 scores
-    # (the chip's L0C) to +-inf, inf - inf makes the rows NaN and the kernel writes NaN (checked: every output
-    # is NaN); the float64 golden does not overflow.
-    201: "key values +-3.39e38 overflow the fp32 scores (golden in float64 does not)",
-    204: "all inputs +-3.39e38 overflow the fp32 scores (golden in float64 does not)",
-    # bf16 TND paged decode-ish prefill, KV 2760 in several S2 blocks: the kernel rounds P (bf16) against each
-    # block's running max, the golden against the row's final max; that rounding noise alone puts 3 % of the
-    # outputs outside the bf16 class (1.5 % against the unrounded golden; the fp16 twin is at 0.5 %).
-    367: "bf16 multi-block P rounding noise (187/6144 outputs outside bf16 tolerance)",
+    # decode D 128 with scale 1.0 on [-2, 2] data: scores reach |43|, softmax rows are peaked. One P (0.450561)
+    # sits on an fp16 rounding midpoint: the st executor's fp32 numpy exp rounds it up, the simulated chip's exp
+    # down (as the float64 golden does, against which the case passes). One fp16 ulp of P (2**-12) times a V of
+    # ~2 over a row sum of 1.5 moves 5 of 384 outputs of magnitude ~0.004 by 7 % (1.3 % > 0.5 % of the fp16
+    # class). Rounding-tie noise of the case, not of the kernel.
+    8: "an fp16 rounding tie of one P flips between the fp32 golden and the chip (5/384 outputs outside fp16)",
+    # (201, 204: +-3.39e38 inputs overflow the fp32 scores to inf and the rows to NaN, on the chip and in the st
+    # executor's fp32 golden alike; 367: bf16 multi-block P rounding, within the double benchmark's ratios of the
+    # online-softmax benchmark. All three left on 2026-12-02 with the st judgement.)
 }
 #: known errors (case id -> cause)
 KNOWN_ERRORS: dict = {
@@ -84,7 +86,7 @@ def _why(records):
 
 
 def test_st_corpus_fast_subset(fia_path):
-    res = run_st_corpus(fia_path, v4_api, golden=fia_golden_lowp, select=FAST)
+    res = run_st_corpus(fia_path, v4_api, golden=fia_golden_st, select=FAST)
     line = _check_summary(res)
     assert line == f"cases: {len(FAST)} run, {len(FAST)} passed, 0 failed, 0 unsupported, 0 errors", \
         _why(r for r in res.records if r.status != "passed")
@@ -134,11 +136,11 @@ def test_feature_sample_covers_every_feature_set(fia_path):
 @pytest.mark.wide
 def test_st_corpus_feature_sample(fia_path):
     """CI's share of the corpus: every feature set once (measured 2026-11-29: 43 cases, 17 passed, 25 unsupported, 1 error (70, fixed since))."""
-    res = run_st_corpus(fia_path, v4_api, golden=fia_golden_lowp, select=_feature_sample(fia_path))
+    res = run_st_corpus(fia_path, v4_api, golden=fia_golden_st, select=_feature_sample(fia_path))
     _check_ratchet(res, SAMPLE_PASSED_FLOOR)
 
 
 @pytest.mark.corpus
 def test_st_corpus_ratchet(fia_path):
-    res = run_st_corpus(fia_path, v4_api, golden=fia_golden_lowp)
+    res = run_st_corpus(fia_path, v4_api, golden=fia_golden_st)
     _check_ratchet(res, PASSED_FLOOR)

@@ -30,11 +30,16 @@ def test_golden_as_api_passes_small_cases(fia_path):
 
 
 def test_quantised_and_rope_cases_are_unsupported(fia_path):
-    """Full quant (44) and MLA rope (70) are refused naming their parameter; KV antiquant (52 once) runs and is
+    """Full quant (44: the golden's refusal) and MLA rope (70: head dim 512 tiles to the MLA template, the
+    API's refusal before any kernel) are refused naming their parameter; KV antiquant (52 once) runs and is
     the antiquant tests' business."""
-    res = run_st_corpus(fia_path, golden_api(), select=["44", "70"])
-    assert [r.status for r in res.records] == ["unsupported"] * 2
-    assert "dequant_scale1" in res.records[0].reason and "query_rope" in res.records[1].reason
+    from cvtile.kernels.fia.api import fused_infer_attention_score_v4
+
+    res = run_st_corpus(fia_path, golden_api(), select=["44"])
+    mla = run_st_corpus(fia_path, fused_infer_attention_score_v4, select=["70"])
+    assert [r.status for r in res.records + mla.records] == ["unsupported"] * 2
+    assert "dequant_scale1" in res.records[0].reason and "query_rope" in mla.records[0].reason
+    assert "FiaTilingNonQuantMla" in mla.records[0].reason
 
 
 def _api_raising(exc):
@@ -139,3 +144,48 @@ def test_st_golden_convention_overflows_the_fp32_scores_like_the_chip():
     assert np.allclose(a, b, rtol=1e-6)
     assert set(FIA_GOLDENS) == {"lowp", "exact", "st"}
     assert golden_for("st")[0] is fia_golden_st and golden_for("st")[1].startswith("golden: st (")
+
+
+def test_st_convention_judges_each_case_by_its_standard(fia_path):
+    """``--golden st`` hands the case's ``standard`` to the golden: the BSND case 3 ("default") is compared with
+    the fp32 golden under the fp16 class, the TND case 300 (cv_fused_double_benchmark) by the double benchmark
+    with the case's limits, and the run says so in its golden line and verbose lines."""
+    from cvtile.kernels.golden import fia_golden, fia_golden_st
+    from cvtile.kernels.st_runner import golden_for
+
+    res = run_st_corpus(fia_path, golden_api(fia_golden), golden=fia_golden_st, select=["3", "300"])
+    by_id = {r.id: r for r in res.records}
+    assert [r.status for r in res.records] == ["passed", "passed"], [r.reason for r in res.records]
+    single, double = by_id[3].reports["attention_out"], by_id[300].reports["attention_out"]
+    assert single["rtol"] == 0.005 and "limits" not in single
+    assert double["limits"] == {"max_re_ratio": 2.0, "avg_re_ratio": 1.2, "root_mean_squared_ratio": 1.2,
+                                "small_count_ratio": 2.0}
+    assert double["dtype"] == "float32" and double["compared"] == double["total"] > 0
+    line = golden_for("st")[1]
+    assert "fp32 golden" in line and "double benchmark" in line and "NaN = NaN" in line
+
+
+def test_st_golden_rounds_like_the_executor():
+    """Outside TND the st golden is the executor's fp32 one with the output rounded to the query dtype; a TND call
+    returns the float64 golden and the online-softmax benchmark for the double benchmark."""
+    import ml_dtypes
+
+    from cvtile.kernels.golden import fia_golden_st
+    from cvtile.kernels.golden.dtypes import round_to
+    from cvtile.kernels.precision import Benchmarked, DoubleBenchmark
+
+    rng = np.random.default_rng(3)
+    bf = ml_dtypes.bfloat16
+    q, k, v = (rng.uniform(-2, 2, s).astype(bf) for s in ((1, 2, 3, 16), (1, 2, 40, 16), (1, 2, 40, 16)))
+    out, lse = fia_golden_st(q, k, v, num_heads=2, input_layout="BNSD", scale=0.3, softmax_lse_flag=True)
+    assert np.array_equal(out, round_to(out, "bfloat16")) and np.array_equal(lse, round_to(lse, "float32"))
+    tq, tk, tv = (x[0].transpose(1, 0, 2) for x in (q, k, v))
+    t_out, t_lse = fia_golden_st(tq, tk, tv, num_heads=2, input_layout="TND", scale=0.3, softmax_lse_flag=True,
+                                 actual_seq_lengths=[3], actual_seq_lengths_kv=[40])
+    assert isinstance(t_out, Benchmarked) and isinstance(t_lse, Benchmarked)
+    assert t_out.limits == DoubleBenchmark(2.0, 1.2, 1.2) and t_out.dtype == "float32"
+    assert np.array_equal(t_out.benchmark, round_to(t_out.benchmark, "bfloat16"))
+    assert np.allclose(t_out.golden, out.transpose(0, 2, 1, 3)[0], rtol=2 ** -7, atol=1e-3)
+    single = fia_golden_st(tq, tk, tv, num_heads=2, input_layout="TND", scale=0.3, accuracy_standard="default",
+                           actual_seq_lengths=[3], actual_seq_lengths_kv=[40])[0]
+    assert isinstance(single, np.ndarray) and np.array_equal(single, t_out.golden)
