@@ -56,6 +56,8 @@ from ...dsl.errors import BudgetError
 from .launch import run_fia as _launch_fia
 from .kv_list import check_list_lengths, check_tensor_lists, first_tensor, kv_arrays, total_size
 from .tree import check_rope_call, check_tree_call, join_rope_call
+from .fullquant import fullquant_call, is_fullquant
+from ..golden.fullquant import FULLQUANT_SCALES
 
 __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", "SUPPORTED_OPTIONAL_INPUTS",
            "prepare_fia", "simulate_fia", "check_binding"]
@@ -64,12 +66,9 @@ __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", 
 SUPPORTED_OPTIONAL_INPUTS = ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv", "pse_shift", "block_table",
                              "query_padding_size", "kv_padding_size", "learnable_sink", "quant_scale2",
                              "quant_offset2", "key_shared_prefix", "value_shared_prefix", "actual_shared_prefix_len",
-                             "query_rope", "key_rope", *ANTIQUANT_PARAMS)
+                             "query_rope", "key_rope", *ANTIQUANT_PARAMS, *FULLQUANT_SCALES)
 
 _UNSUPPORTED_REASON = {
-    "dequant_scale1": "full int8 quantisation is not simulated",
-    "quant_scale1": "full int8 quantisation is not simulated",
-    "dequant_scale2": "full int8 quantisation is not simulated",
     "key_rope_antiquant_scale": "the rope's antiquant scale (reserved by the operator) is not simulated",
 }
 
@@ -232,7 +231,8 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
                               key_shared_prefix=arrays.get("key_shared_prefix"),
                               value_shared_prefix=arrays.get("value_shared_prefix"),
                               shared_prefix_len=_shared_prefix_len(arrays, attrs),
-                              antiquant=arrays.get("_antiquant"), inner_precise=attrs["inner_precise"], order=order)
+                              antiquant=arrays.get("_antiquant"), inner_precise=attrs["inner_precise"], order=order,
+                              fullquant=arrays.get("_fullquant"))
     if lse is None:
         lse = np.empty((0,), dtype=np.float32)
     if torch_out:
@@ -242,7 +242,8 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
 
 def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, overrides: dict | None = None):
     """Check the call as the operator would and plan it: returns (numpy arrays by name, FiaTiling). A KV-antiquant
-    call's arrays also hold its ``AntiquantSpec`` under ``"_antiquant"``.
+    call's arrays also hold its ``AntiquantSpec`` under ``"_antiquant"``, a full-quant call its
+    ``FullQuantSpec`` under ``"_fullquant"``.
 
     Raises ``ParamError`` (the operator rejects the call) or ``UnsupportedParameterError``
     (the simulator does not model a requested feature)."""
@@ -306,7 +307,9 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"call: {tiling.extras.get('row_tasks', 'its core split is not mirrored')}")
     qd, kd = canonical_dtype(q.dtype), canonical_dtype(first_tensor(arrays["key"]).dtype)
     vd = canonical_dtype(first_tensor(arrays["value"]).dtype)
-    if kd in ("int8", "int4") or any(name in arrays for name in ANTIQUANT_PARAMS):
+    if is_fullquant(arrays):   # int8 query, key and value (fia.fullquant)
+        arrays["_fullquant"] = fullquant_call(arrays, attrs, tiling)
+    elif kd in ("int8", "int4") or any(name in arrays for name in ANTIQUANT_PARAMS):
         if isinstance(arrays["key"], list):
             raise UnsupportedParameterError("key", _describe(arrays["key"]), "KV antiquant with a key/value tensor "
                                             "list is not simulated (the antiquant kernel reads dense key/value)")
@@ -334,7 +337,7 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
                                         f"and {vd} value: KV antiquant takes an int8 key and value")
     if qd not in ("float16", "bfloat16"):
         raise UnsupportedParameterError("query", f"query {qd}, key {kd}", "KV antiquant is simulated with a "
-                                        "float16 or bfloat16 query (an int8 query is full quant, not simulated)")
+                                        "float16 or bfloat16 query (an int8 query, key and value are full quant)")
     if tiling.route != "ifa":
         raise UnsupportedParameterError("key", f"int8 tensor {tuple(arrays['key'].shape)}",
                                         f"KV antiquant is simulated on the IFATiling decode route (its antiquant "

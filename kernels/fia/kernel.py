@@ -326,6 +326,46 @@ def normalised(go, gl):
 
 
 @ct.inline
+def empty_state(M, DV, mrows):
+    """A row block's online-softmax state before its first KV block: (gm, gl, go) = (-inf, 0, 0)."""
+    return (ct.full((M,), -ct.inf, ct.float32, valid=mrows), ct.zeros((M,), ct.float32, valid=mrows),
+            ct.zeros((M, DV), ct.float32, valid=(mrows, DV)))
+
+
+@ct.inline
+def batch_extent(qlen, kvlen, qoff, kvoff, b):
+    """(s1, s2, q0, k0) of batch b: its query and KV lengths and first query / KV position in its tensors."""
+    return qlen[b], kvlen[b], qoff[b], kvoff[b]
+
+
+@ct.inline
+def band_bounds(pre, nxt, b, m0, mrows, s1, M, ORDER, G, BAND):
+    """(lo, hi) of the block's rows: the KV positions query position i sees are [i - pre[b], i + nxt[b]]
+    (0, 0 without BAND)."""
+    lo, hi = 0, 0
+    if BAND:
+        qpos = query_positions(m0, mrows, s1, M, ORDER, G)
+        lo = qpos - pre[b]
+        hi = qpos + nxt[b]
+    return lo, hi
+
+
+@ct.inline
+def band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2, BAND, MASK):
+    """The scores s of the m KV positions from position a with -inf outside each row's band [lo, hi] (BAND)
+    and where the [Bm, S1, S2] mask is set (MASK), read from the batch's first KV position k0."""
+    if BAND:
+        col = ct.iota(S2, valid=m) + a
+        inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])
+        s = ct.where(inband, s, -ct.inf)
+    if MASK:
+        mv = mask_rows(mask, b, s1, q0, ORDER, G)
+        mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)])
+        s = ct.where(mk == 0, s, -ct.inf)
+    return s
+
+
+@ct.inline
 def row_epilogue(res, ok, gm, gl, lsev, out, lse, ws_o, ws_ml, qs2, qo2, slot, b, n2, s1, q0, m0, mrows, OUT_LAYOUT,
                  ORDER, TOKEN, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE):
     """A row task's end: a split row's piece (FD, slot >= 0) writes its partial res and softmax state (gm, gl)

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import cvtile.dsl as ct
 
-from .kernel import fold_rows, kv_rows, mask_rows, normalised, prefix_cut, prefix_part, pse_rows, query_positions, \
-    row_epilogue, sink_softmax_step, task_fields
+from .kernel import band_and_mask, band_bounds, batch_extent, empty_state, fold_rows, kv_rows, normalised, \
+    prefix_cut, prefix_part, pse_rows, row_epilogue, sink_softmax_step, task_fields
 
 #: the MSD constants: the first digit's range, the digit base, and 1/127 in fp32
 MSD_RANGE = 127.0
@@ -130,14 +130,7 @@ def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scal
         if PSE:
             pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
             s = s + ct.cast(ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)]), ct.float32)
-        if BAND:
-            col = ct.iota(S2, valid=m) + a
-            inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])
-            s = ct.where(inband, s, -ct.inf)
-        if MASK:
-            mv = mask_rows(mask, b, s1, q0, ORDER, G)
-            mk = ct.load(mv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)])
-            s = ct.where(mk == 0, s, -ct.inf)
+        s = band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2, BAND, MASK)
         p, dm, gl, gm = sink_softmax_step(s, gm, gl, 0.0, False, False)
         if PER_TOKEN:
             p = p * token_params(vs, b, n2, k0 + a, m, S2, PER_HEAD)[None, :]
@@ -181,10 +174,7 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, ql
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
         slot = tasks[t, 6]
-        s1 = qlen[b]
-        s2 = kvlen[b]
-        q0 = qoff[b]
-        k0 = kvoff[b]
+        s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
         vv = kv_rows(v, b, n2, s2 - plen, k0, LAYOUT)
@@ -205,14 +195,8 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, ql
                     qsum = ct.rowsum(qf * ct.cast(ct.load(ko[n2, 0:D]), ct.float32)[None, :])
             qmax, qa = msd_split(qf)
             store_digits(wsq, core, mrows, qa, D, ITER, D)
-            gm = ct.full((M,), -ct.inf, ct.float32, valid=mrows)
-            gl = ct.zeros((M,), ct.float32, valid=mrows)
-            go = ct.zeros((M, DV), ct.float32, valid=(mrows, DV))
-            lo, hi = 0, 0
-            if BAND:
-                qpos = query_positions(m0, mrows, s1, M, ORDER, G)
-                lo = qpos - pre[b]
-                hi = qpos + nxt[b]
+            gm, gl, go = empty_state(M, DV, mrows)
+            lo, hi = band_bounds(pre, nxt, b, m0, mrows, s1, M, ORDER, G, BAND)
         with ct.cube():   # the query's digits, once per row task (the chip's Q preprocess)
             qd = ct.load(wsq[core, ct.ds(0, ITER * M, valid=ITER * mrows), 0:D])
         for jj in range(j0, j1):

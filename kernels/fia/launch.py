@@ -11,7 +11,8 @@ kernels read, normalises the mask (sparse modes 2/3/4 and pre/next tokens to
 one left-up band per batch; an explicit mask to [Bm, S1, S2]; the tree mask of
 sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
-launches ``fia_attention`` (``fia_antiquant`` for an int8 key/value cache) on ``used_cores`` cores, then
+launches ``fia_attention`` (``fia_antiquant`` for an int8 key/value cache, ``fia_fullquant`` for full int8
+quantisation) on ``used_cores`` cores, then
 ``fia_fd_combine`` on
 the vector cores that the tiling's SplitFD gave work.
 
@@ -42,6 +43,7 @@ from ..golden.masks import INT_MAX, MaskEngine
 from ..golden.fia import empty_row_lse
 from .kernel import fia_attention, fia_fd_combine
 from .kernel_antiquant import fia_antiquant
+from .kernel_fullquant import fia_fullquant
 from .kv_list import check_list_launch, list_arena, total_size
 
 __all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "msd_digit_count"]
@@ -80,7 +82,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             pse_shift=None, learnable_sink=None, block_table=None, query_padding_size=None, kv_padding_size=None,
             hooks=None, quant_scale2=None, quant_offset2=None, key_shared_prefix=None, value_shared_prefix=None,
             shared_prefix_len: int = 0, antiquant=None, inner_precise: int = 0, serial: bool = False,
-            order: str = "program"):
+            order: str = "program", fullquant=None):
     """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun).
 
     ``quant_scale2`` / ``quant_offset2``: post-quant to an int8 output, one value each (per tensor) or one per
@@ -92,7 +94,10 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     host's block map); None runs the operator as it is.
 
     ``antiquant``: a ``golden.antiquant.AntiquantSpec`` for an int8 key/value cache: the call runs
-    ``fia_antiquant`` (MSD with 3 digits for ``inner_precise`` 0, else 2) instead of ``fia_attention``."""
+    ``fia_antiquant`` (MSD with 3 digits for ``inner_precise`` 0, else 2) instead of ``fia_attention``.
+
+    ``fullquant``: a ``fullquant.FullQuantSpec`` for int8 query, key and value: the call runs ``fia_fullquant``
+    (the output is fp16 unless post-quantised)."""
     lay = parse_layout(input_layout)
     n1, n2 = num_heads, (num_key_value_heads or num_heads)
     g = n1 // n2
@@ -156,6 +161,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     postq, qs2, qo2 = _post_quant_args(quant_scale2, quant_offset2, n1, dv)
     if postq:
         out_dtype = np.int8
+    elif fullquant is not None:
+        out_dtype = np.float16
     out = np.zeros(out_shape, dtype=out_dtype if out_dtype is not None else query.dtype)
     out_k = _as_heads(out, lay.out, n1)
     empty_lse = empty_row_lse(legacy_decode=legacy_route, kv_empty=total_size(key) == 0 or total_size(value) == 0)
@@ -228,6 +235,14 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             OFFSET=antiquant.has_offset, ITER=msd_digit_count(inner_precise),
             **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
             order=order)
+    elif rows and fullquant is not None:
+        fia_fullquant.on(tiling.platform)[ncores](
+            q, k, v, out_k, lse_arg, mask, pse, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt, qs2, qo2,
+            fullquant.scale_half, fullquant.deq1, fullquant.qs1_half, fullquant.deq2, LAYOUT=kernel_layout(lay.qkv),
+            OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap, PSE=pse_shift is not None,
+            PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=tiling.s2_base, D=d, DV=dv, BAND=band,
+            MASK=use_mask, LSE=bool(softmax_lse_flag), EMPTY_LSE=float(empty_lse),
+            **_post_quant_consts(postq, quant_offset2), serial=serial, order=order)
     elif rows:
         fia_attention.on(tiling.platform)[ncores](
             q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,

@@ -56,8 +56,9 @@ an int8 KV cache with its antiquant parameters (modes 0-3, :mod:`.antiquant`) is
 dequantised exactly in float64, with P unrounded (the chip's MSD split keeps P
 to ~1e-7); the split rope (``query_rope`` / ``key_rope``) joins each head's rope
 values to its D, one dot product over D + D_rope (:mod:`.rope`); the other
-quantisation (int4 KV, full quant) raises ``UnsupportedParameterError`` (a
-``NotImplementedError``) naming the parameter.
+quantisation (int4 KV, the query's dequant scale) raises ``UnsupportedParameterError`` (a
+``NotImplementedError``) naming the parameter. Full int8 quantisation (``dequant_scale1``, ``quant_scale1``,
+``dequant_scale2``) is :mod:`.fullquant`'s float64 formula.
 
 Invariants
 ----------
@@ -87,6 +88,7 @@ from .layouts import from_bnsd, from_tnd, parse_layout, to_bnsd, to_tnd
 from .masks import MaskEngine
 from .pse import PseShift, sink_logits
 from .antiquant import antiquant_spec
+from .fullquant import FULLQUANT_SCALES, attend_fullquant, dequant_value
 from .quant import post_quant_int8
 from .rope import join_rope
 
@@ -102,8 +104,7 @@ CHUNK_ELEMENTS = 1 << 23
 #: Calls whose largest batch has fewer query rows (x GQA group) run BLAS single-threaded.
 SMALL_GEMM_ROWS = 256
 
-_QUANT_PARAMS = ("dequant_scale1", "quant_scale1", "dequant_scale2", "key_rope_antiquant_scale",
-                 "dequant_scale_query")
+_QUANT_PARAMS = ("key_rope_antiquant_scale", "dequant_scale_query")
 
 
 def _blas_threads(limit):
@@ -144,7 +145,7 @@ def _reject_out_of_scope(extra: dict):
 
 def _check_float(x, name: str, antiquant: bool = False):
     kind = canonical_dtype(to_numpy(x).dtype)
-    if antiquant and kind == "int8":
+    if antiquant and kind == "int8":   # (also full quant's int8 query, key and value)
         return
     if kind not in ("float16", "bfloat16", "float32", "float64"):
         reason = "int8 KV needs its antiquant scale (antiquant_scale or key_/value_antiquant_scale)" \
@@ -179,7 +180,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                quant_scale2=None, quant_offset2=None, empty_rows_quantised: bool = False, antiquant_scale=None,
                antiquant_offset=None, key_antiquant_scale=None, key_antiquant_offset=None, value_antiquant_scale=None,
                value_antiquant_offset=None, antiquant_mode: int = 0, key_antiquant_mode: int = 0,
-               value_antiquant_mode: int = 0, query_rope=None, key_rope=None, **out_of_scope):
+               value_antiquant_mode: int = 0, query_rope=None, key_rope=None, dequant_scale1=None, quant_scale1=None,
+               dequant_scale2=None, **out_of_scope):
     """Float64 FusedInferAttentionScore; returns ``(out, lse)`` (``lse`` None unless ``softmax_lse_flag``).
 
     Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
@@ -194,6 +196,9 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     before P·V; ``work_dtype`` ("float32") computes every intermediate in that precision (:mod:`.attend`);
     ``kv_block`` computes each row by the online softmax over KV blocks of that many columns (:mod:`.online`,
     the st double benchmark's benchmark; not with ``score_hook``).
+    ``dequant_scale1`` / ``quant_scale1`` / ``dequant_scale2`` (all three, per tensor, with int8 query, key
+    and value) compute full quant (:mod:`.fullquant`: P quantised to int8 against the row max, or the running
+    max of ``kv_block`` blocks); ``p_dtype`` may then only name int8 and ``work_dtype`` is not taken.
     ``target`` (the platform; None: the default) decides whether the
     legacy decode route exists (arch22), which sets the lse of rows without kv (``empty_row_lse``).
     ``score_hook(s, b, h, q_idx, kv_idx) -> s``: an attention variant (``variants.golden``), applied to the
@@ -223,10 +228,14 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                  "key_antiquant_scale": key_antiquant_scale, "key_antiquant_offset": key_antiquant_offset,
                  "value_antiquant_scale": value_antiquant_scale, "value_antiquant_offset": value_antiquant_offset}
     antiquant = any(x is not None for x in aq_arrays.values())
-    _check_float(query, "query")
+    fq_scales = {"dequant_scale1": dequant_scale1, "quant_scale1": quant_scale1, "dequant_scale2": dequant_scale2}
+    fullquant = _fullquant_call(fq_scales, query, key, value, antiquant, work_dtype, score_hook)
+    if fullquant is not None:   # int8 values are exact in float64; the golden reads them as floats
+        query, key, value = (_int8_as_f64(t) for t in (query, key, value))
+    _check_float(query, "query", fullquant is not None)
     for name, t in (("key", key), ("value", value)):
         for item in (t if isinstance(t, list) else [t]):
-            _check_float(item, name, antiquant)
+            _check_float(item, name, antiquant or fullquant is not None)
     if antiquant:
         p_dtype = None
     paged = block_table is not None
@@ -327,8 +336,12 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     # ---- compute --------------------------------------------------------------------------------
     if kv_block is not None and score_hook is not None:
         raise ValueError("kv_block: the online benchmark takes no score_hook")
-    attend_fn = functools.partial(attend_online, kv_block=int(kv_block), work_dtype=work_dtype or "float32") \
-        if kv_block is not None else functools.partial(attend, work_dtype=work_dtype)
+    if fullquant is not None:
+        attend_fn = functools.partial(attend_fullquant, kv_block=kv_block, **fullquant)
+    elif kv_block is not None:
+        attend_fn = functools.partial(attend_online, kv_block=int(kv_block), work_dtype=work_dtype or "float32")
+    else:
+        attend_fn = functools.partial(attend, work_dtype=work_dtype)
     if token:
         out = np.zeros((rows_total, num_heads, dv))
         lse = np.full((rows_total, num_heads), lse_empty)
@@ -364,6 +377,33 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         out_l = from_bnsd(out, layouts.out)
         lse_l = lse[..., None]
     return out_l, (lse_l if softmax_lse_flag else None)
+
+
+def _fullquant_call(scales: dict, query, key, value, antiquant: bool, work_dtype, score_hook) -> dict | None:
+    """The (deq1, qs1, deq2) keywords of :func:`.fullquant.attend_fullquant` when the full-quant scales are
+    given (all three, with int8 query, key and value), else None."""
+    given = [name for name, x in scales.items() if x is not None]
+    if not given:
+        return None
+    if len(given) < len(FULLQUANT_SCALES):
+        missing = [name for name in FULLQUANT_SCALES if name not in given]
+        raise ValueError(f"{given[0]}: full quant needs {', '.join(FULLQUANT_SCALES)} (missing {', '.join(missing)})")
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        for item in (t if isinstance(t, list) else [t]):
+            kind = canonical_dtype(to_numpy(item).dtype)
+            if kind != "int8":
+                raise ValueError(f"{name}: full quant takes int8 query, key and value, not {kind}")
+    for name, bad in (("antiquant_scale", antiquant), ("work_dtype", work_dtype is not None),
+                      ("score_hook", score_hook is not None)):
+        if bad:
+            raise ValueError(f"{name}: not taken with full quant (dequant_scale1 / quant_scale1 / dequant_scale2)")
+    return {"deq1": dequant_value(scales["dequant_scale1"]), "qs1": float(np.float32(to_numpy(
+        scales["quant_scale1"]).reshape(-1)[0])), "deq2": dequant_value(scales["dequant_scale2"])}
+
+
+def _int8_as_f64(t):
+    """An int8 tensor (or tensor list) as float64 arrays of the same values."""
+    return [to_numpy(x).astype(np.float64) for x in t] if isinstance(t, list) else to_numpy(t).astype(np.float64)
 
 
 def _run_batch(plan: BatchPlan, q, token: bool, source, prefix, masks: MaskEngine, pse, sink, scale: float,
@@ -457,6 +497,13 @@ def fia_golden_st(query, key, value, *, accuracy_standard=None, **kwargs):
     from ..precision import Benchmarked, DoubleBenchmark
 
     qd = canonical_dtype(to_numpy(query).dtype)
+    if any(kwargs.get(name) is not None for name in FULLQUANT_SCALES):
+        # full quant: the float64 golden (P quantised against the row max), its output in fp16 (or the int8
+        # of post-quant) and lse in fp32; cvtile's choice, the executor's int8 golden is not mirrored
+        out, lse = fia_golden(query, key, value, **kwargs)
+        if kwargs.get("quant_scale2") is None:
+            out = round_to(out, "float16")
+        return out, None if lse is None else round_to(lse, "float32")
     split_fuse = str(kwargs.get("input_layout", "BSH")) == "TND"
     standard = accuracy_standard if accuracy_standard is not None else \
         (FIA_TND_STANDARD if split_fuse else "default")

@@ -270,11 +270,8 @@ def _unsupported_call(name: str) -> dict:
     mla = dict(query=z((b, 1, 32, 512), BF16), key=z((b, 256, 1, 512), BF16), value=z((b, 256, 1, 512), BF16),
                query_rope=z((b, 1, 32, 64), BF16), key_rope=z((b, 256, 1, 64), BF16), num_heads=32,
                num_key_value_heads=1, input_layout="BSND")
-    full_quant = dict(query=z((b, n, s1, d), np.int8), **i8, dequant_scale1=np.ones(1, np.uint64),
-                      quant_scale1=np.ones(1, np.float32), dequant_scale2=np.ones(1, np.uint64))
     calls = {
         "pse_shift": dict(pse_shift=z((b, n, s1, s2), np.float16)),
-        "dequant_scale1": full_quant, "quant_scale1": full_quant, "dequant_scale2": full_quant,
         "quant_scale2": dict(quant_scale2=np.ones(1, np.float32)),
         "quant_offset2": dict(quant_scale2=np.ones(1, np.float32), quant_offset2=np.zeros(1, np.float32)),
         "antiquant_scale": dict(**i8, antiquant_scale=z((2, n, 1, d), np.float16)),

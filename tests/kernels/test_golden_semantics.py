@@ -203,7 +203,7 @@ def test_nan_inputs_propagate():
     assert np.isnan(out[0, 0]).all() and np.isfinite(out[0, 1:]).all()
 
 
-@pytest.mark.parametrize("param", ["dequant_scale1", "key_rope_antiquant_scale"])
+@pytest.mark.parametrize("param", ["dequant_scale_query", "key_rope_antiquant_scale"])
 def test_out_of_scope_parameters_raise_unsupported(param):
     rng = np.random.default_rng(16)
     q, k, v = _bnsd(rng, s1=1)

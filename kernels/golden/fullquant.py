@@ -1,0 +1,87 @@
+"""Full int8 quantisation (int8 query, key and value) of one attention block, in float64.
+
+Model
+-----
+The operator's full-quant attention (``dequant_scale1``, ``quant_scale1``, ``dequant_scale2``, all per
+tensor) for int8 q, k, v::
+
+    s   = deq1 · (q·kᵀ) · scale (+ pse)        masked pairs -> -inf    (q·kᵀ exact: int8 products in float64)
+    m   = rowmax(s);  e = exp(s - m);  l = Σ e
+    p8  = sat8(round(e · qs1))                 (round half away from zero, saturated to [-128, 127])
+    out = deq2 · (p8 · v) / l,   lse = m + ln(l)
+
+so P is quantised against the row max before P·V while l is the sum of the unquantised e, as the chip keeps
+it. With ``kv_block`` the row is taken in KV blocks of that many columns as the chip's online softmax takes
+it: e and p8 of a block are against the running max, and the earlier output and sum are rescaled by
+exp(m_old - m_new) (float64 throughout). One block that covers the row is the formula above.
+
+``dequant_value`` reads a dequant scale as the kernel does: a float32 tensor's value, or the fp32 whose bits
+are the low 32 bits of a uint64 tensor's first element (the docs' encoding).
+
+Invariants
+----------
+* Inputs hold integers (int8 values as float64); no input is modified.
+* A row that sees no key gives output 0 and lse +inf (:mod:`.attend`'s convention).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .attend import block_dims, empty_block
+from .dtypes import to_numpy
+from .quant import round_half_away
+
+__all__ = ["attend_fullquant", "dequant_value", "FULLQUANT_SCALES"]
+
+#: the full-quant scales, all per tensor
+FULLQUANT_SCALES = ("dequant_scale1", "quant_scale1", "dequant_scale2")
+
+
+def dequant_value(x) -> float:
+    """The fp32 value of a per-tensor dequant scale: a float32 tensor's value, or the fp32 held in the low 32
+    bits of a uint64 tensor."""
+    a = np.ascontiguousarray(to_numpy(x)).reshape(-1)
+    if a.dtype == np.uint64:
+        return float(np.array([a[0] & np.uint64(0xFFFFFFFF)], np.uint64).astype(np.uint32).view(np.float32)[0])
+    return float(np.float32(a[0]))
+
+
+def attend_fullquant(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *, deq1: float, qs1: float,
+                     deq2: float, kv_block: int | None = None, bias: np.ndarray | None = None,
+                     keep: np.ndarray | None = None, sink=None, p_dtype=None):
+    """Full-quant attention of ``q [hq, r, D]`` over ``k [h, c, D]``, ``v [h, c, Dv]`` (int8 values as
+    float64; signature of :func:`.attend.attend`). Returns ``(out [hq, r, Dv], lse [hq, r])``. ``p_dtype``
+    may only be None or int8 (P is int8 here by definition); a sink is not part of full quant."""
+    if sink is not None:
+        raise ValueError("learnable_sink: not modelled with full quant")
+    if p_dtype not in (None, "int8") and str(np.dtype(p_dtype)) != "int8":
+        raise ValueError(f"p_dtype {p_dtype!r}: full quant multiplies an int8 P")
+    hq, r, h, c, d, dv, g = block_dims(q, k, v)
+    if c == 0 or r == 0:
+        return empty_block(hq, r, dv)
+    s = np.matmul(q.reshape(h, g * r, d), k.transpose(0, 2, 1)).reshape(hq, r, c) * (deq1 * scale)
+    if bias is not None:
+        s = s + np.asarray(bias, np.float64)
+    if keep is not None:
+        s[:, ~keep] = -np.inf
+    step = c if kv_block is None else int(kv_block)
+    gm = np.full((hq, r), -np.inf)
+    gl = np.zeros((hq, r))
+    go = np.zeros((hq, r, dv))
+    for j0 in range(0, c, step):
+        blk = s[..., j0:j0 + step]
+        hm = np.maximum(gm, blk.max(axis=-1))
+        ms = np.where(np.isneginf(hm), 0.0, hm)
+        e = np.exp(blk - ms[..., None])
+        dm = np.exp(gm - ms)
+        p8 = np.clip(round_half_away(e * qs1), -128.0, 127.0)
+        o = np.matmul(p8.reshape(h, g * r, -1), v[:, j0:j0 + step]).reshape(hq, r, dv) * deq2
+        gl = gl * dm + e.sum(axis=-1)
+        go = go * dm[..., None] + o
+        gm = hm
+    valid = gl > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(valid[..., None], go / np.where(valid, gl, 1.0)[..., None], 0.0)
+        lse = np.where(valid, gm + np.log(np.where(valid, gl, 1.0)), np.inf)
+    return out, lse
