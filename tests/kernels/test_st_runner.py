@@ -29,17 +29,12 @@ def test_golden_as_api_passes_small_cases(fia_path):
     assert 0 < rec.max_abs_err < 1e-2 and "softmax_lse" not in rec.features
 
 
-def test_quantised_and_rope_cases_are_unsupported(fia_path):
-    """Full quant (44: the golden's refusal) and MLA rope (70: head dim 512 tiles to the MLA template, the
-    API's refusal before any kernel) are refused naming their parameter; KV antiquant (52 once) runs and is
-    the antiquant tests' business."""
-    from cvtile.kernels.fia.api import fused_infer_attention_score_v4
-
+def test_quantised_cases_are_unsupported(fia_path):
+    """Full quant (44: the golden's refusal) is refused naming its parameter; KV antiquant (52 once) runs and is
+    the antiquant tests' business, MLA rope (70) the MLA tests' (``test_fia_mla``)."""
     res = run_st_corpus(fia_path, golden_api(), select=["44"])
-    mla = run_st_corpus(fia_path, fused_infer_attention_score_v4, select=["70"])
-    assert [r.status for r in res.records + mla.records] == ["unsupported"] * 2
-    assert "dequant_scale1" in res.records[0].reason and "query_rope" in mla.records[0].reason
-    assert "FiaTilingNonQuantMla" in mla.records[0].reason
+    assert [r.status for r in res.records] == ["unsupported"]
+    assert "dequant_scale1" in res.records[0].reason
 
 
 def _api_raising(exc):
