@@ -55,6 +55,7 @@ from ..golden.antiquant import ANTIQUANT_PARAMS, antiquant_spec
 from ...dsl.errors import BudgetError
 from .launch import run_fia as _launch_fia
 from .kv_list import check_list_lengths, check_tensor_lists, first_tensor, kv_arrays, total_size
+from .nz_cache import check_nz_call
 from .tree import check_rope_call, check_tree_call, join_rope_call
 from .fullquant import fullquant_call, is_fullquant
 from ..golden.fullquant import FULLQUANT_SCALES
@@ -298,9 +299,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         raise UnsupportedParameterError("quant_offset2", _describe(arrays["quant_offset2"]),
                                         "given without quant_scale2: the output is not quantised and the operator "
                                         "would ignore it; cvtile refuses it rather than drop it")
-    if paged and arrays["key"].ndim not in (3, 4):
-        raise UnsupportedParameterError("key", _describe(arrays["key"]), "only the BnBsH (blocks, block_size, H) "
-                                        "and BnNBsD (blocks, N, block_size, D) paged caches are simulated, not NZ")
+    check_nz_call(arrays, attrs)
     if not tiling.cores and _has_work(tiling):
         raise UnsupportedParameterError("actual_seq_lengths_kv", list(tiling.kv_seqlens),
                                         f"the {tiling.route}/{tiling.template} tiling gave no core work for this "

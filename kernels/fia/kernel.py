@@ -51,7 +51,8 @@ and lse views fold the same way whatever their own layout (BNSD_BSND etc.).
 
 Paged KV (block_table): K/V rows are read through the batch's block-table
 row (``GMView.paged``); the tiling's S2 base is a multiple of the block size,
-as op_host rounds it, so a tile covers whole blocks.
+as op_host rounds it, so a tile covers whole blocks. CACHE "NZ" reads the
+(blocks, N2, D/d0, block_size, d0) cache in place (``paged_kv_rows``).
 
 Key/value tensor lists (CACHE "list"): k and v are the list's arena (``launch.list_arena``: the B tensors one
 after the other along S in one batch-1 tensor) and batch b's K/V rows start at ``kvoff[b]``, its own tensor's
@@ -138,9 +139,14 @@ def kv_rows(t, b, n2, s2, k0, LAYOUT):
 @ct.inline
 def paged_kv_rows(t, bt, b, n2, s2, D, CACHE):
     """The (s2, D) view of one (batch, kv head) of a paged KV cache read through the batch's block table row:
-    CACHE "BnBsH" is (blocks, block_size, N2*D); "BnNBsD" is (blocks, N2, block_size, D)."""
+    CACHE "BnBsH" is (blocks, block_size, N2*D); "BnNBsD" is (blocks, N2, block_size, D); "NZ" is (blocks, N2,
+    D/d0, block_size, d0), d0 elements of 32 bytes (``golden.nz``), read in place: a row's D is its D/d0
+    fractals (stride block_size·d0) of d0 contiguous elements, one merged dimension, as the chip's copy of an NZ
+    block into L1 reads it."""
     if CACHE == "BnBsH":
         blocks = t.split(2, D)[:, :, n2]
+    elif CACHE == "NZ":
+        blocks = t.permute(0, 1, 3, 2, 4).merge(3)[:, n2]
     else:
         blocks = t[:, n2]
     return blocks.paged(bt[b], s2)

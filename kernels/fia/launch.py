@@ -17,7 +17,8 @@ quantisation) on ``used_cores`` cores, then
 the vector cores that the tiling's SplitFD gave work.
 
 Key/value tensor lists (one tensor per batch) are laid into one GM arena and read per batch from its offset
-(``kv_list``: how, and what is refused).
+(``kv_list``: how, and what is refused). A paged cache is passed as it is, BnBsH, BnNBsD or NZ (5-D, read in
+place by the kernel, CACHE "NZ"; ``nz_cache`` checks it).
 
 Invariants
 ----------
@@ -104,10 +105,11 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     q = _as_heads(query, lay.qkv, n1)
     d = q.shape[-1]
     list_off = None
-    if block_table is not None:   # a paged cache: (blocks, block_size, N2*D) or (blocks, N2, block_size, D)
-        cache = "BnBsH" if key.ndim == 3 else "BnNBsD"
+    if block_table is not None:   # a paged cache: (blocks, block_size, N2*D), (blocks, N2, block_size, D) or NZ
+        cache = {3: "BnBsH", 4: "BnNBsD", 5: "NZ"}[key.ndim]
         k, v = key, value
-        dv = value.shape[-1] // n2 if cache == "BnBsH" else value.shape[-1]
+        dv = value.shape[-1] // n2 if cache == "BnBsH" else (value.shape[2] * value.shape[4] if cache == "NZ"
+                                                              else value.shape[-1])
         bt = np.ascontiguousarray(block_table)
     elif isinstance(key, (list, tuple)):   # a tensor list: one (1, S_b, ...) tensor per batch (kv_list)
         check_list_launch(lay.token, lay.qkv, query_padding_size, kv_padding_size, key_shared_prefix, antiquant)

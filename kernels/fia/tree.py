@@ -9,11 +9,14 @@ tree-mask call reaches the simulated kernel through the split rope.
 
 With the split rope the scores are ``scale · (q·kᵀ + q_rope·k_ropeᵀ)``. A query/key head dim of 128 with the
 rope tiles to the GQA template ``FiaTilingNonQuant`` (its tiling key's last digit says tree when sparse_mode is
-9), the kernel simulated here; a head dim of 512 tiles to the MLA template ``FiaTilingNonQuantMla``, whose
-kernel (value from the key's cache, its own core split) is not simulated. The host joins each head's rope
-values to its D (``golden.rope.join_rope``: one copy of q and k, what the chip's cube sees with the two parts
-side by side in L1) and the kernel computes one dot product over D + D_rope; value and the output keep D. The
-golden joins them the same way.
+9); a head dim of 512 (MLA: one KV head, D 512 + rope 64) tiles to the MLA template ``FiaTilingNonQuantMla``.
+Both run the same simulated kernel (``kernel.fia_attention``) with their template's block sizes and core
+split: the chip's MLA cube (FiaBlockCubeNonQuantMla) copies q with q_rope and k with k_rope side by side into
+L1 (its K axis 512 + 64, cut into two L1 halves of 288) and accumulates BMM1 over all of it into one L0C tile,
+then BMM2 reads the value cache with D 512, and its vector side runs the GQA template's online softmax. The
+host joins each head's rope values to its D (``golden.rope.join_rope``: one copy of q and k, what the cube
+sees in L1; an NZ key cache joins its fractals) and the kernel computes one fp32 dot product over D + D_rope;
+value and the output keep D. The golden joins them the same way.
 
 The tree mask's rules the simulator adds to op_host's (:func:`check_tree_call`, ``ParamError`` 161002): the
 tree is (B, Q_S, Q_S), or (Σ s1_b²,) for TND, covering every batch's query length (op_host checks only its
@@ -24,8 +27,8 @@ negative), naming ``actual_seq_lengths_kv``.
 
 Invariants
 ----------
-* Only calls on the ``FiaTilingNonQuant`` template are joined; any other raises ``UnsupportedParameterError``
-  naming ``query_rope``.
+* Only calls on the ``FiaTilingNonQuant`` and ``FiaTilingNonQuantMla`` templates are joined; any other raises
+  ``UnsupportedParameterError`` naming ``query_rope``.
 * ``key_rope_antiquant_scale`` (reserved, ignored by the operator) stays refused by name in the API.
 """
 
@@ -37,23 +40,23 @@ from ..golden.layouts import parse_layout
 from ..golden.masks import tree_masks
 from ..golden.rope import join_rope
 
-__all__ = ["ROPE_TEMPLATE", "check_rope_call", "join_rope_call", "check_tree_call"]
+__all__ = ["ROPE_TEMPLATES", "check_rope_call", "join_rope_call", "check_tree_call"]
 
-#: the tiling template whose kernel the simulator runs with the split rope
-ROPE_TEMPLATE = "FiaTilingNonQuant"
+#: the tiling templates whose kernel the simulator runs with the split rope (GQA D 128, MLA D 512)
+ROPE_TEMPLATES = ("FiaTilingNonQuant", "FiaTilingNonQuantMla")
 
 
 def check_rope_call(arrays: dict, tiling) -> None:
-    """Refuse a split-rope call naming ``query_rope`` unless it tiles to the simulated GQA template (module
-    doc), or when ``key_rope`` is missing."""
+    """Refuse a split-rope call naming ``query_rope`` unless it tiles to a simulated template (module doc), or
+    when ``key_rope`` is missing."""
     if "query_rope" not in arrays and "key_rope" not in arrays:
         return
     name = "query_rope" if "query_rope" in arrays else "key_rope"
-    if tiling.template != ROPE_TEMPLATE:
+    if tiling.template not in ROPE_TEMPLATES:
         raise UnsupportedParameterError(name, f"tensor {tuple(arrays[name].shape)}",
-                                        f"the split rope is simulated on the GQA template {ROPE_TEMPLATE} (D 128); "
-                                        f"this call tiles to {tiling.route}/{tiling.template} (MLA, D 512), whose "
-                                        f"kernel is not simulated")
+                                        f"the split rope is simulated on the templates {', '.join(ROPE_TEMPLATES)}; "
+                                        f"this call tiles to {tiling.route}/{tiling.template}, whose kernel is not "
+                                        f"simulated")
     if "query_rope" not in arrays or "key_rope" not in arrays:
         raise UnsupportedParameterError(name, "given", "query_rope and key_rope come together")
 

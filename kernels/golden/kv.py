@@ -14,7 +14,8 @@ counted in that batch's own sequence), as native-dtype arrays shaped
 * ``TokenKV`` — key/value in a token layout (TND, NTD) with cumulative kv
   lengths: batch ``b`` owns tokens ``cum[b-1]:cum[b]``.
 * ``PagedKV`` — paged attention: caches ``BnBsH`` ``[blocks, block_size, N2*D]``
-  or ``BnNBsD`` ``[blocks, N2, block_size, D]`` and a ``block_table``
+  or ``BnNBsD`` ``[blocks, N2, block_size, D]`` (an NZ cache, ``golden.nz``, read as the BnNBsD one it holds)
+  and a ``block_table``
   ``[B, max_blocks]``; token ``t`` of batch ``b`` lives in block
   ``block_table[b, t // block_size]`` at offset ``t % block_size``.
 
@@ -36,6 +37,7 @@ import numpy as np
 
 from .dtypes import to_numpy
 from .layouts import to_bnsd, to_tnd
+from .nz import from_nz
 
 __all__ = ["DenseKV", "ListKV", "TokenKV", "PagedKV", "SharedPrefix", "paged_cache_layout"]
 
@@ -117,17 +119,15 @@ class TokenKV:
 
 
 def paged_cache_layout(shape) -> str:
-    """``"BnBsH"`` for a 3-D cache, ``"BnNBsD"`` for a 4-D one; NZ (5-D) is out of scope."""
+    """``"BnBsH"`` for a 3-D cache, ``"BnNBsD"`` for a 4-D one, ``"NZ"`` for a 5-D one (``golden.nz``)."""
     if len(shape) == 3:
         return "BnBsH"
     if len(shape) == 4:
         return "BnNBsD"
     if len(shape) == 5:
-        from ..errors import UnsupportedParameterError
-
-        raise UnsupportedParameterError("key", f"5-D paged cache {tuple(shape)}",
-                                        "the NZ cache layout (MLA) is outside the golden's scope")
-    raise ValueError(f"key: a paged cache must be 3-D (BnBsH) or 4-D (BnNBsD), got shape {tuple(shape)}")
+        return "NZ"
+    raise ValueError(f"key: a paged cache must be 3-D (BnBsH), 4-D (BnNBsD) or 5-D (NZ), got shape "
+                     f"{tuple(shape)}")
 
 
 class PagedKV:
@@ -139,6 +139,8 @@ class PagedKV:
         self.layout = paged_cache_layout(k.shape)
         if paged_cache_layout(v.shape) != self.layout:
             raise ValueError(f"key {tuple(k.shape)} and value {tuple(v.shape)} caches use different layouts")
+        if self.layout == "NZ":   # read as the BnNBsD cache it holds
+            k, v, self.layout = from_nz(k), from_nz(v), "BnNBsD"
         self.table = np.asarray(to_numpy(block_table))
         if self.table.ndim != 2:
             raise ValueError(f"block_table: must be 2-D [B, max_blocks], got shape {tuple(self.table.shape)}")

@@ -9,11 +9,14 @@ after the head's D values), which is what the chip's cube does with the two part
 and the output keep D.
 
 A tensor is *packed* when its last axis holds heads × D (BSH, and the paged BnBsH cache); otherwise its last
-axis is D (BSND, BNSD, TND, NTD, the paged BnNBsD cache).
+axis is D (BSND, BNSD, TND, NTD, the paged BnNBsD cache). A 5-D key is an NZ paged cache (``golden.nz``,
+(blocks, N, D/d0, block_size, d0)): its D/d0 fractals and the rope's are joined along axis 2, which is the NZ
+cache of the joined key.
 
 Invariants
 ----------
-* Only the last axis grows; every other axis of ``x`` and ``x_rope`` must agree.
+* Only the last axis grows (axis 2, the fractals, of an NZ cache); every other axis of ``x`` and ``x_rope``
+  must agree.
 * The values are copied exactly (no conversion): the result has ``x``'s dtype.
 """
 
@@ -30,11 +33,16 @@ def join_rope(x, x_rope, heads: int, packed: bool, name: str = "query") -> np.nd
     """``x`` with each head's rope values appended to its D (see the module doc); ``heads`` splits a packed
     last axis."""
     a, r = to_numpy(x), to_numpy(x_rope)
+    if r.dtype != a.dtype:
+        raise ValueError(f"{name}_rope: dtype {r.dtype} differs from {name}'s {a.dtype}")
+    if a.ndim == 5:   # NZ caches: join the fractals
+        if a.shape[:2] + a.shape[3:] != r.shape[:2] + r.shape[3:] or r.ndim != 5:
+            raise ValueError(f"{name}_rope: NZ shape {tuple(r.shape)} must match {name} {tuple(a.shape)} but for "
+                             f"axis 2 (the D/d0 fractals)")
+        return np.concatenate([a, r], axis=2)
     if a.shape[:-1] != r.shape[:-1]:
         raise ValueError(f"{name}_rope: shape {tuple(r.shape)} must match {name} {tuple(a.shape)} but for the "
                          f"last axis")
-    if r.dtype != a.dtype:
-        raise ValueError(f"{name}_rope: dtype {r.dtype} differs from {name}'s {a.dtype}")
     if not packed:
         return np.concatenate([a, r], axis=-1)
     if a.shape[-1] % heads or r.shape[-1] % heads:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cvtile.kernels import UnsupportedParameterError, compare, npu_fused_infer_attention_score as fia
+from cvtile.kernels import compare, npu_fused_infer_attention_score as fia
 from cvtile.kernels.golden.fia import fia_golden_lowp
 from cvtile.tiling.errors import ParamError
 
@@ -108,13 +108,3 @@ def test_tree_mask_rules_are_param_errors():
     with pytest.raises(ParamError) as info:
         fia(**dict(kw, pse_shift=np.zeros((2, N, 6, 300), np.float16)))
     assert info.value.param == "pse_shift"
-
-
-def test_mla_split_rope_is_refused_by_name():
-    """Head dim 512 with the rope tiles to the MLA template, whose kernel is not simulated."""
-    z = np.zeros
-    with pytest.raises(UnsupportedParameterError) as info:
-        fia(z((1, 1, 8, 512), np.float16), z((1, 64, 1, 512), np.float16), z((1, 64, 1, 512), np.float16),
-            query_rope=z((1, 1, 8, 64), np.float16), key_rope=z((1, 64, 1, 64), np.float16), num_heads=8,
-            num_key_value_heads=1, input_layout="BSND")
-    assert info.value.param == "query_rope" and "FiaTilingNonQuantMla" in str(info.value)

@@ -29,17 +29,11 @@ def test_golden_as_api_passes_small_cases(fia_path):
     assert 0 < rec.max_abs_err < 1e-2 and "softmax_lse" not in rec.features
 
 
-def test_rope_cases_are_unsupported_and_full_quant_runs(fia_path):
-    """MLA rope (70: head dim 512 tiles to the MLA template, the API's refusal before any kernel) is refused
-    naming its parameter; full quant (44, the golden against itself: the golden was its refusal once) and KV
-    antiquant (52 once) run and are their own tests' business."""
-    from cvtile.kernels.fia.api import fused_infer_attention_score_v4
-
+def test_full_quant_case_runs_through_the_golden(fia_path):
+    """Full quant (44, the golden against itself: the golden was its refusal once) runs; KV antiquant (52 once)
+    and MLA rope (70) run and are their own tests' business (``test_fia_antiquant``, ``test_fia_mla``)."""
     res = run_st_corpus(fia_path, golden_api(), select=["44"])
-    mla = run_st_corpus(fia_path, fused_infer_attention_score_v4, select=["70"])
-    assert [r.status for r in res.records + mla.records] == ["passed", "unsupported"]
-    assert "query_rope" in mla.records[0].reason
-    assert "FiaTilingNonQuantMla" in mla.records[0].reason
+    assert [r.status for r in res.records] == ["passed"]
 
 
 def _api_raising(exc):

@@ -1,0 +1,58 @@
+"""The NZ paged KV cache layout: (blocks, N, D/d0, block_size, d0), fractals of 32 bytes along D.
+
+Model
+-----
+An NZ cache holds each block's (block_size, D) rows of a head as D/d0 column fractals of d0 = 32 / itemsize
+elements (16 for fp16/bf16, 32 for int8): element (row s, column d) of block blk, head n is at
+``[blk, n, d // d0, s, d % d0]``. The chip's MLA and GQA-MTP kernels copy such blocks into L1 as they are;
+the simulated kernel reads them in place (``kernels.fia.kernel.paged_kv_rows``, CACHE "NZ"), the golden
+converts them to the BnNBsD cache (blocks, N, block_size, D) with :func:`from_nz`.
+
+Invariants
+----------
+* :func:`to_nz` and :func:`from_nz` are exact inverses (copies, no conversion of values).
+* An NZ tensor is 5-D with its last axis d0 = :func:`nz_fraction` of its dtype; anything else raises
+  ``ValueError`` naming the shape and the rule (the API turns it into a ``ParamError``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["nz_fraction", "nz_rule", "from_nz", "to_nz"]
+
+
+def nz_fraction(dtype) -> int:
+    """d0, the elements of one 32-byte fractal row: 16 for fp16/bf16, 32 for int8."""
+    return 32 // np.dtype(dtype).itemsize
+
+
+def nz_rule(shape, dtype) -> str | None:
+    """Why ``shape`` is not an NZ cache of ``dtype`` ((blocks, N, D/d0, block_size, d0)), or None if it is."""
+    d0 = nz_fraction(dtype)
+    if len(shape) != 5:
+        return f"an NZ cache is 5-D (blocks, N, D/{d0}, block_size, {d0}), got {len(shape)}-D"
+    if shape[4] != d0:
+        return (f"an NZ cache of {np.dtype(dtype).name} is (blocks, N, D/{d0}, block_size, {d0}): its last axis "
+                f"is {d0} (32 bytes), got {shape[4]}")
+    return None
+
+
+def from_nz(x) -> np.ndarray:
+    """The BnNBsD cache (blocks, N, block_size, D) of an NZ cache (a copy)."""
+    a = np.asarray(x)
+    rule = nz_rule(a.shape, a.dtype)
+    if rule:
+        raise ValueError(rule)
+    nb, n, d1, bs, d0 = a.shape
+    return np.ascontiguousarray(a.transpose(0, 1, 3, 2, 4)).reshape(nb, n, bs, d1 * d0)
+
+
+def to_nz(x) -> np.ndarray:
+    """The NZ cache of a BnNBsD cache (blocks, N, block_size, D); D must be a multiple of d0."""
+    a = np.asarray(x)
+    d0 = nz_fraction(a.dtype)
+    nb, n, bs, d = a.shape
+    if d % d0:
+        raise ValueError(f"D {d} is not a multiple of the NZ fractal {d0} ({a.dtype.name})")
+    return np.ascontiguousarray(a.reshape(nb, n, bs, d // d0, d0).transpose(0, 1, 3, 2, 4))
