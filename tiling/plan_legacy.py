@@ -6,10 +6,10 @@ Model
 :mod:`.flash_decode`: perf mode, FD decision, ``SplitBNS`` (FD: every ``(b, n2)``
 cut into ``kv_splits`` parts, one part per core, core ``c`` = unit ``c // splits``,
 part ``c % splits``) or ``SplitBN`` (no FD: contiguous runs of units). Both map
-exactly onto ``RowTask``s when a part is a whole number of S2 blocks (always true
-without FD, and with FD whenever the part length is a multiple of the S2 base, e.g.
-when the part is shorter than 8192); otherwise the cores are left empty and
-``extras["row_tasks"]`` says why. Its key is the legacy IFA decimal key. With ``inner_precise`` 2, paged int8 KV and
+onto ``RowTask``s: a part that is a whole number of S2 blocks as a plain block run,
+any other (a part of ``ceil(S2 / kv_splits)`` positions over 8192-position blocks,
+e.g. long KV) as a position part that starts anywhere and ends in a partial block
+(``RowTask.kv_start`` / ``kv_end``, as the kernel's per-part loop walks it). Its key is the legacy IFA decimal key. With ``inner_precise`` 2, paged int8 KV and
 query lengths it takes the ATB kernel instead (``AtbTilingProcess``: key mode 3,
 every AIV:AIC group launched, its own workspace; no RowTasks).
 
@@ -196,32 +196,41 @@ def _ifa_block_dim(perf: int, fd: bool, used: int, plat: Platform) -> int:
 
 
 def _ifa_fd_tasks(d: Draft, parts: int, length: int, s_inner: int) -> None:
+    """``SplitBNS`` as RowTasks: part p of (b, n2) is the KV positions [p * length, min((p + 1) * length, S2_b)),
+    walked in s_inner blocks from its own start, the last one partial (the kernel's ``UpdateInnerLoopCond``: a
+    part's loop count and tail from its ``computeSinnerSize``). A part length that is a whole number of blocks
+    gives the plain block runs; any other gives position parts (``RowTask.kv_start`` / ``kv_end``)."""
     v = d.view
-    if length % s_inner:
-        d.extras["row_tasks"] = (f"KV part of {length} positions is not a whole number of {s_inner}-position blocks: "
-                                 "not expressible as RowTasks")
-        return
-    per = length // s_inner
+    aligned = length % s_inner == 0
     cores, tasks = [], []
     slot = 0
     for b in range(v.batch):
-        nblocks = (d.kv_lens[b] + s_inner - 1) // s_inner
+        kv = d.kv_lens[b]
         for n2 in range(v.n2):
-            pieces = [(p * per, min((p + 1) * per, nblocks)) for p in range(parts)]
-            live = [(lo, hi) for lo, hi in pieces if hi > lo]
+            spans = [(p * length, min((p + 1) * length, kv)) for p in range(parts)]
+            live = [(lo, hi) for lo, hi in spans if hi > lo]
             t = len(tasks) if len(live) > 1 else -1
             if t >= 0:
                 tasks.append(FdTask(b, n2, 0, d.m_base, len(live), slot))
                 slot += len(live)
             k = 0
-            for lo, hi in pieces:
-                row = (RowTask(b, n2, 0, d.m_base, lo, hi, t, k if t >= 0 else 0),) if hi > lo else ()
+            for lo, hi in spans:
+                row = ()
                 if hi > lo:
+                    nblocks = -(-(hi - lo) // s_inner)
+                    piece = k if t >= 0 else 0
+                    if aligned:
+                        row = (RowTask(b, n2, 0, d.m_base, lo // s_inner, lo // s_inner + nblocks, t, piece),)
+                    else:
+                        row = (RowTask(b, n2, 0, d.m_base, 0, nblocks, t, piece, lo, hi),)
                     k += 1
-                cores.append(CoreWork(len(cores), row, hi - lo))
+                cores.append(CoreWork(len(cores), row, len(row) and row[0].s2_hi - row[0].s2_lo))
     d.cores = tuple(cores)
     d.fd_tasks = tuple(tasks)
     d.fd_vector_work = tuple(FdVectorWork(i, ((i, 0, t.m_rows),)) for i, t in enumerate(tasks))
+    if not aligned:
+        d.decide("kv_parts", length, f"KV part of {length} positions, not a whole number of {s_inner}-position "
+                                     "blocks: each part walks its blocks from its own start, the last partial")
 
 
 def _ifa_bn_tasks(d: Draft, starts: tuple, units: int, s_inner: int) -> None:

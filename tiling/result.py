@@ -56,7 +56,9 @@ class RowTask:
     Rows are counted in the folded M space of one kv head: M = S1 * G rows, in
     the order ``FiaTiling.m_order`` names ("GS1": row = g * S1 + s1, the BNSD
     order; "S1G": row = s1 * G + g, the BSH/BSND/TND order). S2 blocks are
-    ``FiaTiling.s2_base`` KV positions each, counted from KV position 0.
+    ``FiaTiling.s2_base`` KV positions each, counted from KV position 0; a task with ``kv_start >= 0`` (a
+    flash-decode part of the legacy IFA route, which starts and ends anywhere in the KV) instead covers the KV
+    positions [kv_start, kv_end) in blocks counted from kv_start (s2_lo 0), its last block partial.
     """
 
     b: int
@@ -67,6 +69,16 @@ class RowTask:
     s2_hi: int
     fd_task: int = -1     # index into FiaTiling.fd_tasks, -1 when the row is not split
     fd_piece: int = 0     # which piece of the split row this is (0..splits-1, in KV order)
+    kv_start: int = -1    # first KV position of a part that starts anywhere (-1: the blocks count from 0)
+    kv_end: int = -1      # the part's end position (with kv_start)
+
+    def first_position(self, s2_base: int) -> int:
+        """The KV position of the task's first block."""
+        return self.kv_start if self.kv_start >= 0 else self.s2_lo * s2_base
+
+    def block_position(self, j: int, s2_base: int) -> int:
+        """The first KV position of the task's block j (s2_lo <= j < s2_hi)."""
+        return self.first_position(s2_base) + (j - self.s2_lo) * s2_base
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ def tiling_problems(t: FiaTiling) -> list[str]:
                 problems.append(f"core {cw.core}: empty task {task}")
             if t.m_base and task.m_rows > t.m_base:
                 problems.append(f"core {cw.core}: task {task} has more than M base {t.m_base} rows")
-            for j in range(task.s2_lo, task.s2_hi):
-                key = (task.b, task.n2, task.m_start, j)
+            for j in range(task.s2_lo, task.s2_hi):   # blocks keyed by their first KV position
+                key = (task.b, task.n2, task.m_start, task.block_position(j, t.s2_base or 1))
                 if key in seen:
                     problems.append(f"block {key} on cores {seen[key]} and {cw.core}")
                 seen[key] = cw.core
@@ -46,7 +46,8 @@ def tiling_problems(t: FiaTiling) -> list[str]:
         if split:
             if [x.fd_piece for x in tasks] != list(range(len(tasks))):
                 problems.append(f"row {key}: pieces {[x.fd_piece for x in tasks]} not 0..k-1 in KV order")
-            if [x.s2_lo for x in tasks] != sorted(x.s2_lo for x in tasks):
+            firsts = [x.first_position(t.s2_base or 1) for x in tasks]
+            if firsts != sorted(firsts):
                 problems.append(f"row {key}: pieces not in KV order")
             idx = tasks[0].fd_task
             if idx >= len(t.fd_tasks) or t.fd_tasks[idx].splits != len(tasks):

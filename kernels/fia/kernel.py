@@ -5,7 +5,8 @@ Model
 ``fia_attention`` is the arch22 FiaTilingNonQuant family's kernel, driven by the
 tiling: each core walks its row tasks (``tasks[task_ptr[c]:task_ptr[c+1]]``, one
 row = up to M query rows of one (batch, kv head) with the G query heads folded
-into the rows, and a run of S2 blocks of S2 KV positions). Per S2 block:
+into the rows, and a run of S2 blocks of S2 KV positions, counted from the task's first KV position and ending at its
+last: a flash-decode part of the legacy IFA route starts anywhere and ends in a partial block). Per S2 block:
 
     C1  s  = q · kᵀ                       (cube, fp32 in L0C)
     V1  s  = s · scale + pse, masked      (vector; pse_shift is added after the scale, "mul then add")
@@ -275,6 +276,14 @@ def task_fields(tasks, t):
 
 
 @ct.inline
+def task_span(tasks, t):
+    """(kbase, kend) of row task t: its S2 blocks start at KV position kbase + j * S2 and end by kend (the
+    batch's KV length, or a flash-decode part's end: a legacy IFA part starts and ends anywhere, its last
+    block partial)."""
+    return tasks[t, 7], tasks[t, 8]
+
+
+@ct.inline
 def sink_softmax_step(s, gm, gl, sk, last, SINK):
     """One online-softmax step (``softmax_rescale``) over the block s; with SINK, the tile that is the row's
     ``last`` folds the sink logit sk into the max (rows that saw a key) and adds exp(sk - max) to the sum.
@@ -482,6 +491,7 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
         slot = tasks[t, 6]
+        kbase, kend = task_span(tasks, t)
         s1 = qlen[b]
         s2 = kvlen[b]
         q0 = qoff[b]
@@ -524,8 +534,8 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                 j = blocks[jj, 0]
             else:
                 j = jj
-            kv0 = j * S2
-            n = min(S2, s2 - kv0)
+            kv0 = kbase + j * S2
+            n = min(S2, kend - kv0)
             last = slot < 0 and jj == j1 - 1
             if PREFIX:
                 cut, straddle = prefix_cut(kv0, n, plen)

@@ -49,7 +49,7 @@ from __future__ import annotations
 import cvtile.dsl as ct
 
 from .kernel import band_and_mask, band_bounds, batch_extent, empty_state, fold_rows, kv_rows, normalised, \
-    prefix_cut, prefix_part, pse_rows, row_epilogue, sink_softmax_step, task_fields
+    prefix_cut, prefix_part, pse_rows, row_epilogue, sink_softmax_step, task_fields, task_span
 
 #: the MSD constants: the first digit's range, the digit base, and 1/127 in fp32
 MSD_RANGE = 127.0
@@ -174,6 +174,7 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, ql
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
         slot = tasks[t, 6]
+        kbase, kend = task_span(tasks, t)
         s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
@@ -200,8 +201,8 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, ql
         with ct.cube():   # the query's digits, once per row task (the chip's Q preprocess)
             qd = ct.load(wsq[core, ct.ds(0, ITER * M, valid=ITER * mrows), 0:D])
         for jj in range(j0, j1):
-            kv0 = jj * S2
-            n = min(S2, s2 - kv0)
+            kv0 = kbase + jj * S2
+            n = min(S2, kend - kv0)
             if PREFIX:
                 cut, straddle = prefix_cut(kv0, n, plen)
                 for h in range(1 + straddle):

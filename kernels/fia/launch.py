@@ -206,11 +206,13 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     ptr = np.zeros(len(cores) + 1, dtype=np.int64)
     ptr[1:] = np.cumsum([len(c) for c in cores])
     slots = {i: ft.workspace_slot for i, ft in enumerate(tiling.fd_tasks)}
-    tasks = np.zeros((max(1, len(rows)), 8), dtype=np.int64)
+    tasks = np.zeros((max(1, len(rows)), 9), dtype=np.int64)
     for i, t in enumerate(rows):
         slot = slots[t.fd_task] + t.fd_piece if t.fd_task >= 0 else -1
         hi = -(-int(kvlen[t.b]) // tiling.s2_base) if prefix and tiling.route == "ifa" else t.s2_hi
-        tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, hi, slot, 0)
+        # the blocks' first KV position and the end they stop at (a legacy IFA FD part starts anywhere)
+        span = (t.kv_start, t.kv_end) if t.kv_start >= 0 else (0, int(kvlen[t.b]))
+        tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, hi, slot, *span)
     hook_args, block_map = _hook_arguments(hooks, rows, tasks, ptr, tiling, qlen, kvlen, g)
     m_cap = _m_capacity(tiling, rows)
     nslots = sum(ft.splits for ft in tiling.fd_tasks)
@@ -321,6 +323,10 @@ def _hook_arguments(hooks, rows, tasks: np.ndarray, ptr: np.ndarray, tiling: Fia
     consts = {"SCORE_MOD": hooks.score_mod, "MASK_MOD": hooks.mask_mod, "NCAP": len(hooks.captures)}
     if not hooks.sparse or not rows:
         return {"tensors": caps + [None], "consts": consts}, None
+    if any(t.kv_start >= 0 for t in rows):
+        raise UnsupportedParameterError("hooks", "a mask_mod with block skipping", "the block map classifies blocks "
+                                        "from KV position 0; a legacy IFA flash-decode part starting mid-block is "
+                                        "not classified")
     bmap = classify_blocks(rows, hooks, s2_base=tiling.s2_base, qlen=qlen, kvlen=kvlen, group=group,
                            order=tiling.m_order)
     blocks, bptr = bmap.table([t.s2_lo for t in rows])

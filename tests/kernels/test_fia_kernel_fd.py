@@ -69,3 +69,22 @@ def test_fd_off_for_the_same_row_on_short_kv(fia_kit):
     long = fia_kit.tiling(fia_kit.Case(**DEFAULT[0].values[0]))
     assert long.kv_splits >= 2 and long.extras["legacy_ifa"]
     np.testing.assert_array_equal(sorted({ft.b for ft in long.fd_tasks}), [0])
+
+
+def test_ifa_fd_part_not_whole_blocks_regression(fia_kit, monkeypatch):
+    """Bug: the legacy IFA route's KV parts (ceil(S2 / kv_splits) positions) that are not a whole number of S2
+    blocks got no core work (long KV, e.g. 65536 / 6 parts over 8192-position blocks). Each part now starts
+    anywhere and ends in a partial block, as the IFA kernel's per-part loop walks it. The S2 base is lowered to
+    128 here (the tiling's rule clips it to the part of 683 positions) so a small MHA D 256 decode has parts
+    starting mid-block and ending in a partial one."""
+    from cvtile.tiling import plan_legacy
+
+    real = plan_legacy.ifa_s_inner
+    monkeypatch.setattr(plan_legacy, "ifa_s_inner", lambda **kw: (min(real(**kw)[0], 128), "lowered by the test"))
+    c = fia_kit.Case(layout="BSH", b=1, n=8, nkv=8, s1=1, s2=2048, d=256, kv_lens=(2000,))
+    t = fia_kit.tiling(c)
+    assert t.extras["legacy_ifa"] and t.s2_base == 128 and t.kv_splits == 3, t.explain()
+    parts = [x.tasks[0] for x in t.cores if x.tasks and x.tasks[0].n2 == 0]
+    assert [(p.kv_start, p.kv_end, p.s2_hi) for p in parts] == \
+        [(0, 683, 6), (683, 1366, 6), (1366, 2000, 5)]
+    fia_kit.check(c)
