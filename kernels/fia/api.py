@@ -171,9 +171,9 @@ def check_binding(query, key, value, optional: dict, attrs: dict) -> dict:
 
 
 def run_fia(q, k, v, **kwargs):
-    """``launch.run_fia``, except that kernels whose tiles do not fit the target's on-chip memory (the chip's
-    kernel splits further than the simulated one, e.g. a head dim of 259 on Ascend950) raise
-    ``UnsupportedParameterError`` naming the query and the budget line instead of the compiler's table."""
+    """``launch.run_fia``, except that kernels whose tiles do not fit the target's on-chip memory even in row
+    passes of 16 rows (``launch.launch_in_row_passes``) raise ``UnsupportedParameterError`` naming the query and
+    the budget line instead of the compiler's table."""
     try:
         return _launch_fia(q, k, v, **kwargs)
     except BudgetError as err:

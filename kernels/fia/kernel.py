@@ -381,15 +381,15 @@ def band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, 
 
 
 @ct.inline
-def row_epilogue(res, ok, gm, gl, lsev, out, lse, ws_o, ws_ml, qs2, qo2, slot, b, n2, s1, q0, m0, mrows, OUT_LAYOUT,
-                 ORDER, TOKEN, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE):
+def row_epilogue(res, ok, gm, gl, lsev, out, lse, ws_o, ws_ml, qs2, qo2, slot, roff, b, n2, s1, q0, m0, mrows,
+                 OUT_LAYOUT, ORDER, TOKEN, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE):
     """A row task's end: a split row's piece (FD, slot >= 0) writes its partial res and softmax state (gm, gl)
-    to its workspace slot; a whole row writes res to the output (post-quantised with POSTQ, else cast) and,
+    to its workspace slot from the slot's row roff (a row pass's first row in its task); a whole row writes res to the output (post-quantised with POSTQ, else cast) and,
     with LSE, lsev (EMPTY_LSE on rows without a visible key, ``ok`` False)."""
     if FD and slot >= 0:
-        ct.store(ws_o[slot, ct.ds(0, M, valid=mrows), 0:DV], res)
-        ct.store(ws_ml[slot, 0, ct.ds(0, M, valid=mrows)], gm)
-        ct.store(ws_ml[slot, 1, ct.ds(0, M, valid=mrows)], gl)
+        ct.store(ws_o[slot, ct.ds(roff, M, valid=mrows), 0:DV], res)
+        ct.store(ws_ml[slot, 0, ct.ds(roff, M, valid=mrows)], gm)
+        ct.store(ws_ml[slot, 1, ct.ds(roff, M, valid=mrows)], gl)
     else:
         ov = fold_rows(out, b, n2, s1, q0, OUT_LAYOUT, ORDER, G)
         if POSTQ:
@@ -553,8 +553,8 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                                      MASK_MOD, NCAP, SPARSE, SINK, P_DTYPE, PREFIX)
         with ct.vector():
             ok, glsafe, res = normalised(go, gl)
-            row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, b, n2, s1, q0,
-                         m0, mrows, OUT_LAYOUT, ORDER, TOKEN, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)
+            row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, tasks[t, 9], b,
+                         n2, s1, q0, m0, mrows, OUT_LAYOUT, ORDER, TOKEN, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)
 
 
 @ct.jit

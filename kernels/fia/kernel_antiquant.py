@@ -228,5 +228,5 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, ql
                 if OFFSET and LSE:   # the key offset's row constant that the scores left out
                     gmax = gm + qsum * scale
                     lsev = lsev + qsum * scale
-            row_epilogue(res, ok, gmax, gl, lsev, out, lse, ws_o, ws_ml, qs2, qo2, slot, b, n2, s1, q0, m0, mrows,
+            row_epilogue(res, ok, gmax, gl, lsev, out, lse, ws_o, ws_ml, qs2, qo2, slot, 0, b, n2, s1, q0, m0, mrows,
                          OUT_LAYOUT, ORDER, False, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)

@@ -96,5 +96,5 @@ def fia_fullquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, ql
                                  mrows, lo, hi, mask, pse, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK)
         with ct.vector():
             ok, glsafe, res = normalised(go, half(gl))
-            row_epilogue(half(res), ok, gm, gl, gm + ct.log(ct.where(ok, gl, 1.0)), out, lse, ws_o, ws_ml, qs2, qo2, -1, b, n2,
-                         s1, q0, m0, mrows, OUT_LAYOUT, ORDER, False, G, M, DV, False, POSTQ, QOFF, LSE, EMPTY_LSE)
+            row_epilogue(half(res), ok, gm, gl, gm + ct.log(ct.where(ok, gl, 1.0)), out, lse, ws_o, ws_ml, qs2, qo2, -1,
+                         0, b, n2, s1, q0, m0, mrows, OUT_LAYOUT, ORDER, False, G, M, DV, False, POSTQ, QOFF, LSE, EMPTY_LSE)

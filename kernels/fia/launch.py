@@ -39,6 +39,7 @@ import numpy as np
 
 from ...tiling.result import FiaTiling
 from ..golden.layouts import parse_layout
+from ...dsl.errors import BudgetError
 from ..errors import UnsupportedParameterError
 from ..golden.masks import INT_MAX, MaskEngine
 from ..golden.fia import empty_row_lse
@@ -206,13 +207,13 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     ptr = np.zeros(len(cores) + 1, dtype=np.int64)
     ptr[1:] = np.cumsum([len(c) for c in cores])
     slots = {i: ft.workspace_slot for i, ft in enumerate(tiling.fd_tasks)}
-    tasks = np.zeros((max(1, len(rows)), 9), dtype=np.int64)
+    tasks = np.zeros((max(1, len(rows)), TASK_COLUMNS), dtype=np.int64)
     for i, t in enumerate(rows):
         slot = slots[t.fd_task] + t.fd_piece if t.fd_task >= 0 else -1
         hi = -(-int(kvlen[t.b]) // tiling.s2_base) if prefix and tiling.route == "ifa" else t.s2_hi
         # the blocks' first KV position and the end they stop at (a legacy IFA FD part starts anywhere)
         span = (t.kv_start, t.kv_end) if t.kv_start >= 0 else (0, int(kvlen[t.b]))
-        tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, hi, slot, *span)
+        tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, hi, slot, *span, 0)
     hook_args, block_map = _hook_arguments(hooks, rows, tasks, ptr, tiling, qlen, kvlen, g)
     m_cap = _m_capacity(tiling, rows)
     nslots = sum(ft.splits for ft in tiling.fd_tasks)
@@ -248,16 +249,18 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             MASK=use_mask, LSE=bool(softmax_lse_flag), EMPTY_LSE=float(empty_lse),
             **_post_quant_consts(postq, quant_offset2), serial=serial, order=order)
     elif rows:
-        fia_attention.on(tiling.platform)[ncores](
-            q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-            *hook_args["tensors"], qs2, qo2, kp, vp, int(shared_prefix_len) if prefix else 0, np.float32(scale),
-            CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
-            ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap, PSE=pse_shift is not None,
-            PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, SINK=learnable_sink is not None,
-            S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
-            FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), **hook_args["consts"],
-            **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
-            order=order)
+        def attend(tab, tab_ptr, height):
+            fia_attention.on(tiling.platform)[ncores](
+                q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, tab, tab_ptr, qlen, kvlen, qoff, kvoff,
+                pre, nxt, *hook_args["tensors"], qs2, qo2, kp, vp, int(shared_prefix_len) if prefix else 0,
+                np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
+                ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=height, PSE=pse_shift is not None,
+                PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, SINK=learnable_sink is not None,
+                S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
+                FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), **hook_args["consts"],
+                **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
+                order=order)
+        launch_in_row_passes(attend, tasks, ptr, m_cap)
     nvec = 0
     if tiling.fd_tasks:
         fd_tab = np.array([(ft.b, ft.n2, ft.m_start, ft.m_rows, ft.splits, ft.workspace_slot)
@@ -382,6 +385,56 @@ def _m_capacity(tiling: FiaTiling, rows) -> int:
     most = max(most, max((ft.m_rows for ft in tiling.fd_tasks), default=1))
     cap = min(tiling.m_base, -(-most // 16) * 16)
     return max(cap, most)
+
+
+#: columns of the kernels' task table: b, n2, first folded row, rows, S2 block run [j0, j1), workspace slot (-1:
+#: a whole row), the blocks' first KV position and end (``kernel.task_span``), and the task's first row within
+#: its slot (a row pass, ``split_row_passes``)
+TASK_COLUMNS = 10
+#: the fewest rows a row pass takes (a cube fractal's height) before a call whose tiles do not fit is refused
+MIN_ROW_PASS = 16
+
+
+def row_pass_heights(m_cap: int):
+    """The tile heights tried for a row task of up to ``m_cap`` rows: op_host's M (the whole task at once),
+    then halves (16-aligned) down to ``MIN_ROW_PASS``."""
+    height = m_cap
+    yield height
+    while height > MIN_ROW_PASS:
+        height = max(MIN_ROW_PASS, -(-(height // 2) // 16) * 16)
+        yield height
+
+
+def split_row_passes(tasks: np.ndarray, ptr: np.ndarray, height: int) -> tuple:
+    """Each row task as consecutive passes of at most ``height`` rows on the same core, in order: the same
+    batch, head, S2 run and workspace slot, its first row within the slot in the last column. Returns the new
+    (tasks, ptr)."""
+    passes, new_ptr = [], [0]
+    for core in range(len(ptr) - 1):
+        for t in range(int(ptr[core]), int(ptr[core + 1])):
+            rows = int(tasks[t, 3])
+            for h in range(0, max(rows, 1), height):
+                part = tasks[t].copy()
+                part[2], part[3], part[TASK_COLUMNS - 1] = tasks[t, 2] + h, min(height, rows - h), h
+                passes.append(part)
+        new_ptr.append(len(passes))
+    table = np.array(passes, dtype=np.int64).reshape(-1, TASK_COLUMNS) if passes else tasks
+    return table, np.array(new_ptr, dtype=np.int64)
+
+
+def launch_in_row_passes(launch, tasks: np.ndarray, ptr: np.ndarray, m_cap: int) -> None:
+    """``launch(tasks, ptr, height)`` with op_host's row tasks whole when the kernel's tiles fit on chip, else
+    in row passes of the first height of ``row_pass_heights`` that fits (the chip keeps a tall task's
+    accumulator in its GM workspace; the simulated kernel takes the task's rows in passes instead: every row's
+    arithmetic, its S2 blocks and their order are unchanged, each pass re-reads the task's K/V). The last
+    ``BudgetError`` propagates when none fits."""
+    for height in row_pass_heights(m_cap):
+        table, table_ptr = (tasks, ptr) if height == m_cap else split_row_passes(tasks, ptr, height)
+        try:
+            return launch(table, table_ptr, height)
+        except BudgetError:
+            if height <= MIN_ROW_PASS:
+                raise
 
 
 def _p_dtype(dtype) -> str:
