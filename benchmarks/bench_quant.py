@@ -62,28 +62,39 @@ def _best(fn, repeat: int) -> tuple:
     return wall, cpu
 
 
+def per_kv_byte(calls: dict, repeat: int, reference: str) -> dict:
+    """name -> {wall_s, cpu_s, kv_bytes, cpu_ns_per_kv_byte, ratio_per_kv_byte} of ``calls`` (name -> (call, KV
+    bytes)), the ratio against the ``reference`` call's CPU time per KV byte."""
+    res = {}
+    for name, (fn, nbytes) in calls.items():
+        wall, cpu = _best(fn, repeat)
+        res[name] = {"wall_s": wall, "cpu_s": cpu, "kv_bytes": nbytes, "cpu_ns_per_kv_byte": cpu / nbytes * 1e9}
+    ref = res[reference]["cpu_ns_per_kv_byte"]
+    for r in res.values():
+        r["ratio_per_kv_byte"] = r["cpu_ns_per_kv_byte"] / ref
+    return res
+
+
+def print_rows(res: dict, width: int = 10) -> None:
+    for name, r in res.items():
+        print(f"  {name:{width}s} wall {r['wall_s'] * 1e3:8.1f} ms  cpu {r['cpu_s'] * 1e3:8.1f} ms  "
+              f"KV {r['kv_bytes'] / 2 ** 20:6.1f} MiB  {r['cpu_ns_per_kv_byte']:.3f} ns/B  "
+              f"ratio {r['ratio_per_kv_byte']:.2f}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    res = {}
-    for name, (fn, nbytes) in _calls().items():
-        wall, cpu = _best(fn, args.repeat)
-        res[name] = {"wall_s": wall, "cpu_s": cpu, "kv_bytes": nbytes, "cpu_ns_per_kv_byte": cpu / nbytes * 1e9}
-    ref = res["nonquant"]["cpu_ns_per_kv_byte"]
-    for r in res.values():
-        r["ratio_per_kv_byte"] = r["cpu_ns_per_kv_byte"] / ref
+    res = per_kv_byte(_calls(), args.repeat, "nonquant")
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
     c = CASE
     print(f"decode B={c['b']} Nq={c['nq']} Nkv={c['nkv']} Skv={c['skv']} D={c['d']} (Ascend910B1), best of "
           f"{args.repeat}; ratio = CPU time per KV byte / the non-quant kernel's (target <= 1.5)")
-    for name, r in res.items():
-        print(f"  {name:10s} wall {r['wall_s'] * 1e3:8.1f} ms  cpu {r['cpu_s'] * 1e3:8.1f} ms  "
-              f"KV {r['kv_bytes'] / 2 ** 20:6.1f} MiB  {r['cpu_ns_per_kv_byte']:.3f} ns/B  "
-              f"ratio {r['ratio_per_kv_byte']:.2f}")
+    print_rows(res)
     return 0
 
 
