@@ -710,6 +710,9 @@ class _Gen:
         index instead (no slices, no tile)."""
         def inner(base, dim, row):
             c = self.tmp("c")
+            if self._fractal_runs(w, dim) and not index_only:
+                self._gm_runs(w, dim, base, counts[dim], row, assign)
+                return
             if self._contiguous(w, dim) and not index_only:
                 seg = self._gm_segment(w, dim, base, counts[dim])   # the slice is taken once, outside the loop
                 self.emit(f"for {c} in range({counts[dim]}):")
@@ -736,6 +739,34 @@ class _Gen:
             row = self.tmp("row")
             self.emit(f"{row} = {tile}[{r}]")
         inner(ro, 1, row)
+        self.depth -= 1
+
+    def _fractal_runs(self, w: Window, dim: int) -> bool:
+        """A window dim merged from two plain radices whose inner one is contiguous (an NZ cache's D: fractals of
+        d0 contiguous elements), walked in runs without a division per element."""
+        d = w.dims[dim]
+        return len(d.radices) == 2 and self.ref(d.strides[1]) == "1" and not any(d.lookups or ())
+
+    def _gm_runs(self, w: Window, dim: int, base: str, count: str, row: str, assign):
+        """The element loop of a ``_fractal_runs`` dim: runs of up to one inner radix of contiguous elements, each
+        a slice of the flat tensor (vectorisable), the outer digit stepping by its stride between runs."""
+        d = w.dims[dim]
+        flat = self.tensors[w.tensor.id][0]
+        inner_r, outer_s = self.ref(d.radices[1]), self.ref(d.strides[0])
+        start = self.ref(d.start)
+        c, hi, lo, n, e, seg = (self.tmp(x) for x in ("c", "hi", "lo", "n", "e", "seg"))
+        self.emit(f"{hi} = ({start}) // {inner_r}")
+        self.emit(f"{lo} = ({start}) % {inner_r}")
+        self.emit(f"{c} = 0")
+        self.emit(f"while {c} < {count}:")
+        self.depth += 1
+        self.emit(f"{n} = min({inner_r} - {lo}, {count} - {c})")
+        self.emit(f"{seg} = {flat}[{base} + {hi} * {outer_s} + {lo}:{base} + {hi} * {outer_s} + {lo} + {n}]")
+        self.emit(f"for {e} in range({n}):")
+        self.emit("    " + assign(f"{seg}[{e}]", f"{row}[{c} + {e}]"))
+        self.emit(f"{c} += {n}")
+        self.emit(f"{hi} += 1")
+        self.emit(f"{lo} = 0")
         self.depth -= 1
 
     def _gm_read_loop(self, w: Window, dst: str, counts: list[str]):

@@ -3,7 +3,7 @@ paged caches (``golden.nz``, ``kernels.fia.nz_cache``), on the simulated FIA ker
 
 Default tier: one kernel run (the smallest MLA decode: G 8, one batch, a paged NZ cache, which also reads NZ in
 the kernel), the NZ rules as typed errors and the NZ layout itself (no compile). Slow: dense and BnNBsD MLA with
-lse and flash decode, an NZ cache without rope (GQA, D 128)."""
+lse and flash decode, TND and multi-token BNSD MLA, an NZ cache without rope (GQA, D 128)."""
 
 from __future__ import annotations
 
@@ -187,3 +187,22 @@ def test_gqa_nz_cache_without_rope():
               input_layout="BNSD", scale=0.09, block_table=np.array([[5, 0, 3], [1, 4, 2]], np.int32),
               block_size=bs, actual_seq_lengths_kv=[150, 192])
     _check(kw)
+
+
+@pytest.mark.slow
+def test_mla_tnd_with_lse_and_bnsd_multi_token_causal():
+    """TND (three batches of 1-3 query tokens, lse) and BNSD with two query tokens and the right-down causal
+    mask (sparse_mode 3): both tile to the MLA template (S1 <= 32 with D 512) and match the golden."""
+    rng = np.random.default_rng(7)
+    n = 16
+    tnd = dict(query=_rand(rng, (6, n, D)), key=_rand(rng, (750, 1, D)), query_rope=_rand(rng, (6, n, DR)),
+               key_rope=_rand(rng, (750, 1, DR)), num_heads=n, num_key_value_heads=1, input_layout="TND",
+               actual_seq_lengths=[1, 3, 6], actual_seq_lengths_kv=[100, 350, 750], scale=0.04,
+               softmax_lse_flag=True)
+    bnsd = dict(query=_rand(rng, (2, n, 2, D)), key=_rand(rng, (2, 1, 300, D)), query_rope=_rand(rng, (2, n, 2, DR)),
+                key_rope=_rand(rng, (2, 1, 300, DR)), num_heads=n, num_key_value_heads=1, input_layout="BNSD",
+                sparse_mode=3, atten_mask=np.triu(np.ones((2048, 2048), bool), 1), scale=0.04)
+    for kw in (tnd, bnsd):
+        kw["value"] = kw["key"]
+        assert _tiling(kw).template == "FiaTilingNonQuantMla"
+        _check(kw)
