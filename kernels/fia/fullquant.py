@@ -17,8 +17,9 @@ the aclnn documents and the kernel relies on, as ``ParamError`` 161002 (checker 
 and refuses what the simulated kernel (``kernel_fullquant.fia_fullquant``, the arch22 PFA int8 template)
 does not model, with ``UnsupportedParameterError`` naming the parameter: a route other than the legacy PFA
 tiling, paged or tensor-list key/value, a shared prefix, a learnable sink, left padding, the tree mask, token
-layouts. It returns the ``FullQuantSpec`` the launch passes to the kernel: the fp32 dequant scales and
-``quant_scale1`` and ``scale`` rounded to fp16, as the kernel's half multiplies take them.
+layouts. It returns the ``FullQuantSpec`` the launch passes to the kernel: the fp32 dequant scales as the fixpipe applies
+them (their high 19 bits, ``golden.fullquant.dequant_value``) and ``quant_scale1`` and ``scale`` rounded to
+fp16, as the kernel's half multiplies take them.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ Model
 ``fia_fullquant`` is the arch22 legacy PFA route's int8 template (``PromptFlashAttentionS1s2Bns1X910`` with
 T = int8: its type traits make the matmul output and the softmax input half) as the chip computes it,
 driven by the same row tasks as ``fia_attention``. Per S2 block, with deq1 / qs1 / deq2 the per-tensor
-``dequant_scale1`` / ``quant_scale1`` / ``dequant_scale2`` (a uint64 scale's low 32 bits are the fp32 bits)
-and h(x) the fp16 rounding (to nearest even) of x::
+``dequant_scale1`` / ``quant_scale1`` / ``dequant_scale2`` (a uint64 scale's low 32 bits are the fp32 bits;
+the dequant scales as the fixpipe keeps them, ``golden.fullquant.dequant_value``) and h(x) the fp16 rounding
+(to nearest even) of x::
 
     C1  c  = q · kᵀ                          int8 x int8 -> int32, exact
         s  = h(c · deq1)                     (the fixpipe's dequant to the half matmul output)

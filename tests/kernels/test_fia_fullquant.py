@@ -142,9 +142,12 @@ def test_query_quant_mode_is_refused_by_name():
     assert info.value.param == "query_quant_mode"
 
 
-def test_dequant_value_reads_the_low_32_bits_of_a_uint64():
+def test_dequant_value_reads_the_low_32_bits_of_a_uint64_as_the_fixpipe_truncates_them():
     high = _u64(0.375) | np.uint64(0x5A5A << 40)
     assert dequant_value(high) == 0.375 == dequant_value(np.array([0.375], np.float32))
+    # 0.1's low 13 mantissa bits are dropped (SetQuantScalar keeps scale & 0xFFFFE000): 0.0999755859375
+    kept = float((np.array([0.1], np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)[0])
+    assert dequant_value(np.array([0.1], np.float32)) == dequant_value(_u64(0.1)) == kept == 0.0999755859375
 
 
 def test_golden_block_is_the_formula():
