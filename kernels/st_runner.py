@@ -138,7 +138,8 @@ FIA_GOLDENS = {
                           "(TND) by the double benchmark: errors vs the float64 golden within the case's ratios "
                           "(max_re, avg_re, rmse, small-value count) of an online-softmax benchmark's (KV blocks "
                           "of 512, P rounded against the running max); an inf/NaN passes where the golden's or "
-                          "the benchmark's state matches"),
+                          "the benchmark's state matches; full quant (int8 q/k/v) against the float64 full-quant "
+                          "golden, its output in fp16 or post-quant int8"),
 }
 
 

@@ -10,8 +10,8 @@ the attention output alone (no lse). This module renames and runs exactly the FI
 =====================  ==========================  =================================================
 PFA keyword            FIA (V1) parameter          note
 =====================  ==========================  =================================================
-deq_scale1/deq_scale2  dequant_scale1/2            (not simulated: UnsupportedParameterError)
-quant_scale1/2,        same                        (not simulated)
+deq_scale1/deq_scale2  dequant_scale1/2            full quant with an int8 query, key and value
+quant_scale1/2,        same                        (``fia.fullquant``); quant_scale2/offset2: post-quant
 quant_offset2
 scale_value            scale
 next_tokens            next_tokens                 default 0 here (FIA: INT_MAX), so a sparse_mode 0

@@ -9,13 +9,17 @@ the aclnn documents and the kernel relies on, as ``ParamError`` 161002 (checker 
 * the three scales are per tensor: one element each (the PFA kernel reads element 0 of each);
 * ``dequant_scale1`` / ``dequant_scale2`` are uint64 (the low 32 bits hold the fp32 bits) or float32,
   ``quant_scale1`` float32;
-* key and value are int8 like the query.
+* key and value are int8 like the query;
+* with a float query the scales are not full quant: with an int8 output (quant_scale2) the docs make them an
+  error (161002); otherwise the operator ignores them, and the simulator refuses them
+  (``UnsupportedParameterError``) rather than drop them.
 
 and refuses what the simulated kernel (``kernel_fullquant.fia_fullquant``, the arch22 PFA int8 template)
 does not model, with ``UnsupportedParameterError`` naming the parameter: a route other than the legacy PFA
 tiling, paged or tensor-list key/value, a shared prefix, a learnable sink, left padding, the tree mask, token
-layouts. It returns the ``FullQuantSpec`` the launch passes to the kernel: the fp32 dequant scales and
-``quant_scale1`` and ``scale`` rounded to fp16, as the kernel's half multiplies take them.
+layouts. It returns the ``FullQuantSpec`` the launch passes to the kernel: the fp32 dequant scales as the fixpipe applies
+them (their high 19 bits, ``golden.fullquant.dequant_value``) and ``quant_scale1`` and ``scale`` rounded to
+fp16, as the kernel's half multiplies take them.
 """
 
 from __future__ import annotations
@@ -63,6 +67,16 @@ def _invalid(name: str, value, rule: str) -> ParamError:
 
 def fullquant_call(arrays: dict, attrs: dict, tiling) -> FullQuantSpec:
     """Check a full-quant call (see the module docstring) and return its ``FullQuantSpec``."""
+    qd = canonical_dtype(arrays["query"].dtype)
+    if qd != "int8":
+        given = next(name for name in FULLQUANT_SCALES if name in arrays)
+        x = arrays[given]
+        value = f"{canonical_dtype(x.dtype)} tensor {tuple(x.shape)}" if hasattr(x, "dtype") else "given"
+        if "quant_scale2" in arrays:   # the documented float-in, int8-out scenario: an error
+            raise _invalid(given, value, f"a {qd} query with an int8 output (quant_scale2) takes no {given} "
+                           "(full quant needs an int8 query)")
+        raise UnsupportedParameterError(given, value, f"with a {qd} query the operator ignores it (full quant "
+                                        "needs an int8 query); cvtile refuses it rather than drop it")
     for name in FULLQUANT_SCALES:
         x = arrays.get(name)
         if x is None or isinstance(x, (list, tuple)):
@@ -82,7 +96,7 @@ def fullquant_call(arrays: dict, attrs: dict, tiling) -> FullQuantSpec:
             raise UnsupportedParameterError(name, f"list of {len(x)}", "full quant with a key/value tensor list "
                                             "is not simulated (the PFA int8 template reads dense key/value)")
         if canonical_dtype(x.dtype) != "int8":
-            raise _invalid(name, canonical_dtype(x.dtype), "full quant takes int8 query, key and value")
+            raise _invalid(name, canonical_dtype(x.dtype), "full quant (an int8 query) takes int8 key and value")
     for name, what in _NOT_WITH:
         if name in arrays:
             raise UnsupportedParameterError(name, "given", f"full quant with {what} is not simulated")

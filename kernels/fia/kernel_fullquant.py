@@ -5,12 +5,13 @@ Model
 ``fia_fullquant`` is the arch22 legacy PFA route's int8 template (``PromptFlashAttentionS1s2Bns1X910`` with
 T = int8: its type traits make the matmul output and the softmax input half) as the chip computes it,
 driven by the same row tasks as ``fia_attention``. Per S2 block, with deq1 / qs1 / deq2 the per-tensor
-``dequant_scale1`` / ``quant_scale1`` / ``dequant_scale2`` (a uint64 scale's low 32 bits are the fp32 bits)
-and h(x) the fp16 rounding (to nearest even) of x::
+``dequant_scale1`` / ``quant_scale1`` / ``dequant_scale2`` (a uint64 scale's low 32 bits are the fp32 bits;
+the dequant scales as the fixpipe keeps them, ``golden.fullquant.dequant_value``) and h(x) the fp16 rounding
+(to nearest even) of x::
 
     C1  c  = q · kᵀ                          int8 x int8 -> int32, exact
         s  = h(c · deq1)                     (the fixpipe's dequant to the half matmul output)
-    V1  s  = h(s · h(scale)) (+ h(s + pse))  masked -> -inf   (Muls / Add in half)
+    V1  s  = h(s · h(scale)), then h(s + pse), masked -> -inf   (Muls / Add in half)
         hm = max(gm, rowmax(s)); p = exp(s - hm); dm = exp(gm - hm);
         gl = gl · dm + rowsum(p); gm = hm    (SoftmaxFlashV2<half>: fp32 inside, max and sum fp32)
         p8 = int8(h(h(p) · h(qs1)))          (AscendQuant: half multiply, round half away, saturate)
@@ -19,12 +20,15 @@ and h(x) the fp16 rounding (to nearest even) of x::
     V2  go = h(h(go · h(dm)) + o)            (UpdateVmul, Bmm2UpdateAdd in half)
 
 and at the row's end out = h(go / h(gl)) (Bmm2UpdateDivNoTail), written as fp16 or post-quantised to int8
-(quant_scale2 / quant_offset2, ``kernel.post_quant``), lse = gm + log(gl) in fp32.
+(quant_scale2 / quant_offset2, ``kernel.post_quant``: the fp32 path of the other kernels, where the chip's
+QuantCompute multiplies the half rows by h(scale2) in half; the two can differ by one int8 step), lse = gm +
+log(gl) in fp32.
 
 The fixpipe's dequant is done here by the vector unit on the int32 block the cube hands over (the numerics
 are those of one fp32 multiply and one rounding to fp16 either way; the cost model then books it on the vector
-pipe instead of FIX). fp16 intermediates are held in fp32 tiles rounded by ``half``: a product of two fp16
-values is exact in fp32, so one rounding gives the half multiply's result.
+pipe instead of FIX). The half steps are fp16 tiles (the simulator rounds each fp16 op's result; a scalar
+operand of an fp16 op is taken in fp16, as Muls takes h(scale) and h(qs1)); the softmax widens the scores to
+fp32 as SoftmaxFlashV2<half> does.
 
 Invariants
 ----------
@@ -43,9 +47,9 @@ from .kernel import band_and_mask, band_bounds, batch_extent, empty_state, fold_
 
 
 @ct.inline
-def half(x):
-    """x rounded to fp16 (to nearest even), held in fp32."""
-    return ct.cast(ct.cast(x, ct.float16), ct.float32)
+def dequant_half(c, deq):
+    """The fixpipe's dequant of an int32 block: c · deq in fp32, rounded to an fp16 tile."""
+    return ct.cast(ct.cast(c, ct.float32) * deq, ct.float16)
 
 
 @ct.inline
@@ -56,17 +60,18 @@ def fq_step(q1, kv, vv, a, m, gm, gl, go, scale16, deq1, qs16, deq2, b, n2, s1, 
     with ct.cube():
         c = ct.mma(q1, kv[ct.ds(a, S2, valid=m), 0:D], trans_b=True)
     with ct.vector():
-        s = half(half(ct.cast(c, ct.float32) * deq1) * scale16)
+        s = dequant_half(c, deq1) * scale16
         if PSE:
             pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
-            s = half(s + ct.cast(ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)]), ct.float32))
-        s = band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2, BAND, MASK)
+            s = s + ct.cast(ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)]), ct.float16)
+        s = band_and_mask(ct.cast(s, ct.float32), a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2,
+                          BAND, MASK)
         p, dm, gl, gm = sink_softmax_step(s, gm, gl, 0.0, False, False)
-        p8 = ct.cast(half(half(p) * qs16), ct.int8, rounding="round")
+        p8 = ct.cast(ct.cast(p, ct.float16) * qs16, ct.int8, rounding="round")
     with ct.cube():
         o = ct.mma(p8, vv[ct.ds(a, S2, valid=m), 0:DV])
     with ct.vector():
-        go = half(half(go * half(dm)[:, None]) + half(ct.cast(o, ct.float32) * deq2))
+        go = go * ct.cast(dm, ct.float16)[:, None] + dequant_half(o, deq2)
     return gm, gl, go
 
 
@@ -87,7 +92,8 @@ def fia_fullquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, ql
         with ct.cube():
             q1 = ct.load(qv[ct.ds(m0, M, valid=mrows), 0:D])
         with ct.vector():
-            gm, gl, go = empty_state(M, DV, mrows)
+            gm, gl, go32 = empty_state(M, DV, mrows)
+            go = ct.cast(go32, ct.float16)
             lo, hi = band_bounds(pre, nxt, b, m0, mrows, s1, M, ORDER, G, BAND)
         for jj in range(j0, j1):
             kv0 = jj * S2
@@ -95,6 +101,7 @@ def fia_fullquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, ql
             gm, gl, go = fq_step(q1, kv, vv, kv0, n, gm, gl, go, scale16, deq1, qs16, deq2, b, n2, s1, q0, k0, m0,
                                  mrows, lo, hi, mask, pse, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK)
         with ct.vector():
-            ok, glsafe, res = normalised(go, half(gl))
-            row_epilogue(half(res), ok, gm, gl, gm + ct.log(ct.where(ok, gl, 1.0)), out, lse, ws_o, ws_ml, qs2, qo2, -1,
-                         0, b, n2, s1, q0, m0, mrows, OUT_LAYOUT, ORDER, False, G, M, DV, False, POSTQ, QOFF, LSE, EMPTY_LSE)
+            ok, glsafe, res = normalised(go, ct.cast(gl, ct.float16))
+            row_epilogue(ct.cast(res, ct.float32), ok, gm, gl, gm + ct.log(ct.where(ok, gl, 1.0)), out, lse, ws_o,
+                         ws_ml, qs2, qo2, -1, 0, b, n2, s1, q0, m0, mrows, OUT_LAYOUT, ORDER, False, G, M, DV, False,
+                         POSTQ, QOFF, LSE, EMPTY_LSE)

@@ -493,6 +493,10 @@ def fia_golden_st(query, key, value, *, accuracy_standard=None, **kwargs):
       rounded to the query dtype, the output rounded to the query dtype (the executor's final
       ``output.to(query.dtype)``; int8 when post-quantised), the lse fp32. A double-benchmark standard there
       has this golden as its benchmark too (the executor computes its benchmark task as the golden).
+    * full quant (``dequant_scale1`` / ``quant_scale1`` / ``dequant_scale2`` with int8 query, key and value):
+      the float64 full-quant golden (:mod:`.fullquant`, P quantised against the row max), its output rounded
+      to fp16 (or post-quantised to int8) and the lse to fp32, whatever the case's standard; cvtile's choice,
+      the executor's int8 golden is not mirrored.
     """
     from ..precision import Benchmarked, DoubleBenchmark
 

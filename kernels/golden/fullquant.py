@@ -15,8 +15,11 @@ it. With ``kv_block`` the row is taken in KV blocks of that many columns as the 
 it: e and p8 of a block are against the running max, and the earlier output and sum are rescaled by
 exp(m_old - m_new) (float64 throughout). One block that covers the row is the formula above.
 
-``dequant_value`` reads a dequant scale as the kernel does: a float32 tensor's value, or the fp32 whose bits
-are the low 32 bits of a uint64 tensor's first element (the docs' encoding).
+``dequant_value`` reads a dequant scale as the chip applies it: the fp32 whose bits are a float32 tensor's
+bits, or the low 32 bits of a uint64 tensor's first element (the docs' encoding), truncated to its high 19
+bits (sign, exponent and 10 mantissa bits): the kernel hands the value to the matmul's ``SetQuantScalar``,
+whose fixpipe keeps ``scale & 0xFFFFE000`` (Ascend C's SetQuantScalar documentation). deq1 and deq2 above
+are these values.
 
 Invariants
 ----------
@@ -38,13 +41,19 @@ __all__ = ["attend_fullquant", "dequant_value", "FULLQUANT_SCALES"]
 FULLQUANT_SCALES = ("dequant_scale1", "quant_scale1", "dequant_scale2")
 
 
+#: the scale bits the fixpipe keeps (sign, exponent, the top 10 mantissa bits)
+FIXPIPE_SCALE_MASK = 0xFFFFE000
+
+
 def dequant_value(x) -> float:
-    """The fp32 value of a per-tensor dequant scale: a float32 tensor's value, or the fp32 held in the low 32
-    bits of a uint64 tensor."""
+    """The fp32 a per-tensor dequant scale multiplies by on the chip: a float32 tensor's value, or the fp32
+    held in the low 32 bits of a uint64 tensor, truncated to the fixpipe's 19 bits."""
     a = np.ascontiguousarray(to_numpy(x)).reshape(-1)
     if a.dtype == np.uint64:
-        return float(np.array([a[0] & np.uint64(0xFFFFFFFF)], np.uint64).astype(np.uint32).view(np.float32)[0])
-    return float(np.float32(a[0]))
+        bits = np.array([a[0] & np.uint64(0xFFFFFFFF)], np.uint64).astype(np.uint32)
+    else:
+        bits = np.array([a[0]], np.float32).view(np.uint32)
+    return float((bits & np.uint32(FIXPIPE_SCALE_MASK)).view(np.float32)[0])
 
 
 def attend_fullquant(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *, deq1: float, qs1: float,

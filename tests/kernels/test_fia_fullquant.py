@@ -63,6 +63,19 @@ def test_smallest_call_gqa_fp16_out_with_lse():
     _check(**_call(scale=1.0, softmax_lse_flag=True))
 
 
+def test_ascend_c_backend_refuses_the_int8_p_v_by_name():
+    """P·V multiplies V (int8) untransposed: L1 -> L0B then needs LoadDataWithTranspose, outside the emitted
+    API subset, so the backend refuses the kernel naming the source line (as it does the antiquant kernel's)."""
+    from cvtile.dsl import ascendc
+    from cvtile.dsl.ascendc.lower import AscendCUnsupported
+    from cvtile.dsl.jit import record_launches
+
+    with record_launches() as rec:
+        fia(**_call(scale=1.0, softmax_lse_flag=True))
+    with pytest.raises(AscendCUnsupported, match="kernel_fullquant.py:.*non-transposed B of int8"):
+        ascendc.lowered(rec.launches[0].kernel)
+
+
 def _plan(**kw):
     q, k, v, sink = kw.pop("query"), kw.pop("key"), kw.pop("value"), kw.pop("learnable_sink", None)
     bound = inspect.signature(fia).bind(q, k, v, **kw)
@@ -97,12 +110,23 @@ def test_missing_scale_is_op_hosts_error():
     assert info.value.param == "quant_scale1" and info.value.status == 561002
 
 
-def test_scales_with_a_float_query_are_a_param_error():
+def test_scales_with_a_float_query_are_refused_or_an_error_with_an_int8_output():
+    """The operator ignores them with a float output (refused by name, never dropped); the docs make them an
+    error with the float-in, int8-out post-quant."""
     f16 = {name: np.zeros(shape, np.float16) for name, shape in
            (("query", (1, 2, 64, 32)), ("key", (1, 1, 256, 32)), ("value", (1, 1, 256, 32)))}
-    with pytest.raises(ParamError, match="int8 query, key and value") as info:
-        _plan(**_call(**f16))
-    assert info.value.param == "query" and info.value.status == 161002
+    with pytest.raises(UnsupportedParameterError, match="ignores it") as info:
+        _plan(**_call(**f16, quant_scale1=None, dequant_scale2=None))
+    assert info.value.param == "dequant_scale1"
+    with pytest.raises(ParamError, match="int8 output") as info:
+        _plan(**_call(**f16, quant_scale2=np.ones(1, np.float32)))
+    assert info.value.param == "dequant_scale1" and info.value.status == 161002
+
+
+def test_int8_query_with_a_float_value_is_an_error():
+    with pytest.raises(ParamError) as info:
+        _plan(**_call(value=np.zeros((1, 1, 256, 32), np.float16)))
+    assert info.value.param == "value"
 
 
 def test_learnable_sink_with_full_quant_is_refused():
@@ -118,9 +142,12 @@ def test_query_quant_mode_is_refused_by_name():
     assert info.value.param == "query_quant_mode"
 
 
-def test_dequant_value_reads_the_low_32_bits_of_a_uint64():
+def test_dequant_value_reads_the_low_32_bits_of_a_uint64_as_the_fixpipe_truncates_them():
     high = _u64(0.375) | np.uint64(0x5A5A << 40)
     assert dequant_value(high) == 0.375 == dequant_value(np.array([0.375], np.float32))
+    # 0.1's low 13 mantissa bits are dropped (SetQuantScalar keeps scale & 0xFFFFE000): 0.0999755859375
+    kept = float((np.array([0.1], np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)[0])
+    assert dequant_value(np.array([0.1], np.float32)) == dequant_value(_u64(0.1)) == kept == 0.0999755859375
 
 
 def test_golden_block_is_the_formula():

@@ -106,13 +106,13 @@ def test_limit_and_size_cap_are_reported_as_skipped(fia_path):
 
 def test_to_json_and_cli(fia_path, tmp_path, capsys):
     out = tmp_path / "res.json"
+    # (44, full quant, was the golden's refusal until the full-quant golden; it runs now)
     rc = main([str(fia_path), "--api", "golden", "--case", "0", "--case", "44", "--json", str(out)])
     assert rc == 0
     assert capsys.readouterr().out.strip().endswith("cases: 2 run, 2 passed, 0 failed, 0 unsupported, 0 errors")
     data = json.loads(out.read_text())
     assert data["counts"]["passed"] == 2 and data["counts"]["unsupported"] == 0
-    assert [c["id"] for c in data["cases"]] == [0, 44] or [c["id"] for c in data["cases"]] == ["0", "44"]
-    assert {c["status"] for c in data["cases"]} == {"passed"}
+    assert [c["status"] for c in data["cases"]] == ["passed", "passed"]
     assert all({"id", "name", "status", "reason", "max_abs_err", "max_rel_err"} <= set(c) for c in data["cases"])
 
 
