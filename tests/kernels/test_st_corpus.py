@@ -36,11 +36,13 @@ from cvtile.kernels.fia.api import fused_infer_attention_score_v4 as v4_api
 #: since)) against the P-rounded float64 golden; under the st harness' judgement (2026-12-02) cases 201, 204 and
 #: 367 pass and 8 fails (measured on those four, on the FAST pair and on TND cases 300, 304, 319, 337, 346, all
 #: passing; the other cases were not re-run under it). 32 passed before paged KV, pse_shift, left padding and the
-#: TND split-fuse route were simulated, 62 before TND routes, learnable_sink and the P-rounded golden.
-PASSED_FLOOR = 81
+#: TND split-fuse route were simulated, 62 before TND routes, learnable_sink and the P-rounded golden. +7 on
+#: 2026-12-04 (measured on those cases): 217, 219 (legacy IFA KV parts that are not whole S2 blocks), 206, 212,
+#: 215, 273, 299 (a shared prefix with the IFA flash-decode split, or whose score block did not fit L0C).
+PASSED_FLOOR = 88
 #: passed cases of the feature sample (wide tier): one case per feature set, see ``_feature_sample`` (none of
-#: the cases the st judgement moved is in it)
-SAMPLE_PASSED_FLOOR = 17
+#: the cases the st judgement moved is in it); +3 on 2026-12-04: 212, 273, 299 (shared prefix), measured
+SAMPLE_PASSED_FLOOR = 20
 #: known failures (case id -> cause); a case may leave this list, none may join it
 KNOWN_FAILED = {
     # decode D 128 with scale 1.0 on [-2, 2] data: scores reach |43|, softmax rows are peaked. One P (0.450561)
