@@ -566,6 +566,9 @@ class _Lowering(CubeRules):
         for r in op.results:
             if r.is_tile and r.id not in self.names and r.id in self.plan.buffer_of:
                 self.tile(r)
+            elif r.is_tile and r.id not in self.names:   # plan_memory streams it: each arm's mma result
+                raise AscendCUnsupported("an if whose arms' mma results stream out of L0C to its result's store "
+                                         "(the plan gives them no buffer) is not lowered", op.loc)
         self.emit(f"if ({self.ref(op.args[0])}) {{")
         for i, blk in enumerate(op.blocks):
             if i == 1:

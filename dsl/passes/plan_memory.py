@@ -19,7 +19,9 @@ the budget is judged on the split programs).
   buffer per piece); an operand read from GM, or handed over from the vector
   side into L1 only to be staged, streams through two L1 pieces (a base tile by up to 256 of the
   contraction). A result that only leaves the cube (a store, a hand-off)
-  streams out of L0C piece by piece; one used again on the cube (``acc=``) is
+  streams out of L0C piece by piece, also when a runtime ``if`` chooses
+  between two mma results (each arm's result read by its yield only) whose
+  ``if`` result only leaves the cube; one used again on the cube (``acc=``) is
   a resident L0C buffer.
 * Slots. On the 950 a hand-off lands in the receiving core's own memory: its
   ``depth`` slots are a UB buffer of each AIV (cube -> vector; its rows of a
@@ -256,6 +258,12 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pingpong: bool
             skip.add(op.results[0].id)
     # streamed mma operands and results
     for op in walk(body):
+        if op.kind == "if":   # each arm's mma result yielded to an if result that only leaves the cube streams too
+            for r, arms in _streamed_if_results(op, lv):
+                skip.add(r.id)
+                for y in arms:
+                    skip.add(y.id)
+                    staged.setdefault(id(y.owner), []).append("out")
         if op.kind != "mma":
             continue
         users = lv.users.get(op.results[0].id, [])
@@ -344,6 +352,22 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pingpong: bool
         _assign(mine, platform.align(space))
         out[space] = _space_plan(space, mine, platform.capacity(space), lv.n)
     return out, mmas, of
+
+
+def _streamed_if_results(op: Op, lv: Liveness):
+    """(result, arm mma results) of an ``if`` whose tile result only leaves the cube (every user a store) and
+    whose every arm yields an mma result (no acc) read by that yield only: the arms' results stream out of L0C
+    as one result would (the chip's fixpipe writes either matmul's base tiles out), no resident score block."""
+    found = []
+    for i, r in enumerate(op.results):
+        users = lv.users.get(r.id, [])
+        if not r.is_tile or not users or not all(u.kind == "store" for u in users):
+            continue
+        arms = [arm.ops[-1].args[i] for arm in op.blocks]
+        if len(arms) == 2 and all(y.owner is not None and y.owner.kind == "mma" and not y.owner.attrs.get("acc")
+                                  and _only_use(y, lv, "yield") for y in arms):
+            found.append((r, arms))
+    return found
 
 
 def _share_loop(op: Op, groups: _Groups, lv: Liveness):

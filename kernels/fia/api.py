@@ -178,12 +178,6 @@ def run_fia(q, k, v, **kwargs):
         return _launch_fia(q, k, v, **kwargs)
     except BudgetError as err:
         first = str(err).splitlines()[0]
-        kp = kwargs.get("key_shared_prefix")
-        if kp is not None:   # the prefix/own K block choice keeps the score block resident in L0C
-            raise UnsupportedParameterError("key_shared_prefix", f"{canonical_dtype(kp.dtype)} tensor {tuple(kp.shape)}",
-                                            "with a shared prefix the simulated kernel keeps each score block "
-                                            f"resident in L0C, which does not fit for this tiling ({first})"
-                                            ) from None
         raise UnsupportedParameterError("query", f"{canonical_dtype(q.dtype)} tensor {tuple(q.shape)}",
                                         f"the simulated kernel's tiles for this call do not fit on chip ({first})"
                                         ) from None

@@ -277,10 +277,10 @@ def task_fields(tasks, t):
 
 @ct.inline
 def task_span(tasks, t):
-    """(kbase, kend) of row task t: its S2 blocks start at KV position kbase + j * S2 and end by kend (the
-    batch's KV length, or a flash-decode part's end: a legacy IFA part starts and ends anywhere, its last
-    block partial)."""
-    return tasks[t, 7], tasks[t, 8]
+    """(kbase, kend, step) of row task t: its blocks of step <= S2 positions start at KV position
+    kbase + j * step and end by kend (the batch's KV length, or a flash-decode part's end: a legacy IFA part
+    starts and ends anywhere, its last block partial; the system prefix's own pass has its own block size)."""
+    return tasks[t, 7], tasks[t, 8], tasks[t, 9]
 
 
 @ct.inline
@@ -491,7 +491,7 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
         slot = tasks[t, 6]
-        kbase, kend = task_span(tasks, t)
+        kbase, kend, step = task_span(tasks, t)
         s1 = qlen[b]
         s2 = kvlen[b]
         q0 = qoff[b]
@@ -534,8 +534,8 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                 j = blocks[jj, 0]
             else:
                 j = jj
-            kv0 = kbase + j * S2
-            n = min(S2, kend - kv0)
+            kv0 = kbase + j * step
+            n = min(step, kend - kv0)
             last = slot < 0 and jj == j1 - 1
             if PREFIX:
                 cut, straddle = prefix_cut(kv0, n, plen)
@@ -553,7 +553,7 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                                      MASK_MOD, NCAP, SPARSE, SINK, P_DTYPE, PREFIX)
         with ct.vector():
             ok, glsafe, res = normalised(go, gl)
-            row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, tasks[t, 9], b,
+            row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, tasks[t, 10], b,
                          n2, s1, q0, m0, mrows, OUT_LAYOUT, ORDER, TOKEN, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)
 
 

@@ -174,7 +174,7 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, ql
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
         slot = tasks[t, 6]
-        kbase, kend = task_span(tasks, t)
+        kbase, kend, step = task_span(tasks, t)
         s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
@@ -201,8 +201,8 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, ql
         with ct.cube():   # the query's digits, once per row task (the chip's Q preprocess)
             qd = ct.load(wsq[core, ct.ds(0, ITER * M, valid=ITER * mrows), 0:D])
         for jj in range(j0, j1):
-            kv0 = kbase + jj * S2
-            n = min(S2, kend - kv0)
+            kv0 = kbase + jj * step
+            n = min(step, kend - kv0)
             if PREFIX:
                 cut, straddle = prefix_cut(kv0, n, plen)
                 for h in range(1 + straddle):

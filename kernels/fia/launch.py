@@ -47,6 +47,7 @@ from .kernel import fia_attention, fia_fd_combine
 from .kernel_antiquant import fia_antiquant
 from .kernel_fullquant import fia_fullquant
 from .kv_list import check_list_launch, list_arena, total_size
+from .prefix_fd import prefix_fd_tiling
 
 __all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "msd_digit_count"]
 _BAND_CLAMP = 1 << 30
@@ -127,6 +128,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     b = tiling.batch
     qlen, kvlen = effective_lengths(tiling)
     prefix = key_shared_prefix is not None
+    steps, s2_tile = {}, tiling.s2_base   # block sizes other than the tiling's (prefix_fd), the kernel's S2 tile
     if prefix:
         if block_table is not None or lay.token or query_padding_size is not None or kv_padding_size is not None:
             raise UnsupportedParameterError("key_shared_prefix", f"tensor {tuple(key_shared_prefix.shape)}",
@@ -135,12 +137,13 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         kp = _as_heads(key_shared_prefix, lay.qkv, n2)
         vp = _as_heads(value_shared_prefix, lay.qkv, n2)
         if tiling.route == "ifa":
-            # IFATiling counts each batch's own KV; its kernel runs the prefix as a loop of its own before it,
-            # which the kernel here does as the first blocks of every row (the rows span the prefix as well)
+            # IFATiling counts each batch's own KV; its kernel runs the prefix as a pass of its own before it,
+            # which the kernel here does as the first blocks of every row (the rows span the prefix as well), or
+            # with flash decode as piece 0 of every split row (prefix_fd)
             if tiling.fd_tasks:
-                raise UnsupportedParameterError("key_shared_prefix", f"tensor {tuple(key_shared_prefix.shape)}",
-                                                "a shared prefix with the IFATiling flash-decode split is not "
-                                                "simulated")
+                tiling, steps, pstep = prefix_fd_tiling(tiling, int(shared_prefix_len),
+                                                        kp.shape[2] if lay.qkv == "BNSD" else kp.shape[1], kvlen)
+                s2_tile = max(s2_tile, pstep)
             kvlen = kvlen + int(shared_prefix_len)
     else:
         kp, vp = np.zeros((1, 1, 1, 1), query.dtype), np.zeros((1, 1, 1, 1), query.dtype)
@@ -210,10 +213,11 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     tasks = np.zeros((max(1, len(rows)), TASK_COLUMNS), dtype=np.int64)
     for i, t in enumerate(rows):
         slot = slots[t.fd_task] + t.fd_piece if t.fd_task >= 0 else -1
-        hi = -(-int(kvlen[t.b]) // tiling.s2_base) if prefix and tiling.route == "ifa" else t.s2_hi
-        # the blocks' first KV position and the end they stop at (a legacy IFA FD part starts anywhere)
+        hi = -(-int(kvlen[t.b]) // tiling.s2_base) if prefix and tiling.route == "ifa" and t.kv_start < 0 \
+            else t.s2_hi
+        # the blocks' first KV position, the end they stop at (a legacy IFA FD part starts anywhere) and size
         span = (t.kv_start, t.kv_end) if t.kv_start >= 0 else (0, int(kvlen[t.b]))
-        tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, hi, slot, *span, 0)
+        tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, hi, slot, *span, steps.get(t, tiling.s2_base), 0)
     hook_args, block_map = _hook_arguments(hooks, rows, tasks, ptr, tiling, qlen, kvlen, g)
     m_cap = _m_capacity(tiling, rows)
     nslots = sum(ft.splits for ft in tiling.fd_tasks)
@@ -231,10 +235,10 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         fia_antiquant.on(tiling.platform)[ncores](
             q, k, v, out_k, lse_arg, mask, pse, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
             *_antiquant_tables(antiquant), qs2, qo2, *_msd_workspaces(ncores, msd_digit_count(inner_precise) * m_cap,
-                                                                     d, tiling.s2_base, dv),
+                                                                     d, s2_tile, dv),
             kp, vp, int(shared_prefix_len) if prefix else 0, np.float32(scale), LAYOUT=kernel_layout(lay.qkv),
             OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap, PSE=pse_shift is not None,
-            PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=tiling.s2_base, D=d, DV=dv, BAND=band,
+            PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=s2_tile, D=d, DV=dv, BAND=band,
             MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), EMPTY_LSE=float(empty_lse),
             PER_TOKEN=antiquant.per_token, PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1,
             OFFSET=antiquant.has_offset, ITER=msd_digit_count(inner_precise),
@@ -256,7 +260,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                 np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
                 ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=height, PSE=pse_shift is not None,
                 PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, SINK=learnable_sink is not None,
-                S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
+                S2=s2_tile, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
                 FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), **hook_args["consts"],
                 **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
                 order=order)
@@ -388,9 +392,9 @@ def _m_capacity(tiling: FiaTiling, rows) -> int:
 
 
 #: columns of the kernels' task table: b, n2, first folded row, rows, S2 block run [j0, j1), workspace slot (-1:
-#: a whole row), the blocks' first KV position and end (``kernel.task_span``), and the task's first row within
-#: its slot (a row pass, ``split_row_passes``)
-TASK_COLUMNS = 10
+#: a whole row), the blocks' first KV position, end and size (``kernel.task_span``), and the task's first row
+#: within its slot (a row pass, ``split_row_passes``)
+TASK_COLUMNS = 11
 #: the fewest rows a row pass takes (a cube fractal's height) before a call whose tiles do not fit is refused
 MIN_ROW_PASS = 16
 

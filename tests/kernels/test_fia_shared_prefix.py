@@ -2,9 +2,9 @@
 
 Every batch attends to the first ``plen`` prefix positions, then to its own KV: the tiling's KV lengths and S2
 blocks count both, the kernel reads the prefix views below ``plen`` and the batch's own after it (a block that
-straddles ``plen`` is two steps). What is not simulated is refused by name: the IFATiling flash-decode split
-with a prefix, a tiling whose score block cannot stay resident in L0C, and the Ascend C emission of the prefix
-kernel (its resident L0C score tile is not lowered).
+straddles ``plen`` is two steps). With the IFATiling flash-decode split the prefix pass is piece 0 of every split
+row (``kernels.fia.prefix_fd``). What is not simulated is refused by name: the Ascend C emission of the prefix
+kernel.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import pytest
 from cvtile.dsl import ascendc as A
 from cvtile.dsl.jit import record_launches
 from cvtile.kernels import compare
-from cvtile.kernels.errors import UnsupportedParameterError
 from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia
 from cvtile.kernels.golden.fia import fia_golden_lowp
 
@@ -69,13 +68,28 @@ def test_prefill_rows_with_a_prefix():
     _check(q, k, v, **kw)
 
 
-def test_a_score_block_too_large_for_l0c_is_refused_naming_the_prefix():
-    """B 2, N 5, KV 4096 + prefix 1024: the S2 block of 4096 keeps a 16 x 4096 fp32 score block in L0C."""
+def test_prefix_with_the_ifa_flash_decode_split_regression():
+    """Bug: a shared prefix on the legacy IFA route (MHA decode, D 80) whose tiling splits the own KV for flash
+    decode was refused. The prefix pass (its own S2 block of 300) is now piece 0 of every split row, the own
+    KV's parts the next pieces, merged by the FD combine."""
+    rng = np.random.default_rng(7)
+    q, k, v, kw = _call(rng, b=1, n=2, n2=2, s2=1100, p=300, d=80)
+    with record_launches() as rec:
+        _check(q, k, v, actual_shared_prefix_len=[250], **kw)
+    names = [r.kernel.name for r in rec.launches]
+    assert names == ["fia_attention", "fia_fd_combine"], names
+    tasks = rec.launches[0].args[11]   # the task table: prefix piece [0, 250) then the own parts
+    assert sorted({(int(t[7]), int(t[8])) for t in tasks}) == [(0, 250), (250, 800), (800, 1350)]
+
+
+@pytest.mark.slow
+def test_a_score_block_of_a_prefix_kernel_streams_out_of_l0c_regression():
+    """Bug: B 2, N 5, KV 4096 + prefix 1024: the prefix / own K choice kept the 16 x 4096 fp32 score block of
+    each arm resident in L0C (2 x 128 KB > 128 KB), and the call was refused; the arms' results stream out of
+    L0C in base tiles as one mma's would."""
     rng = np.random.default_rng(5)
     q, k, v, kw = _call(rng, b=2, n=5, n2=5, s2=4096, p=1024, d=128)
-    with pytest.raises(UnsupportedParameterError) as info:
-        fia(q, k, v, **kw)
-    assert info.value.param == "key_shared_prefix" and "L0C" in str(info.value)
+    _check(q, k, v, **kw)
 
 
 def test_ascend_c_emission_of_the_prefix_kernel_is_a_typed_error(tmp_path):
