@@ -36,8 +36,8 @@ def add_tiling_parser(subparsers) -> argparse.ArgumentParser:
                         "with the cost model and show the best against op_host's")
     p.add_argument("--mask-mod", default=None, metavar="SPEC",
                    help="also classify the tiling's blocks by a variant's mask_mod (a gallery entry such as "
-                        "sliding_window:256, prefix_lm:128, causal, or module:attribute) and show the block map's "
-                        "density")
+                        "sliding_window:256, prefix_lm:128, causal, or module:attribute) and show the block map the "
+                        "kernel skips by: its density, live columns and row height")
     p.set_defaults(func=run_tiling)
     return p
 
@@ -167,7 +167,8 @@ def run_tiling(args) -> int:
             doc["plan_search"] = search.to_dict()
         if bmap is not None:
             doc["block_map"] = {"visited": bmap.visited, "full": bmap.full, "total": bmap.total,
-                                "density": bmap.density}
+                                "density": bmap.density, "row_tasks": len(bmap.tasks), "rows": bmap.height,
+                                "live_columns": bmap.live, "columns": bmap.columns, "pairs": bmap.pairs}
         print(json.dumps(doc, indent=2))
     else:
         print(format_tiling(t))
@@ -180,9 +181,9 @@ def run_tiling(args) -> int:
 
 def _block_map(args, t):
     """The block map of ``--mask-mod`` over the tiling's tasks, or exit status 2 for a spec cvtile cannot use."""
-    from cvtile.kernels.fia.launch import effective_lengths
+    from cvtile.kernels.fia.launch import effective_lengths, m_capacity
     from cvtile.kernels.variants import Hooks, VariantError
-    from cvtile.kernels.variants.block_map import classify_blocks
+    from cvtile.kernels.variants.block_map import plan_block_map
     from cvtile.kernels.variants.gallery import hook_from_spec
 
     try:
@@ -190,8 +191,8 @@ def _block_map(args, t):
         qlen, kvlen = effective_lengths(t)
         tasks = [task for c in t.cores for task in c.tasks]
         nkv = args.num_kv_heads or (8 if args.num_heads % 8 == 0 else args.num_heads)
-        return classify_blocks(tasks, hooks, s2_base=t.s2_base, qlen=qlen, kvlen=kvlen,
-                               group=args.num_heads // nkv, order=t.m_order)
+        return plan_block_map(tasks, hooks, m_cap=m_capacity(t, tasks), s2_base=t.s2_base, qlen=qlen, kvlen=kvlen,
+                              group=args.num_heads // nkv, order=t.m_order)
     except VariantError as e:
         print(f"cvtile tiling --mask-mod: {e}", file=sys.stderr)
         return 2

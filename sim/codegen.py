@@ -86,8 +86,9 @@ _BIN_FMT = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "d
 _UN_FMT = {"neg": "(-{a})", "abs": "abs({a})", "exp": "fexp({a})", "log": "flog({a})", "sqrt": "fsqrt({a})",
            "rsqrt": "frsqrt({a})", "relu": "frelu({a})", "tanh": "ftanh({a})", "sigmoid": "fsigmoid({a})",
            "erf": "ferf({a})", "floor": "ffloor({a})"}
-#: in rank-1 loops (a few elements per row) the math functions are called, not inlined: numba compiles an
-#: inlined call site far more slowly, and only the rank-2 loops are hot enough to need the vectorised inline
+#: in rank-1 loops and (M, 1) column tiles (a few elements per row) the math functions are called, not inlined:
+#: numba compiles an inlined call site far more slowly, and only the rank-2 loops are hot enough to need the
+#: vectorised inline
 _CALLED = {"fexp(": "fexp_call(", "flog(": "flog_call(", "fsqrt(": "fsqrt_call(", "frsqrt(": "frsqrt_call(",
            "round_to_f16(": "round_f16_call(", "round_to_bf16(": "round_bf16_call(", "ftanh(": "ftanh_call(",
            "fsigmoid(": "fsigmoid_call(", "ferf(": "ferf_call(", "ffloor(": "ffloor_call(", "fpow(": "fpow_call("}
@@ -1147,13 +1148,15 @@ class _Gen:
                 self.emit(f"{view}[{i}] = {_called(self.expr(u.result, (i,), root=True, subst={v.id: elem}))}")
             self.depth -= 1
             return
+        # a column tile ((M, 1): a per-row value broadcast later) has rank-1 work: its math is called too
+        math = _called if v.type.shape[1] == 1 else (lambda e: e)
         self.emit(f"for {j} in range({shape[1]}):")
         self.depth += 1
-        self.emit(f"{elem} = {self.expr(v, (i, j), root=True)}")
+        self.emit(f"{elem} = {math(self.expr(v, (i, j), root=True))}")
         if out:
             self.emit(f"{out}[{i}, {j}] = {elem}")
         for view, u in outs:
-            self.emit(f"{view}[{i}, {j}] = {self.expr(u.result, (i, j), root=True, subst={v.id: elem})}")
+            self.emit(f"{view}[{i}, {j}] = {math(self.expr(u.result, (i, j), root=True, subst={v.id: elem}))}")
         self.depth -= 1
         for u, view in zip(reds, red_views):
             self.emit(f"{view}[{i}] = {self._reduce_call(u, f'{out}[{i}]', shape[1])}")

@@ -66,9 +66,10 @@ head (M, 1), query position (M, 1) and KV position (1, S2) of each element as in
 the batch's sequence, as FlexAttention numbers them); a False of MASK_MOD sets the score to -inf. Up to four
 captured GM tensors (``mod0..mod3``, NCAP of them) follow the indices. With SPARSE the host has classified
 every (row task, S2 block) by MASK_MOD (``variants.block_map``): a task's KV loop walks only its non-empty
-blocks, ``blocks[jj] = (S2 block index, full)``; a full block skips MASK_MOD (a runtime ``if`` on its flag:
-MASK_MOD would keep every element, so the result is bitwise the dense run's; chunk_rows runs the ``if`` on
-each row chunk of the pass around it).
+blocks, ``blocks[jj] = (S2 block index, full, first live column, live columns)``, each over its live columns
+only (the band of the block some row keeps: the others add exp(-inf) = 0); a full block skips MASK_MOD (a
+runtime ``if`` on its flag: MASK_MOD would keep every element; chunk_rows runs the ``if`` on each row chunk
+of the pass around it).
 
 Masking is by band: a row at query position i sees KV position j iff
 -pre[b] <= j - i <= nxt[b] (the host normalises sparse modes 2/3/4 and the
@@ -530,12 +531,12 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
             else:
                 sk = 0.0
         for jj in range(j0, j1):
-            if SPARSE:
-                j = blocks[jj, 0]
+            if SPARSE:   # the block's live columns (block_map.live_span)
+                kv0 = kbase + blocks[jj, 0] * step + blocks[jj, 2]
+                n = min(blocks[jj, 3], kend - kv0)
             else:
-                j = jj
-            kv0 = kbase + j * step
-            n = min(step, kend - kv0)
+                kv0 = kbase + jj * step
+                n = min(step, kend - kv0)
             last = slot < 0 and jj == j1 - 1
             if PREFIX:
                 cut, straddle = prefix_cut(kv0, n, plen)

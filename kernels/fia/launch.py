@@ -33,7 +33,7 @@ Invariants
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -218,8 +218,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         # the blocks' first KV position, the end they stop at (a legacy IFA FD part starts anywhere) and size
         span = (t.kv_start, t.kv_end) if t.kv_start >= 0 else (0, int(kvlen[t.b]))
         tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, hi, slot, *span, steps.get(t, tiling.s2_base), 0)
-    hook_args, block_map = _hook_arguments(hooks, rows, tasks, ptr, tiling, qlen, kvlen, g)
-    m_cap = _m_capacity(tiling, rows)
+    m_cap = m_capacity(tiling, rows)
+    hook_args, block_map, tasks, ptr, height = _hook_arguments(hooks, rows, tasks, ptr, tiling, qlen, kvlen, g,
+                                                               m_cap)
     nslots = sum(ft.splits for ft in tiling.fd_tasks)
     ws_o = np.zeros((max(1, nslots), m_cap, dv), np.float32)
     ws_ml = np.zeros((max(1, nslots), 2, m_cap), np.float32)
@@ -264,7 +265,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                 FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), **hook_args["consts"],
                 **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
                 order=order)
-        launch_in_row_passes(attend, tasks, ptr, m_cap)
+        launch_in_row_passes(attend, tasks, ptr, height)
     nvec = 0
     if tiling.fd_tasks:
         fd_tab = np.array([(ft.b, ft.n2, ft.m_start, ft.m_rows, ft.splits, ft.workspace_slot)
@@ -317,31 +318,39 @@ def _check_antiquant_call(spec, block_table, token, sink, hooks):
                                             "simulated: the antiquant kernel takes dense BSH/BSND/BNSD key/value")
 
 
-def _hook_arguments(hooks, rows, tasks: np.ndarray, ptr: np.ndarray, tiling: FiaTiling, qlen, kvlen, group: int):
-    """The kernel's hook arguments (captures ``mod0..mod3``, the ``blocks`` table) and constexprs; with block
-    skipping, rewrites the tasks' [j0, j1) to runs of the block table and re-balances the tasks over the cores
-    (``ptr``, in place). Returns ``({"tensors": [...], "consts": {...}}, BlockMap | None)``."""
+def _hook_arguments(hooks, rows, tasks: np.ndarray, ptr: np.ndarray, tiling: FiaTiling, qlen, kvlen, group: int,
+                    m_cap: int):
+    """The kernel's hook arguments (captures ``mod0..mod3``, the ``blocks`` table) and constexprs, and the task
+    table the kernel runs. With block skipping the row tasks are classified by ``plan_block_map`` (whole, or
+    in the two row passes of ``split_row_passes`` it chooses), the tasks' [j0, j1) become runs of the block table
+    and the tasks are re-balanced over the cores by their live columns. Returns ``(args, BlockMap | None, tasks, ptr, row height)``."""
     none = {"tensors": [None] * 5, "consts": {}}
     if hooks is None or not hooks.active:
-        return none, None
-    from ..variants.block_map import balance_tasks, classify_blocks
+        return none, None, tasks, ptr, m_cap
+    from ..variants.block_map import balance_tasks, plan_block_map
 
     caps = [np.ascontiguousarray(c) for c in hooks.captures] + [None] * (4 - len(hooks.captures))
     consts = {"SCORE_MOD": hooks.score_mod, "MASK_MOD": hooks.mask_mod, "NCAP": len(hooks.captures)}
     if not hooks.sparse or not rows:
-        return {"tensors": caps + [None], "consts": consts}, None
+        return {"tensors": caps + [None], "consts": consts}, None, tasks, ptr, m_cap
     if any(t.kv_start >= 0 for t in rows):
         raise UnsupportedParameterError("hooks", "a mask_mod with block skipping", "the block map classifies blocks "
                                         "from KV position 0; a legacy IFA flash-decode part starting mid-block is "
                                         "not classified")
-    bmap = classify_blocks(rows, hooks, s2_base=tiling.s2_base, qlen=qlen, kvlen=kvlen, group=group,
-                           order=tiling.m_order)
-    blocks, bptr = bmap.table([t.s2_lo for t in rows])
-    tasks[:len(rows), 4] = bptr[:-1]
-    tasks[:len(rows), 5] = bptr[1:]
-    ptr[:] = balance_tasks(np.diff(bptr) + 1, len(ptr) - 1)
+
+    bmap = plan_block_map(rows, hooks, m_cap=m_cap, s2_base=tiling.s2_base, qlen=qlen, kvlen=kvlen, group=group,
+                          order=tiling.m_order)
+    if bmap.height < m_cap:
+        tasks, ptr = split_row_passes(tasks, ptr, bmap.height)
+    tasks = tasks.copy()
+    blocks, bptr = bmap.table()
+    tasks[:len(bptr) - 1, 4] = bptr[:-1]
+    tasks[:len(bptr) - 1, 5] = bptr[1:]
+    live = np.concatenate([[0], np.cumsum(blocks[:, 3])])
+    weights = (live[bptr[1:]] - live[bptr[:-1]]) / tiling.s2_base + 1.0    # live blocks' worth, plus the epilogue
+    ptr = np.array(balance_tasks(weights, len(ptr) - 1), dtype=np.int64)
     consts["SPARSE"] = True
-    return {"tensors": caps + [blocks], "consts": consts}, bmap
+    return {"tensors": caps + [blocks], "consts": consts}, bmap, tasks, ptr, bmap.height
 
 
 def _post_quant_args(scale, offset, n1: int, dv: int):
@@ -383,7 +392,7 @@ def _left_padding(q, k, layout: str, qlen, kvlen, query_padding_size, kv_padding
     return qoff, kvoff, new_q, new_kv, skip
 
 
-def _m_capacity(tiling: FiaTiling, rows) -> int:
+def m_capacity(tiling: FiaTiling, rows) -> int:
     """Tile rows: the M base, or fewer when no row block can be that tall (min(G*S1, mBase), 16-aligned)."""
     most = max((t.m_rows for t in rows), default=1)
     most = max(most, max((ft.m_rows for ft in tiling.fd_tasks), default=1))

@@ -67,8 +67,8 @@ def variant_block_map(query, key, value, *, mask_mod, mod_args=(), learnable_sin
     """The block map ``attention(...)`` would skip by (``block_map.BlockMap``: visited / full / skipped blocks
     and the density) for these arguments, from op_host's tiling of the call; nothing runs."""
     from ..fia.api import prepare_fia
-    from ..fia.launch import effective_lengths
-    from .block_map import classify_blocks
+    from ..fia.launch import effective_lengths, m_capacity
+    from .block_map import plan_block_map
 
     hooks = variant_hooks(None, mask_mod, mod_args)
     bound = _FIA_SIGNATURE.bind(query, key, value, **kwargs)
@@ -78,9 +78,9 @@ def variant_block_map(query, key, value, *, mask_mod, mod_args=(), learnable_sin
     _, tiling = prepare_fia(query, key, value, optional, attrs, given["target"])
     tasks = [t for c in tiling.cores for t in c.tasks]
     qlen, kvlen = effective_lengths(tiling)
-    return classify_blocks(tasks, hooks, s2_base=tiling.s2_base, qlen=qlen, kvlen=kvlen,
-                           group=attrs["num_heads"] // (attrs["num_key_value_heads"] or attrs["num_heads"]),
-                           order=tiling.m_order)
+    return plan_block_map(tasks, hooks, m_cap=m_capacity(tiling, tasks), s2_base=tiling.s2_base, qlen=qlen,
+                          kvlen=kvlen, group=attrs["num_heads"] // (attrs["num_key_value_heads"] or attrs["num_heads"]),
+                          order=tiling.m_order)
 
 
 def variant_golden(query, key, value, *, score_mod=None, mask_mod=None, mod_args=(), **kwargs):
