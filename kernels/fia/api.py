@@ -335,10 +335,9 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
         raise UnsupportedParameterError("key", f"int8 tensor {tuple(arrays['key'].shape)}",
                                         f"KV antiquant is simulated on the IFATiling decode route (its antiquant "
                                         f"kernel); this call tiles to the {tiling.route}/{tiling.template} route")
-    for name in ("block_table", "learnable_sink"):
-        if name in arrays:
-            raise UnsupportedParameterError(name, _describe(arrays[name]), "KV antiquant is simulated with dense "
-                                            "key/value (no paging) and without a learnable sink")
+    if "learnable_sink" in arrays:
+        raise UnsupportedParameterError("learnable_sink", _describe(arrays["learnable_sink"]), "KV antiquant is "
+                                        "simulated without a learnable sink")
     return antiquant_spec(arrays, antiquant_mode=attrs["antiquant_mode"],
                           key_antiquant_mode=attrs["key_antiquant_mode"],
                           value_antiquant_mode=attrs["value_antiquant_mode"], batch=tiling.batch,

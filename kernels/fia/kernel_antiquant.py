@@ -36,9 +36,11 @@ non-quant kernel (the same constant on every piece's max leaves the weights unch
 
 Invariants
 ----------
-* The task tables, masks, pse and lse views are ``fia_attention``'s (``kernel.py``): the same tiling, the same
-  GQA fold, left padding (qoff / kvoff) and system prefix (PREFIX, its straddling block in two steps); no paging,
-  token layouts or sink (the API and ``run_fia`` refuse them with antiquant). Per-token parameters are read at
+* The task tables, masks, pse, lse and paged-cache views are ``fia_attention``'s (``kernel.py``): the same
+  tiling, the same GQA fold, left padding (qoff / kvoff), system prefix (PREFIX, its straddling block in two
+  steps) and paged caches (CACHE "BnBsH", "BnNBsD" or the int8 "NZ" of (blocks, N2, D/32, block_size, 32),
+  whose per-token parameters stay indexed by the logical KV position); no token layouts or sink (the API and
+  ``run_fia`` refuse them with antiquant). Per-token parameters are read at
   the batch's first KV position plus the position in the attended sequence (prefix first), as the chip's
   ``antiqParamOffsetPerToken``.
 * A row with no visible key gives 0 (not the offset · scale) and lse ``EMPTY_LSE``.
@@ -49,7 +51,7 @@ from __future__ import annotations
 import cvtile.dsl as ct
 
 from .kernel import band_and_mask, band_bounds, batch_extent, empty_state, fold_rows, kv_rows, normalised, \
-    prefix_cut, prefix_part, pse_rows, row_epilogue, sink_softmax_step, task_fields, task_span
+    paged_kv_rows, prefix_cut, prefix_part, pse_rows, row_epilogue, sink_softmax_step, task_fields, task_span
 
 #: the MSD constants: the first digit's range, the digit base, and 1/127 in fp32
 MSD_RANGE = 127.0
@@ -162,8 +164,9 @@ def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scal
 
 
 @ct.jit
-def fia_antiquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff, pre, nxt, ks,
-                  ko, vs, vo, qs2, qo2, wsq, wsp, wsc1, wsc2, kp, vp, plen, scale, LAYOUT: ct.constexpr,
+def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
+                  pre, nxt, ks, ko, vs, vo, qs2, qo2, wsq, wsp, wsc1, wsc2, kp, vp, plen, scale, CACHE: ct.constexpr,
+                  LAYOUT: ct.constexpr,
                   OUT_LAYOUT: ct.constexpr, ORDER: ct.constexpr, G: ct.constexpr, M: ct.constexpr,
                   PSE: ct.constexpr, PSE_ONE_ROW: ct.constexpr, S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr,
                   BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr, FD: ct.constexpr,
@@ -177,8 +180,12 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, ws_o, ws_ml, tasks, task_ptr, ql
         kbase, kend, step = task_span(tasks, t)
         s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
-        kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
-        vv = kv_rows(v, b, n2, s2 - plen, k0, LAYOUT)
+        if CACHE == "dense":
+            kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
+            vv = kv_rows(v, b, n2, s2 - plen, k0, LAYOUT)
+        else:   # a paged int8 cache (BnBsH, BnNBsD or NZ), read through the batch's block table row
+            kv = paged_kv_rows(k, block_table, b, n2, s2, D, CACHE)
+            vv = paged_kv_rows(v, block_table, b, n2, s2, DV, CACHE)
         kpv = kv
         vpv = vv
         if PREFIX:   # the batch's own KV follows the plen prefix positions (batch 0 of the prefix tensors)

@@ -232,15 +232,16 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
 
     ncores = len(cores)
     if rows and antiquant is not None:
-        _check_antiquant_call(antiquant, block_table, lay.token, learnable_sink, hooks)
+        _check_antiquant_call(antiquant, lay.token, learnable_sink, hooks)
         fia_antiquant.on(tiling.platform)[ncores](
-            q, k, v, out_k, lse_arg, mask, pse, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+            q, k, v, out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
             *_antiquant_tables(antiquant), qs2, qo2, *_msd_workspaces(ncores, msd_digit_count(inner_precise) * m_cap,
                                                                      d, s2_tile, dv),
-            kp, vp, int(shared_prefix_len) if prefix else 0, np.float32(scale), LAYOUT=kernel_layout(lay.qkv),
-            OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap, PSE=pse_shift is not None,
-            PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=s2_tile, D=d, DV=dv, BAND=band,
-            MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), EMPTY_LSE=float(empty_lse),
+            kp, vp, int(shared_prefix_len) if prefix else 0, np.float32(scale), CACHE=cache,
+            LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap,
+            PSE=pse_shift is not None, PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=s2_tile, D=d,
+            DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks),
+            EMPTY_LSE=float(empty_lse),
             PER_TOKEN=antiquant.per_token, PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1,
             OFFSET=antiquant.has_offset, ITER=msd_digit_count(inner_precise),
             **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
@@ -306,16 +307,15 @@ def _antiquant_tables(spec) -> tuple:
             table(spec.value_scale, spec.value_scale), table(spec.value_offset, spec.value_scale))
 
 
-def _check_antiquant_call(spec, block_table, token, sink, hooks):
+def _check_antiquant_call(spec, token, sink, hooks):
     """What the antiquant kernel does not model, refused naming the parameter."""
-    refused = (("block_table", block_table is not None, "paged attention"),
-               ("input_layout", token, "the TND/NTD layouts"),
+    refused = (("input_layout", token, "the TND/NTD layouts"),
                ("learnable_sink", sink is not None, "a learnable sink"),
                ("hooks", hooks is not None and hooks.active, "a score_mod / mask_mod"))
     for name, given, what in refused:
         if given:
             raise UnsupportedParameterError(name, "given", f"KV antiquant (mode {spec.mode}) with {what} is not "
-                                            "simulated: the antiquant kernel takes dense BSH/BSND/BNSD key/value")
+                                            "simulated: the antiquant kernel takes BSH/BSND/BNSD key/value, dense or paged")
 
 
 def _hook_arguments(hooks, rows, tasks: np.ndarray, ptr: np.ndarray, tiling: FiaTiling, qlen, kvlen, group: int,

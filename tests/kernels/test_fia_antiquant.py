@@ -1,8 +1,8 @@
 """KV antiquant (int8 key/value cache, fp16/bf16 query): the MSD kernel against the float64 golden.
 
 The kernel (``kernels/fia/kernel_antiquant.py``) splits the query and P into int8 digits and multiplies them with
-the int8 cache on the cube, as the chip's IFA antiquant template does; the golden dequantises the cache exactly,
-``(x + offset) · scale``, and never rounds P. Compared under the upstream rule of the query dtype's class. Each kernel specialisation compiles for about a
+the int8 cache on the cube, as the chip's IFA antiquant template does, from a dense or a paged cache (BnBsH,
+BnNBsD, int8 NZ); the golden dequantises the cache exactly, ``(x + offset) · scale``, and never rounds P. Compared under the upstream rule of the query dtype's class. Each kernel specialisation compiles for about a
 minute, so the kernel runs are in the slow tier (the default tier keeps the golden and the refusals); the modes, the flash-decode
 split, the digit count and the pipelined order are in the slow tier.
 """
@@ -116,6 +116,51 @@ def test_flash_decode_split_rows_per_channel_with_lse():
         _check(q, k, v, antiquant_scale=sc, antiquant_offset=of, softmax_lse_flag=True, **kw)
     names = [r.kernel.name for r in rec.launches]
     assert names == ["fia_antiquant", "fia_fd_combine"], names
+
+
+def _paged(rng, cache: str, b=2, n=8, n2=2, d=128, bs=128, lens=(300, 700)):
+    """A decode on a paged int8 cache of ``cache`` layout (BnBsH with a BSH query, else BNSD; NZ is
+    (blocks, N2, D/32, block_size, 32)) through a permuted block table."""
+    from cvtile.kernels.golden.nz import to_nz
+
+    per = -(-max(lens) // bs)
+    q = rng.uniform(-1, 1, (b, n, 1, d)).astype(np.float16)
+    kc, vc = (rng.integers(-128, 128, (b * per, n2, bs, d)).astype(np.int8) for _ in range(2))
+    layout = "BNSD"
+    if cache == "BnBsH":
+        q = q.reshape(b, 1, n * d)
+        kc, vc = (x.transpose(0, 2, 1, 3).reshape(b * per, bs, n2 * d) for x in (kc, vc))
+        layout = "BSH"
+    elif cache == "NZ":
+        kc, vc = to_nz(kc), to_nz(vc)
+        assert kc.shape == (b * per, n2, d // 32, bs, 32)
+    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
+    kw = dict(num_heads=n, num_key_value_heads=n2, input_layout=layout, scale=d ** -0.5, block_table=table,
+              block_size=bs, actual_seq_lengths_kv=list(lens), softmax_lse_flag=True)
+    return q, kc, vc, kw, per * bs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cache", ["BnBsH", "BnNBsD", "NZ"])
+def test_paged_cache_per_channel_with_offset(cache):
+    """Mode 0 on a paged int8 cache: the kernel reads the blocks through the table (in place for NZ)."""
+    rng = np.random.default_rng(16)
+    q, k, v, kw, _ = _paged(rng, cache)
+    sc = rng.uniform(0.001, 0.02, (2, 2 * 128)).astype(np.float16)
+    of = rng.uniform(-2, 2, (2, 2 * 128)).astype(np.float16)
+    _check(q, k, v, antiquant_scale=sc, antiquant_offset=of, **kw)
+
+
+@pytest.mark.slow
+def test_paged_cache_per_token_parameters_follow_the_logical_position():
+    """Mode 1 on a paged cache: the per-token scale / offset of a KV position is read at its position in the
+    batch's sequence, not at its place in the cache's blocks."""
+    rng = np.random.default_rng(17)
+    q, k, v, kw, cap = _paged(rng, "BnNBsD")
+    tok = lambda lo, hi: rng.uniform(lo, hi, (1, 2, cap)).astype(np.float32)   # noqa: E731
+    _check(q, k, v, key_antiquant_scale=tok(0.005, 0.02), key_antiquant_offset=tok(-1, 1),
+           value_antiquant_scale=tok(0.005, 0.02), value_antiquant_offset=tok(-1, 1), key_antiquant_mode=1,
+           value_antiquant_mode=1, **kw)
 
 
 @pytest.mark.slow

@@ -135,10 +135,10 @@ def test_nz_cache_rules_are_param_errors_naming_the_tensor():
         assert err.param == name, (name, str(err))
 
 
-def test_int8_nz_cache_takes_fractals_of_32_and_antiquant_refuses_paging():
+def test_int8_nz_cache_takes_fractals_of_32():
     """An int8 NZ cache is (blocks, N, D/32, block_size, 32): fractals of 16 are a ParamError (161002) naming
-    key, a rule op_host's checker leaves to the kernel; the right layout reaches the KV antiquant kernel, which
-    does not take a paged cache and refuses it by name."""
+    key, a rule op_host's checker leaves to the kernel (the right layout runs on the KV antiquant kernel:
+    test_fia_antiquant's paged tests)."""
     rng = np.random.default_rng(4)
     n, d, bs = 8, 128, 128
     k8 = to_nz(rng.integers(-5, 5, (2, 1, bs, d)).astype(np.int8))
@@ -147,9 +147,6 @@ def test_int8_nz_cache_takes_fractals_of_32_and_antiquant_refuses_paging():
               input_layout="BSND", block_table=np.array([[1, 0]], np.int32), block_size=bs,
               actual_seq_lengths_kv=[200], key_antiquant_scale=np.ones((1, d), np.float16),
               value_antiquant_scale=np.ones((1, d), np.float16))
-    with pytest.raises(UnsupportedParameterError) as info:
-        fia(**kw)
-    assert info.value.param == "block_table"
     k16 = k8.reshape(2, 1, 8, bs, 16)
     err = _param_error(dict(kw, key=k16, value=k16))
     assert (err.param, int(err.status)) == ("key", 161002) and "32" in err.rule
