@@ -22,7 +22,7 @@ Per-channel kinds (modes 0 and 2: one scale / offset per (kv head, channel)):
     V2  go = go · dm + o;  at the row's end  out = (go / gl + value_offset) · value_scale
 
 Per-token kinds (modes 1 and 3: one scale / offset per KV position, of the batch (mode 1) or of the batch and
-kv head (mode 3)):
+kv head (mode 3); modes 4 and 5 likewise, their tables paged as the KV, PAGED_PARAMS):
 
     C1  s = MSD(q) · Kᵀ;  s = (s + rowsum(q) · key_offset[j]) · key_scale[j]
     V1  s · scale (+ pse), masks, online softmax;  P' = P · value_scale[j]
@@ -95,12 +95,26 @@ def msd_combine(ws, core, rows, M, cols, COLS, ITER):
 
 
 @ct.inline
-def token_params(t, b, n2, kv0, n, S2, PER_HEAD):
-    """The fp32 (S2,) per-token parameters of KV positions kv0.. of (b, n2) from a (B, N2 | 1, S') table."""
-    if PER_HEAD:
-        row = t[b, n2]
+def token_rows(t, bt, b, n2, s2, PER_HEAD, PAGED):
+    """The per-token parameter row of (b, n2) over the batch's KV positions: of a (B, N2 | 1, S') table, or
+    (PAGED, modes 4/5) of a (block_num, N2 | 1, block_size) table read through the batch's block table row
+    bt[b] as its paged KV is (s2 positions)."""
+    if PAGED:
+        if PER_HEAD:
+            row = t[:, n2].paged(bt[b], s2)
+        else:
+            row = t[:, 0].paged(bt[b], s2)
     else:
-        row = t[b, 0]
+        if PER_HEAD:
+            row = t[b, n2]
+        else:
+            row = t[b, 0]
+    return row
+
+
+@ct.inline
+def token_params(row, kv0, n, S2):
+    """The fp32 (S2,) per-token parameters of KV positions kv0.. of a ``token_rows`` row."""
     return ct.cast(ct.load(row[ct.ds(kv0, S2, valid=n)]), ct.float32)
 
 
@@ -126,8 +140,8 @@ def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scal
         s = msd_combine(wsc1, core, mrows, M, m, S2, ITER) * qmax[:, None]
         if PER_TOKEN:
             if OFFSET:
-                s = s + qsum[:, None] * token_params(ko, b, n2, k0 + a, m, S2, PER_HEAD)[None, :]
-            s = s * token_params(ks, b, n2, k0 + a, m, S2, PER_HEAD)[None, :]
+                s = s + qsum[:, None] * token_params(ko, k0 + a, m, S2)[None, :]
+            s = s * token_params(ks, k0 + a, m, S2)[None, :]
         s = s * scale
         if PSE:
             pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
@@ -135,10 +149,10 @@ def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scal
         s = band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2, BAND, MASK)
         p, dm, gl, gm = sink_softmax_step(s, gm, gl, 0.0, False, False)
         if PER_TOKEN:
-            p = p * token_params(vs, b, n2, k0 + a, m, S2, PER_HEAD)[None, :]
+            p = p * token_params(vs, k0 + a, m, S2)[None, :]
             psum = ct.zeros((M,), ct.float32, valid=mrows)
             if OFFSET:
-                psum = ct.rowsum(p * token_params(vo, b, n2, k0 + a, m, S2, PER_HEAD)[None, :])
+                psum = ct.rowsum(p * token_params(vo, k0 + a, m, S2)[None, :])
             pmax, pa = msd_split(p)
         else:
             pa = p * MSD_RANGE
@@ -172,7 +186,7 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                   BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr, FD: ct.constexpr,
                   EMPTY_LSE: ct.constexpr, PER_TOKEN: ct.constexpr, PER_HEAD: ct.constexpr, OFFSET: ct.constexpr,
                   ITER: ct.constexpr, POSTQ: ct.constexpr = 0, QOFF: ct.constexpr = False,
-                  PREFIX: ct.constexpr = False):
+                  PREFIX: ct.constexpr = False, PAGED_PARAMS: ct.constexpr = False):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
@@ -186,6 +200,13 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
         else:   # a paged int8 cache (BnBsH, BnNBsD or NZ), read through the batch's block table row
             kv = paged_kv_rows(k, block_table, b, n2, s2, D, CACHE)
             vv = paged_kv_rows(v, block_table, b, n2, s2, DV, CACHE)
+        ksr, kor, vsr, vor = ks, ko, vs, vo
+        if PER_TOKEN:   # the per-token parameter rows of (b, n2) (aq_step reads them at the batch's positions)
+            ksr = token_rows(ks, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
+            vsr = token_rows(vs, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
+            if OFFSET:
+                kor = token_rows(ko, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
+                vor = token_rows(vo, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
         kpv = kv
         vpv = vv
         if PREFIX:   # the batch's own KV follows the plen prefix positions (batch 0 of the prefix tensors)
@@ -215,12 +236,12 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                 for h in range(1 + straddle):
                     a, m = prefix_part(kv0, n, cut, straddle, h)
                     gm, gl, go = aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scale, b,
-                                         n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ks, ko, vs, vo, wsc1, wsp,
+                                         n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, wsc1, wsp,
                                          wsc2, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN,
                                          PER_HEAD, OFFSET, ITER, PREFIX)
             else:
                 gm, gl, go = aq_step(qd, qmax, qsum, kv, vv, kv, vv, 0, kv0, n, gm, gl, go, core, scale, b, n2, s1,
-                                     q0, k0, m0, mrows, lo, hi, mask, pse, ks, ko, vs, vo, wsc1, wsp, wsc2, ORDER,
+                                     q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, wsc1, wsp, wsc2, ORDER,
                                      G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, PER_HEAD, OFFSET,
                                      ITER, PREFIX)
         with ct.vector():

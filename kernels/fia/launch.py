@@ -243,6 +243,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks),
             EMPTY_LSE=float(empty_lse),
             PER_TOKEN=antiquant.per_token, PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1,
+            PAGED_PARAMS=antiquant.paged,
             OFFSET=antiquant.has_offset, ITER=msd_digit_count(inner_precise),
             **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
             order=order)

@@ -17,16 +17,21 @@ mode (key_/value_)         kind        parameter shapes (per tensor; ``antiquant
 1 per-token                token       (1, B, S') / (2, B, S'); (B, S') — S' >= the KV length
 2 per-tensor + per-head    channel     (N)
 3 per-token + per-head     token       (B, N, S')
+4 per-token, paged         token       (block_num, block_size): the parameter of position p of batch b is
+                                       at [block_table[b, p // block_size], p % block_size], as its KV
+5 per-token + per-head,    token       (block_num, N, block_size), read through the block table likewise
+  paged
 =========================  ==========  ==================================================================
 
 ``antiquant_scale`` / ``antiquant_offset`` (key and value together) take ``antiquant_mode`` 0 or 1;
 ``key_/value_antiquant_scale`` (each its own) take ``key_/value_antiquant_mode``, and key and value must share
-the mode. Modes 4/5 (scales managed by the page table), 6/8 (groups) and a per-channel key with a per-token
-value are separate kernels cvtile does not simulate: ``UnsupportedParameterError`` naming the mode.
+the mode; modes 4/5 are simulated on a paged cache (``block_table``) only. Modes 6/8 (groups) and a per-channel key with a
+per-token value are separate kernels cvtile does not simulate: ``UnsupportedParameterError`` naming the mode.
 
 ``antiquant_spec`` turns the user's parameters into an ``AntiquantSpec``: channel kinds as (N2, D) tables
 (per tensor and per head broadcast to the channels, values unchanged), token kinds as (B, N2 | 1, S')
-tables, in the parameters' own dtype. The same spec feeds the simulated kernel's launch and the golden
+tables or, paged (modes 4/5), the (block_num, N2 | 1, block_size) tables as given with the block table that
+addresses them, in the parameters' own dtype. The same spec feeds the simulated kernel's launch and the golden
 (``dequantised``), so both read one interpretation of the shapes.
 
 Invariants
@@ -51,7 +56,8 @@ __all__ = ["AntiquantSpec", "antiquant_spec", "ANTIQUANT_PARAMS"]
 ANTIQUANT_PARAMS = ("antiquant_scale", "antiquant_offset", "key_antiquant_scale", "key_antiquant_offset",
                     "value_antiquant_scale", "value_antiquant_offset")
 _CHANNEL, _TOKEN = "channel", "token"
-_MODE_KIND = {0: _CHANNEL, 1: _TOKEN, 2: _CHANNEL, 3: _TOKEN}
+_MODE_KIND = {0: _CHANNEL, 1: _TOKEN, 2: _CHANNEL, 3: _TOKEN, 4: _TOKEN, 5: _TOKEN}
+_PAGED_MODES = (4, 5)
 _MODE_NAME = {0: "per-channel", 1: "per-token", 2: "per-tensor + per-head", 3: "per-token + per-head",
               4: "per-token (page-table managed)", 5: "per-token + per-head (page-table managed)",
               6: "per-token-group", 8: "per-channel-group"}
@@ -68,10 +74,16 @@ class AntiquantSpec:
     value_scale: np.ndarray
     value_offset: np.ndarray | None
     mode: int
+    block_table: np.ndarray | None = None    # modes 4/5: the table addressing the (block_num, N2 | 1, bs) tables
 
     @property
     def per_token(self) -> bool:
         return self.kind == _TOKEN
+
+    @property
+    def paged(self) -> bool:
+        """The per-token tables are (block_num, N2 | 1, block_size), read through ``block_table``."""
+        return self.block_table is not None
 
     @property
     def has_offset(self) -> bool:
@@ -91,9 +103,19 @@ class AntiquantSpec:
             o = to_f64(offset[h0:h1], "offset")[:, None, :] if offset is not None else 0.0
         else:
             heads = slice(h0, h1) if scale.shape[1] > 1 else slice(0, 1)
-            s = to_f64(scale[b, heads, start:stop], "scale")[:, :, None]
-            o = to_f64(offset[b, heads, start:stop], "offset")[:, :, None] if offset is not None else 0.0
+            s = to_f64(self._token_rows(scale, b, heads, start, stop), "scale")[:, :, None]
+            o = to_f64(self._token_rows(offset, b, heads, start, stop), "offset")[:, :, None] \
+                if offset is not None else 0.0
         return (xf + o) * s
+
+    def _token_rows(self, table: np.ndarray, b: int, heads: slice, start: int, stop: int) -> np.ndarray:
+        """(heads, stop - start) token parameters of batch b's positions start:stop."""
+        if not self.paged:
+            return table[b, heads, start:stop]
+        pos = np.arange(start, stop)
+        bs = table.shape[2]
+        blocks = self.block_table[b, pos // bs].astype(np.int64)
+        return table[blocks, heads, pos % bs].T     # (block_num, N2 | 1, bs) -> (heads, positions)
 
 
 def _bad(name: str, x, rule: str) -> ParamError:
@@ -133,8 +155,9 @@ def _token_table(name: str, x: np.ndarray, mode: int, batch: int, n2: int, kv_le
 
 def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int, value_antiquant_mode: int,
                    batch: int, num_kv_heads: int, head_dim: int, kv_len: int) -> AntiquantSpec:
-    """The ``AntiquantSpec`` of one call from its parameter arrays (by V1 name; absent ones missing or None).
-    ``kv_len``: the longest KV length the call attends (a per-token table must cover it)."""
+    """The ``AntiquantSpec`` of one call from its parameter arrays (by V1 name; absent ones missing or None;
+    ``block_table`` read for the paged modes 4/5). ``kv_len``: the longest KV length the call attends (a
+    per-token table must cover it)."""
     get = {name: (to_numpy(arrays[name]) if arrays.get(name) is not None else None) for name in ANTIQUANT_PARAMS}
     separate = get["key_antiquant_scale"] is not None or get["value_antiquant_scale"] is not None
     if separate:
@@ -174,8 +197,13 @@ def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int
                                                                              else of[1])}
     if mode not in _MODE_KIND:
         raise UnsupportedParameterError(mode_name, mode, f"{_MODE_NAME.get(mode, 'this')} antiquant is not "
-                                        "simulated (modes 0-3 are)")
+                                        "simulated (modes 0-5 are)")
     kind = _MODE_KIND[mode]
+    table = to_numpy(arrays["block_table"]) if arrays.get("block_table") is not None else None
+    if mode in _PAGED_MODES and table is None:
+        raise UnsupportedParameterError(mode_name, mode, f"{_MODE_NAME[mode]} antiquant (mode {mode}) is simulated "
+                                        "on a paged cache, its parameters read through the block table; without a "
+                                        "block_table it is not")
     tables = {}
     for field, (name, x) in pairs.items():
         if x is None:
@@ -190,7 +218,23 @@ def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int
                              "float32", status=AclnnStatus.PARAM_INVALID, checker="antiquant")
         if kind == _CHANNEL:
             tables[field] = _channel_table(name, x, mode, num_kv_heads, head_dim)
+        elif mode in _PAGED_MODES:
+            tables[field] = _paged_token_table(name, x, mode, num_kv_heads)
         else:
             tables[field] = _token_table(name, x, mode, batch, num_kv_heads, kv_len)
     return AntiquantSpec(kind, tables["key_scale"], tables["key_offset"], tables["value_scale"],
-                         tables["value_offset"], mode)
+                         tables["value_offset"], mode, table if mode in _PAGED_MODES else None)
+
+
+def _paged_token_table(name: str, x: np.ndarray, mode: int, n2: int) -> np.ndarray:
+    """The (block_num, N2 | 1, block_size) table of a paged per-token parameter (mode 4: (block_num,
+    block_size) gains a head axis of 1; mode 5 is (block_num, N2, block_size)). op_host checks the block count
+    and size against the cache."""
+    if mode == 4:
+        if x.ndim != 2:
+            raise _bad(name, x, "paged per-token (mode 4) parameters are (block_num, block_size)")
+        return x[:, None, :]
+    if x.ndim != 3 or x.shape[1] != n2:
+        raise _bad(name, x, f"paged per-token + per-head (mode 5) parameters are (block_num, N2, block_size) "
+                   f"(N2={n2})")
+    return x

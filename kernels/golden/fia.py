@@ -315,7 +315,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         if token or isinstance(key, list):
             raise UnsupportedParameterError("antiquant_scale", "given", "KV antiquant is modelled for BSH/BSND/BNSD "
                                             "key/value, dense or paged (no TND/NTD, no tensor lists)")
-        aq = antiquant_spec(aq_arrays, antiquant_mode=antiquant_mode, key_antiquant_mode=key_antiquant_mode,
+        aq = antiquant_spec(dict(aq_arrays, block_table=block_table), antiquant_mode=antiquant_mode,
+                            key_antiquant_mode=key_antiquant_mode,
                             value_antiquant_mode=value_antiquant_mode, batch=batch, num_kv_heads=nkv, head_dim=d,
                             kv_len=max((p.k0 + p.prefix + p.s_kv for p in plans), default=0))
     legacy = (not token) and is_legacy_decode(layouts.name, rows_total, d, dv, target)

@@ -164,6 +164,37 @@ def test_paged_cache_per_token_parameters_follow_the_logical_position():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", [4, 5])
+def test_paged_modes_read_their_parameters_through_the_block_table(mode):
+    """Modes 4/5: per-token (per-head with 5) scales and offsets of (block_num, [N2,] block_size) live in the
+    cache's blocks; position p of a batch reads [block_table[b, p // bs], p % bs] (the table is permuted, so
+    reading them at the logical position would fail the golden)."""
+    rng = np.random.default_rng(18 + mode)
+    q, k, v, kw, cap = _paged(rng, "BnNBsD")
+    shape = (cap // 128 * 2, 128) if mode == 4 else (cap // 128 * 2, 2, 128)
+    par = lambda lo, hi: rng.uniform(lo, hi, shape).astype(np.float32)   # noqa: E731
+    _check(q, k, v, key_antiquant_scale=par(0.005, 0.02), key_antiquant_offset=par(-1, 1),
+           value_antiquant_scale=par(0.005, 0.02), value_antiquant_offset=par(-1, 1), key_antiquant_mode=mode,
+           value_antiquant_mode=mode, **kw)
+
+
+def test_paged_mode_golden_reads_the_parameters_of_the_block_it_reads():
+    """The golden of mode 4 dequantises position p of batch b with the scale at [block_table[b, p // bs],
+    p % bs]: a cache of ones with a scale equal to the block id times 1000 plus the row gives, per position,
+    exactly that number."""
+    from cvtile.kernels.golden.antiquant import antiquant_spec
+
+    table = np.array([[2, 0], [1, 3]], np.int32)
+    scale = (np.arange(4)[:, None] * 1000 + np.arange(4)[None, :]).astype(np.float32)    # (blocks 4, bs 4)
+    spec = antiquant_spec({"key_antiquant_scale": scale, "value_antiquant_scale": scale, "block_table": table},
+                          antiquant_mode=0, key_antiquant_mode=4, value_antiquant_mode=4, batch=2, num_kv_heads=1,
+                          head_dim=1, kv_len=8)
+    x = np.ones((1, 6, 1), np.int8)
+    got = spec.dequantised(x, "key", 1, 0, 1, 1, 7)[0, :, 0]
+    assert got.tolist() == [1001, 1002, 1003, 3000, 3001, 3002]
+
+
+@pytest.mark.slow
 def test_three_digits_are_more_precise_than_two():
     """inner_precise 0 takes three MSD digits, 1 two: against the exact golden the third digit must cut the
     error of the scores' split (a fp32 output isolates it from the output rounding)."""
@@ -237,7 +268,7 @@ def test_short_per_token_table_is_refused():
 
 @pytest.mark.parametrize("extra, param", [
     (dict(key_antiquant_mode=0, value_antiquant_mode=1), "value_antiquant_mode"),
-    (dict(key_antiquant_mode=4, value_antiquant_mode=4), "key_antiquant_mode"),
+    (dict(key_antiquant_mode=4, value_antiquant_mode=4), "key_antiquant_mode"),   # modes 4/5: paged only
 ])
 def test_unsimulated_antiquant_variants_name_their_parameter(extra, param):
     rng = np.random.default_rng(14)
