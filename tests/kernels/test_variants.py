@@ -112,6 +112,29 @@ def test_block_classes_follow_the_mask_inside_the_valid_extents():
     assert blocks.tolist() == [[0, 1, 0, 4], [1, 1, 0, 4]] and ptr.tolist() == [0, 2]
 
 
+@ct.inline
+def _reach_grows_with_the_row(b, h, q_idx, kv_idx):
+    return kv_idx < (q_idx + 1) * 256
+
+
+def test_half_height_passes_with_the_flash_decode_split_match_the_golden():
+    """A mask whose rows reach further the later they sit takes half-height row passes; with a long KV the
+    tiling also splits the rows (flash decode): each pass writes its rows of the split row's workspace slot
+    from its own first row, and the combine merges them."""
+    from cvtile.dsl.jit import record_launches
+
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((1, 64, 8, 128)).astype(np.float16)
+    k, v = (rng.standard_normal((1, 16384, 1, 128)).astype(np.float16) for _ in range(2))
+    kw = dict(num_heads=8, num_key_value_heads=1, input_layout="BSND", scale=128 ** -0.5, softmax_lse_flag=True)
+    bmap = variant_block_map(q, k, v, mask_mod=_reach_grows_with_the_row, **kw)
+    assert bmap.height == 256 and 0 < bmap.visited < bmap.total, bmap.summary()
+    with record_launches() as rec:
+        out, lse = attention(q, k, v, mask_mod=_reach_grows_with_the_row, **kw)
+    assert [r.kernel.name for r in rec.launches] == ["fia_attention", "fia_fd_combine"]
+    _judge(out, lse, q, k, v, kw, mask_mod=_reach_grows_with_the_row)
+
+
 def test_partial_blocks_are_visited_over_their_live_columns_only():
     # rows at positions 64..127 under a causal window of 20 over S2 blocks of 64, KV length 120: block 0 keeps
     # columns 45..63 (row 64 sees 45..64), widened to the fractal's 16 -> (32, 32); block 1 keeps 64..119,
