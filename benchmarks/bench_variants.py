@@ -107,16 +107,16 @@ print(first - (time.perf_counter() - t0))
 
 
 def compile_times(repeat: int) -> dict:
-    out = {}
-    for what in ("none", "score_mod", "band", "mask_mod"):
-        best = float("inf")
-        for _ in range(repeat):
+    """Best-of-``repeat`` cold compile of each kind, the kinds interleaved round by round (a drift of the
+    machine's speed during the run then touches every kind alike, not the last ones measured)."""
+    out = {what: float("inf") for what in ("none", "score_mod", "band", "mask_mod")}
+    for _ in range(repeat):
+        for what in out:
             with tempfile.TemporaryDirectory() as cache:
                 env = dict(os.environ, CVTILE_CACHE_DIR=cache)
                 done = subprocess.run([sys.executable, "-c", _COMPILE_SNIPPET, what], capture_output=True,
                                       text=True, env=env, check=True)
-                best = min(best, float(done.stdout.strip().splitlines()[-1]))
-        out[what] = best
+                out[what] = min(out[what], float(done.stdout.strip().splitlines()[-1]))
     out["score_mod_ratio"] = out["score_mod"] / out["none"]
     out["mask_mod_ratio"] = out["mask_mod"] / out["none"]
     out["mask_mod_over_band"] = out["mask_mod"] / out["band"]
