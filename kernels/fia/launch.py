@@ -316,15 +316,17 @@ def _check_antiquant_call(spec, token, sink, hooks):
     for name, given, what in refused:
         if given:
             raise UnsupportedParameterError(name, "given", f"KV antiquant (mode {spec.mode}) with {what} is not "
-                                            "simulated: the antiquant kernel takes BSH/BSND/BNSD key/value, dense or paged")
+                                            "simulated: the antiquant kernel takes BSH/BSND/BNSD key/value, dense "
+                                            "or paged")
 
 
 def _hook_arguments(hooks, rows, tasks: np.ndarray, ptr: np.ndarray, tiling: FiaTiling, qlen, kvlen, group: int,
                     m_cap: int):
     """The kernel's hook arguments (captures ``mod0..mod3``, the ``blocks`` table) and constexprs, and the task
     table the kernel runs. With block skipping the row tasks are classified by ``plan_block_map`` (whole, or
-    in the two row passes of ``split_row_passes`` it chooses), the tasks' [j0, j1) become runs of the block table
-    and the tasks are re-balanced over the cores by their live columns. Returns ``(args, BlockMap | None, tasks, ptr, row height)``."""
+    in the two row passes of ``split_row_passes`` it chooses), the tasks' [j0, j1) become runs of the block
+    table and the tasks are re-balanced over the cores by their live columns. Returns ``(args, BlockMap |
+    None, tasks, ptr, row height)``."""
     none = {"tensors": [None] * 5, "consts": {}}
     if hooks is None or not hooks.active:
         return none, None, tasks, ptr, m_cap
@@ -419,6 +421,12 @@ def row_pass_heights(m_cap: int):
         yield height
 
 
+def row_pass_offsets(rows: int, height: int) -> range:
+    """The first rows (within its task) of the row passes of at most ``height`` rows that a task of ``rows``
+    rows is taken in (one pass for an empty task)."""
+    return range(0, max(rows, 1), height)
+
+
 def split_row_passes(tasks: np.ndarray, ptr: np.ndarray, height: int) -> tuple:
     """Each row task as consecutive passes of at most ``height`` rows on the same core, in order: the same
     batch, head, S2 run and workspace slot, its first row within the slot in the last column. Returns the new
@@ -427,7 +435,7 @@ def split_row_passes(tasks: np.ndarray, ptr: np.ndarray, height: int) -> tuple:
     for core in range(len(ptr) - 1):
         for t in range(int(ptr[core]), int(ptr[core + 1])):
             rows = int(tasks[t, 3])
-            for h in range(0, max(rows, 1), height):
+            for h in row_pass_offsets(rows, height):
                 part = tasks[t].copy()
                 part[2], part[3], part[TASK_COLUMNS - 1] = tasks[t, 2] + h, min(height, rows - h), h
                 passes.append(part)

@@ -25,8 +25,9 @@ mode (key_/value_)         kind        parameter shapes (per tensor; ``antiquant
 
 ``antiquant_scale`` / ``antiquant_offset`` (key and value together) take ``antiquant_mode`` 0 or 1;
 ``key_/value_antiquant_scale`` (each its own) take ``key_/value_antiquant_mode``, and key and value must share
-the mode; modes 4/5 are simulated on a paged cache (``block_table``) only. Modes 6/8 (groups) and a per-channel key with a
-per-token value are separate kernels cvtile does not simulate: ``UnsupportedParameterError`` naming the mode.
+the mode; modes 4/5 are simulated on a paged cache (``block_table``) only. Modes 6/8 (groups) and a
+per-channel key with a per-token value are separate kernels cvtile does not simulate:
+``UnsupportedParameterError`` naming the mode.
 
 ``antiquant_spec`` turns the user's parameters into an ``AntiquantSpec``: channel kinds as (N2, D) tables
 (per tensor and per head broadcast to the channels, values unchanged), token kinds as (B, N2 | 1, S')

@@ -202,15 +202,19 @@ def plan_block_map(tasks, hooks: Hooks, *, m_cap: int, s2_base: int, qlen, kvlen
     block) when those visit at least ``HALVES_GAIN`` fewer (row, live column) pairs. A window's rows reach back
     by different amounts: a task's top half reaches into the block before the diagonal, its bottom half does
     not, and the top half's diagonal block is a band of columns."""
+    from ..fia.launch import row_pass_heights, row_pass_offsets
+
     def classify(of):
         return classify_blocks(of, hooks, s2_base=s2_base, qlen=qlen, kvlen=kvlen, group=group, order=order)
 
     whole = replace(classify(tasks), height=m_cap)
-    half = -(-(m_cap // 2) // 16) * 16
+    heights = row_pass_heights(m_cap)
+    next(heights)
+    half = next(heights, m_cap)
     if half < MIN_HALF or half >= m_cap:
         return whole
     halves = [replace(t, m_start=t.m_start + h, m_rows=min(half, t.m_rows - h))
-              for t in tasks for h in range(0, max(t.m_rows, 1), half)]
+              for t in tasks for h in row_pass_offsets(t.m_rows, half)]
     fine = classify(halves)
     return replace(fine, height=half) if fine.pairs <= (1.0 - HALVES_GAIN) * whole.pairs else whole
 

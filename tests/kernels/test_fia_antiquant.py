@@ -2,9 +2,10 @@
 
 The kernel (``kernels/fia/kernel_antiquant.py``) splits the query and P into int8 digits and multiplies them with
 the int8 cache on the cube, as the chip's IFA antiquant template does, from a dense or a paged cache (BnBsH,
-BnNBsD, int8 NZ); the golden dequantises the cache exactly, ``(x + offset) · scale``, and never rounds P. Compared under the upstream rule of the query dtype's class. Each kernel specialisation compiles for about a
-minute, so the kernel runs are in the slow tier (the default tier keeps the golden and the refusals); the modes, the flash-decode
-split, the digit count and the pipelined order are in the slow tier.
+BnNBsD, int8 NZ); the golden dequantises the cache exactly, ``(x + offset) · scale``, and never rounds P.
+Compared under the upstream rule of the query dtype's class. Each kernel specialisation compiles for about a
+minute, so the kernel runs (the modes, paged caches, the flash-decode split, the digit count and the pipelined
+order) are in the slow tier; the default tier keeps the golden and the refusals.
 """
 
 from __future__ import annotations
