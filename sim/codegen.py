@@ -211,7 +211,7 @@ def _module_header(kernel: Kernel) -> list:
         "                           write_rows_f32, write_rows_raw, fexp_call, flog_call, fsqrt_call,",
         "                           frsqrt_call, round_f16_call, round_bf16_call, dot_rows_t, axpy_rows,",
         "                           ftanh, fsigmoid, ferf, ffloor, fpow, ftanh_call, fsigmoid_call, ferf_call,",
-        "                           ffloor_call, fpow_call, dot_into, dot_int_into)",
+        "                           ffloor_call, fpow_call, dot_into, dot_int_into, mm_bt_i8, mm_b_i8)",
     ] + (["from cvtile.sim.sync import abort_group, finish_turn, take_turn, wait_turn"] if len(kernel.programs()) == 2
          else []) + [""]
 
@@ -837,7 +837,8 @@ class _Gen:
         trans = attrs["trans_b"]
         is_int = op.result.type.dtype.is_int
         a_win, b_win = op.windows.get("a"), op.windows.get("b")
-        if b_win is not None and a_win is None and not is_int:
+        byte_ints = is_int and all(dt in _BYTE_INTS for dt in _mma_operand_dtypes(op))
+        if b_win is not None and a_win is None and (not is_int or byte_ints and self._plain_rows(b_win)):
             a = self.tile(ops.pop(0))
             w = b_win
             self._window_bounds(w, op, self._window_counts(w, op, "mma operand"), "mma operand")  # both paths
@@ -877,7 +878,7 @@ class _Gen:
         bt = f"{b}.T" if trans else b
         if is_int and all(dt in _BYTE_INTS for dt in _mma_operand_dtypes(op)):
             self.emit(f"if {m} > 0 and {n} > 0:")
-            self.emit(f"    dot_int_into({a}, {b}, {out}, {bool(trans)})")
+            self.emit(f"    dot_int_into({a}, {b}, {out}, {bool(trans)}, {_byte_product_bound(op)})")
         elif is_int:
             i, j, p, s = self.tmp("i"), self.tmp("j"), self.tmp("p"), self.tmp("s")
             self.emit(f"for {i} in range({m}):")
@@ -904,8 +905,10 @@ class _Gen:
         return self.view(v, dims)
 
     def _mma_skinny(self, op, a: str, w: Window, trans: bool):
-        """a (few rows) times a GM window, reading the window's 16-bit rows once, straight into the
-        products (a matrix-vector shape: BLAS and a staged copy of the window cost more than the math)."""
+        """a (few rows) times a GM window, reading the window's rows once, straight into the products (a
+        matrix-vector shape: BLAS and a staged copy of the window cost more than the math). 16-bit and fp32
+        windows decode into fp32 rows; 8-bit integer ones (plain rows only, as op_mma decides) go to the exact
+        integer ``mm_bt_i8`` / ``mm_b_i8``."""
         counts = self._window_counts(w, op, "mma operand")
         self._window_bounds(w, op, counts, "mma operand")
         flat, _, dt = self.tensors[w.tensor.id]
@@ -918,19 +921,14 @@ class _Gen:
         self.fail_if(f"{k} != {kb}", "mma: the operands' valid contraction extents differ", op,
                      [("k_a", k), ("k_b", kb)])
         out = self._result_view(op, [m, n])
+        if op.result.type.dtype.is_int:   # 8-bit operands, plain rows (op_mma's condition): exact integer sums
+            self._emit_streamed_mm(w, a, counts, out, trans, "i8", [] if trans else [str(_byte_product_bound(op))])
+            return
         row = Value(TileType(w.tensor.type.dtype, L1, (w.dims[1].extent,)), "brow")
         rbuf = self.buffer(row)
-        if self._plain_rows(w):
-            kind = _KIND.get(dt)
-            if kind is not None:
-                base, stride = self._plain_base(w)
-                if trans:
-                    self.emit(f"mm_bt_{kind}({a}, {flat}, {_i64(base)}, {_i64(stride)}, {_i64(counts[0])}, "
-                              f"{_i64(counts[1])}, {out}, {rbuf})")
-                else:
-                    self.emit(f"mm_b_{kind}({a}, {flat}, {_i64(base)}, {_i64(stride)}, {_i64(counts[0])}, "
-                              f"{_i64(counts[1])}, {out}, {rbuf})")
-                return
+        if self._plain_rows(w) and _KIND.get(dt) is not None:
+            self._emit_streamed_mm(w, a, counts, out, trans, _KIND[dt], [rbuf])
+            return
         r, c = self.tmp("r"), self.tmp("c")
         if not trans:
             self.emit(f"{out}.fill(0)")
@@ -953,6 +951,13 @@ class _Gen:
         else:  # out[:, :] += a[:, r] * b[r, :]
             self.emit(f"axpy_rows({a}, {r}, {rbuf}, {_i64(counts[1])}, {out})")
         self.depth -= 1
+
+    def _emit_streamed_mm(self, w: Window, a: str, counts, out: str, trans: bool, kind: str, extra: list):
+        """The call of a runtime streamed mma (``mm_bt_<kind>`` / ``mm_b_<kind>``) on a plain-rows window."""
+        flat = self.tensors[w.tensor.id][0]
+        base, stride = self._plain_base(w)
+        args = [a, flat, _i64(base), _i64(stride), _i64(counts[0]), _i64(counts[1]), out] + extra
+        self.emit(f"mm_{'bt' if trans else 'b'}_{kind}({', '.join(args)})")
 
     def op_create(self, op):
         t: TileType = op.result.type
@@ -1406,6 +1411,12 @@ def _mma_operand_dtypes(op: Op) -> list:
         w = op.windows.get(name)
         out.append((w.tensor if w is not None else next(tiles)).type.dtype.name)
     return out
+
+
+def _byte_product_bound(op: Op) -> int:
+    """The largest |product| of an 8-bit integer mma's operands (int8 x int8: 2**14; uint8 reaches 255)."""
+    a, b = (255 if dt == "uint8" else 128 for dt in _mma_operand_dtypes(op))
+    return a * b
 
 
 def _decorator(lines: list, nrt_free: bool = True) -> str:

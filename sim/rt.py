@@ -52,7 +52,7 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw", "fexp_call", "flog_call",
            "fsqrt_call", "frsqrt_call", "round_f16_call", "round_bf16_call", "dot_rows_t", "axpy_rows", "ftanh",
            "fsigmoid", "ferf", "ffloor", "fpow", "ftanh_call", "fsigmoid_call", "ferf_call", "ffloor_call",
-           "fpow_call", "dot_into", "dot_int_into"]
+           "fpow_call", "dot_into", "dot_int_into", "mm_bt_i8", "mm_b_i8"]
 
 #: LLVM fast-math flags for generated code: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay IEEE.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -300,21 +300,43 @@ def _skinny(decode, tag: str):
                 out[i, j] = acc
 
     def b(a, flat, base, rstride, kdim, n, out, rbuf):
-        """out[i, :n] = a[i, :kdim] @ B with B row r at flat[base + r*rstride :] (n columns)."""
+        """out[i, :n] = a[i, :kdim] @ B with B row r at flat[base + r*rstride :] (n columns). Four rows of B
+        are decoded per pass over ``out`` (``rbuf`` holds one; the other three are this call's own), so each
+        output row is loaded and stored once per four products instead of once per product."""
         m = a.shape[0]
         for i in range(m):
             orow = out[i]
             for c in range(n):
                 orow[c] = 0.0
-        for r in range(kdim):
-            seg = flat[base + r * rstride:base + r * rstride + n]
-            for c in range(n):
-                rbuf[c] = decode(seg[c])
+        quad = np.empty((3, n), np.float32)
+        r = 0
+        while r + 4 <= kdim:
+            _decode_row(flat, base + r * rstride, n, rbuf)
+            _decode_row(flat, base + (r + 1) * rstride, n, quad[0])
+            _decode_row(flat, base + (r + 2) * rstride, n, quad[1])
+            _decode_row(flat, base + (r + 3) * rstride, n, quad[2])
+            b0, b1, b2, b3 = rbuf, quad[0], quad[1], quad[2]
+            for i in range(m):
+                x0, x1, x2, x3 = a[i, r], a[i, r + 1], a[i, r + 2], a[i, r + 3]
+                orow = out[i]
+                for c in range(n):
+                    orow[c] += x0 * b0[c] + x1 * b1[c] + x2 * b2[c] + x3 * b3[c]
+            r += 4
+        while r < kdim:
+            _decode_row(flat, base + r * rstride, n, rbuf)
             for i in range(m):
                 air = a[i, r]
                 orow = out[i]
                 for c in range(n):
                     orow[c] += air * rbuf[c]
+            r += 1
+
+    def decode_row(flat, start, n, dst):
+        seg = flat[start:start + n]
+        for c in range(n):
+            dst[c] = decode(seg[c])
+
+    _decode_row = njit(inline="always")(decode_row)
 
     fm = {"reassoc", "nsz", "contract"}
     return (_unique_jit(bt, f"mm_bt_{tag}", fastmath=fm), _unique_jit(b, f"mm_b_{tag}", fastmath=fm))
@@ -414,33 +436,80 @@ def dot_into(a, b, out):
     np.dot(a, b, out)
 
 
+#: float32 adds integers exactly up to this magnitude: a contraction of k integer products of at most ``pmax``
+#: each is exact in float32 while k * pmax stays within it (every partial sum is an integer no larger)
+F32_EXACT = 2 ** 24
+
+
 @njit(cache=True, nogil=True, _nrt=True)
-def dot_int_into(a, b, out, trans):
+def dot_int_into(a, b, out, trans, pmax):
     """out = a @ b (``trans``: a @ b.T) for 8-bit integer operands held in int32 tiles: the cube's int8 x int8
-    -> int32 MMAD. Loops ordered for contiguous rows (a dot product of two rows with ``trans``, else row axpys
-    into the output row), so they vectorise. Exact: every product is at most 2**14 in magnitude, so a sum of
-    fewer than 2**17 of them fits int32 and the accumulation order does not matter (the callers contract over a
-    head dimension or one KV block)."""
-    m, k = a.shape
-    if trans:
-        n = b.shape[0]
-        for j in range(n):
-            brow = b[j]
-            for i in range(m):
-                arow = a[i]
-                acc = np.int64(0)
-                for p in range(k):
-                    acc += np.int64(arow[p] * brow[p])
-                out[i, j] = acc
-        return
-    n = b.shape[1]
+    -> int32 MMAD (``pmax``: the largest |product| the operand dtypes allow, 2**14 for int8 x int8). Computed
+    by BLAS on floats, which is exact here: every partial sum is an integer of at most k * pmax, so float32
+    (while that is within ``F32_EXACT``) or float64 (any contraction a tile holds) adds without rounding and the
+    accumulation order does not matter. The sum is then narrowed to int32 as the cube's accumulator wraps."""
+    k = a.shape[1]
+    if k * pmax <= F32_EXACT:
+        r32 = np.dot(a.astype(np.float32), b.astype(np.float32).T) if trans else \
+            np.dot(a.astype(np.float32), b.astype(np.float32))
+        _narrow_into(r32, out)
+    else:
+        r64 = np.dot(a.astype(np.float64), b.astype(np.float64).T) if trans else \
+            np.dot(a.astype(np.float64), b.astype(np.float64))
+        _narrow_into(r64, out)
+
+
+@njit(cache=True, nogil=True, _nrt=True)
+def mm_bt_i8(a, flat, base, rstride, n, k, out):
+    """out[i, j] = a[i, :k] . B[j, :k] for 8-bit a (an int32 tile) and 8-bit B rows at flat[base + j*rstride :]
+    (a streamed GM operand, as ``mm_bt_f16``): the cube's int8 MMAD for a few rows of a. The operands are
+    widened to 16 bits and summed as integers (LLVM multiplies pairs of 16-bit lanes), exact for any k; the
+    sums narrow to int32 as the cube's accumulator wraps."""
+    m = a.shape[0]
+    a16 = np.empty((m, k), np.int16)
     for i in range(m):
+        for c in range(k):
+            a16[i, c] = a[i, c]
+    rb = np.empty(k, np.int16)
+    for j in range(n):
+        seg = flat[base + j * rstride:base + j * rstride + k]
+        for c in range(k):
+            rb[c] = seg[c]
+        for i in range(m):
+            ar = a16[i]
+            acc = np.int64(0)
+            for c in range(k):
+                acc += np.int32(ar[c]) * np.int32(rb[c])
+            out[i, j] = acc
+
+
+@njit(cache=True, nogil=True, _nrt=True)
+def mm_b_i8(a, flat, base, rstride, kdim, n, out, pmax):
+    """out[i, :n] = a[i, :kdim] @ B for 8-bit a (an int32 tile) and 8-bit B rows at flat[base + r*rstride :]
+    (``pmax`` as for ``dot_int_into``): in float32 through ``mm_b_f32`` where that is exact (kdim * pmax within
+    ``F32_EXACT``), else in int64; narrowed to int32 as the cube's accumulator wraps."""
+    m = a.shape[0]
+    if kdim * pmax <= F32_EXACT:
+        acc = np.empty((m, n), np.float32)
+        mm_b_f32(a[:, :kdim].astype(np.float32), flat, base, rstride, kdim, n, acc, np.empty(n, np.float32))
+        _narrow_into(acc, out)
+        return
+    acc64 = np.zeros((m, n), np.int64)
+    for r in range(kdim):
+        seg = flat[base + r * rstride:base + r * rstride + n]
+        for i in range(m):
+            air = np.int64(a[i, r])
+            orow = acc64[i]
+            for c in range(n):
+                orow[c] += air * seg[c]
+    _narrow_into(acc64, out)
+
+
+@njit(cache=True, nogil=True)
+def _narrow_into(r, out):
+    """out = r, integral floats narrowed through int64 to int32 (wrapping as an int32 accumulator does)."""
+    for i in range(r.shape[0]):
         orow = out[i]
-        arow = a[i]
-        for j in range(n):
-            orow[j] = 0
-        for p in range(k):
-            ap = arow[p]
-            brow = b[p]
-            for j in range(n):
-                orow[j] += ap * brow[j]
+        rrow = r[i]
+        for j in range(rrow.shape[0]):
+            orow[j] = np.int32(np.int64(rrow[j]))
