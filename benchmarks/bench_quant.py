@@ -8,6 +8,8 @@ op_host's tiling) is run
 * ``nonquant``: fp16 key/value (``fia_attention``), the reference;
 * ``antiquant``: int8 key/value with a per-channel scale and offset (``fia_antiquant``, the MSD kernel: the query
   and P split into int8 digits, three with inner_precise 0);
+* ``antiquant_int4``: the same with an int4 cache packed 8 per int32 (four int4 digits; a quarter of the fp16
+  cache's bytes);
 
 and for each the best-of-N wall time and CPU time of the whole API call (compiled before timing), the KV bytes,
 the CPU time per KV byte and its ratio to the reference (the target: <= 1.5). CPU time is reported beside wall
@@ -30,6 +32,7 @@ import numpy as np  # noqa: E402
 
 import cvtile  # noqa: E402
 from bench_fia import CASES, inputs  # noqa: E402
+from cvtile.kernels.golden.int4 import pack_int4  # noqa: E402
 
 CASE = CASES["decode"]
 
@@ -41,6 +44,7 @@ def _calls() -> dict:
     kw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5)
     rng = np.random.default_rng(1)
     k8, v8 = (rng.integers(-127, 128, x.shape).astype(np.int8) for x in (k, v))
+    k4, v4 = (pack_int4(rng.integers(-8, 8, x.shape).astype(np.int8)) for x in (k, v))
     scale = rng.uniform(0.002, 0.01, (2, c["nkv"], 1, c["d"])).astype(np.float16)
     offset = rng.uniform(-2, 2, (2, c["nkv"], 1, c["d"])).astype(np.float16)
     return {
@@ -48,6 +52,9 @@ def _calls() -> dict:
         "antiquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k8, v8, antiquant_scale=scale,
                                                                      antiquant_offset=offset, **kw),
                       k8.nbytes + v8.nbytes),
+        "antiquant_int4": (lambda: cvtile.npu_fused_infer_attention_score(q, k4, v4, antiquant_scale=scale,
+                                                                          antiquant_offset=offset, **kw),
+                           k4.nbytes + v4.nbytes),
     }
 
 
@@ -75,7 +82,7 @@ def measure(calls: dict, repeat: int, reference: str = "nonquant") -> dict:
     return res
 
 
-def report(res: dict, title: str, as_json: bool, reference: str = "the non-quant kernel's", width: int = 10) -> None:
+def report(res: dict, title: str, as_json: bool, reference: str = "the non-quant kernel's", width: int = 14) -> None:
     """Print ``measure``'s result as JSON or as one line per kernel under ``title``."""
     if as_json:
         print(json.dumps(res, indent=2))

@@ -36,6 +36,7 @@ an empty key/value tensor on every route.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from numbers import Integral, Real
 from typing import Any
@@ -52,6 +53,7 @@ from ..golden.dtypes import to_numpy
 from ..golden.layouts import parse_layout
 from ..golden.fia import empty_row_lse
 from ..golden.antiquant import ANTIQUANT_PARAMS, antiquant_spec
+from ..golden.int4 import int4_kv
 from ...dsl.errors import BudgetError
 from .launch import run_fia as _launch_fia
 from .kv_list import check_list_lengths, check_tensor_lists, first_tensor, kv_arrays, total_size
@@ -61,7 +63,7 @@ from .fullquant import fullquant_call, is_fullquant
 from ..golden.fullquant import FULLQUANT_SCALES
 
 __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", "SUPPORTED_OPTIONAL_INPUTS",
-           "prepare_fia", "simulate_fia", "check_binding"]
+           "prepare_fia", "plan_call", "simulate_fia", "check_binding"]
 
 #: Optional tensor inputs the simulated kernels implement; every other one raises UnsupportedParameterError.
 SUPPORTED_OPTIONAL_INPUTS = ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv", "pse_shift", "block_table",
@@ -235,6 +237,17 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     return out, lse
 
 
+def plan_call(**kwargs):
+    """The checks and tiling of one ``npu_fused_infer_attention_score`` call (given by its keywords, ``query``,
+    ``key`` and ``value`` included) without running a kernel: ``prepare_fia``'s ``(arrays, FiaTiling)``, or the
+    error the call would raise before its launch."""
+    bound = inspect.signature(npu_fused_infer_attention_score).bind(**kwargs)
+    bound.apply_defaults()
+    given = dict(bound.arguments)
+    optional, attrs = v1_call_parts(given)
+    return prepare_fia(given["query"], given["key"], given["value"], optional, attrs, given["target"])
+
+
 def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, overrides: dict | None = None):
     """Check the call as the operator would and plan it: returns (numpy arrays by name, FiaTiling). A KV-antiquant
     call's arrays also hold its ``AntiquantSpec`` under ``"_antiquant"``, a full-quant call its
@@ -251,6 +264,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         arrays[name] = x if isinstance(x, (list, tuple)) else to_numpy(x)
     q = arrays["query"]
     metas = {name: arrays.get(name) for name in ("query", "key", "value", *optional)}
+    _int4_cache(arrays, metas)
     paged = arrays.get("block_table") is not None
     try:
         out_shape = _out_shape(q.shape, attrs, first_tensor(arrays["value"]), paged)
@@ -317,13 +331,32 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     return arrays, tiling
 
 
+def _int4_cache(arrays: dict, metas: dict) -> None:
+    """An int4 cache (key and value both int32 packing 8 int4 each, as aclnn's op_api views them, or both int4;
+    the shared prefix likewise): op_host reads int4 tensors of the real shape (``metas``), the simulator their
+    int8 values (``arrays``, ``"_int4"`` set). Anything else is left to op_host's dtype checks."""
+    for k_name, v_name in (("key", "value"), ("key_shared_prefix", "value_shared_prefix")):
+        if arrays.get(k_name) is None or arrays.get(v_name) is None:
+            continue
+        key, value, int4 = int4_kv(arrays[k_name], arrays[v_name])
+        if not int4:
+            continue
+        if getattr(key, "ndim", 0) == 5:
+            raise UnsupportedParameterError(k_name, f"int4 tensor {tuple(key.shape)}", "an int4 NZ paged cache "
+                                            "is not simulated (int4 caches are: dense, BnBsH or BnNBsD)")
+        arrays[k_name], arrays[v_name] = key, value
+        for name, x in ((k_name, key), (v_name, value)):
+            metas[name] = [TensorMeta(tuple(t.shape), "int4") for t in x] if isinstance(x, list) else \
+                TensorMeta(tuple(x.shape), "int4")
+        if k_name == "key":
+            arrays["_int4"] = True
+
+
 def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
-    """The ``AntiquantSpec`` of a KV-antiquant call (int8 key/value, fp16/bf16 query, on the IFATiling decode
-    route the antiquant kernel mirrors), or the typed refusal naming the parameter."""
+    """The ``AntiquantSpec`` of a KV-antiquant call (int8 or int4 key/value, fp16/bf16 query, on the IFATiling
+    decode route the antiquant kernel mirrors), or the typed refusal naming the parameter."""
     vd = canonical_dtype(arrays["value"].dtype)
-    if kd == "int4" or vd == "int4":
-        raise UnsupportedParameterError("key", f"{kd} tensor {tuple(arrays['key'].shape)}",
-                                        "int4 KV antiquant (int4 packed in int32) is not simulated; int8 is")
+    int4 = bool(arrays.get("_int4"))
     if kd != "int8" or vd != "int8":
         given = next(name for name in ANTIQUANT_PARAMS if name in arrays)
         raise UnsupportedParameterError(given, _describe(arrays[given]), f"antiquant parameters with a {kd} key "
@@ -338,13 +371,14 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
     if "learnable_sink" in arrays:
         raise UnsupportedParameterError("learnable_sink", _describe(arrays["learnable_sink"]), "KV antiquant is "
                                         "simulated without a learnable sink")
-    return antiquant_spec(arrays, antiquant_mode=attrs["antiquant_mode"],
+    spec = antiquant_spec(arrays, antiquant_mode=attrs["antiquant_mode"],
                           key_antiquant_mode=attrs["key_antiquant_mode"],
                           value_antiquant_mode=attrs["value_antiquant_mode"], batch=tiling.batch,
                           num_kv_heads=attrs["num_key_value_heads"] or attrs["num_heads"],
                           head_dim=arrays["query"].shape[-1] if parse_layout(attrs["input_layout"]).qkv != "BSH"
                           else arrays["query"].shape[-1] // attrs["num_heads"],
                           kv_len=_antiquant_kv_extent(arrays, attrs, tiling))
+    return dataclasses.replace(spec, int4=int4)
 
 
 def _antiquant_kv_extent(arrays: dict, attrs: dict, tiling) -> int:

@@ -3,15 +3,19 @@
 Model
 -----
 ``fia_antiquant`` is the arch22 IFA antiquant template (IFATiling, the legacy decode route) as the chip
-computes it: the int8 K/V blocks go to the cube as they are, and the fp32 operand on the other side is split
-into int8 digits (MSD, "multi-step decomposition"): for a row x of fp32 values and ITER digits
-(ITER = 3 with inner_precise 0, 2 otherwise)
+computes it: the int8 (or int4) K/V blocks go to the cube as they are, and the fp32 operand on the other side is
+split into digits of the cache's width (MSD, "multi-step decomposition"): for a row x of fp32 values, ITER
+digits, a digit range R and a base E (int8: R 127, E 254, ITER 3 with inner_precise 0 and 2 otherwise; int4:
+R 7.49, E 14.98, ITER 4; ``launch.msd_constants``)
 
-    amax = rowmax|x|;  a = x · (127 / amax)                      (zero rows: a = 0)
-    d0 = round(a);  r1 = (a - d0) · 254;  d1 = round(r1);  r2 = (r1 - d1) · 254;  d2 = round(r2)
-    x · K ≈ amax · ((c0 + c1 · 1/254) + c2 · 1/254²) · 1/127,   cᵢ = dᵢ · K  (int8 x int8 -> int32, exact)
+    amax = rowmax|x|;  a = x · (R / amax)                        (zero rows: a = 0)
+    d0 = round(a);  r1 = (a - d0) · E;  d1 = round(r1);  r2 = (r1 - d1) · E;  d2 = round(r2) ...
+    x · K ≈ amax · (((c0 + c1 · W1) + c2 · W2) + c3 · W3) · (1/R),  cᵢ = dᵢ · K  (int x int -> int32, exact)
 
-(round: ties away from zero, each digit a saturating int8; the fp32 roundings of every step are the chip's).
+with the chip's fp32 weights W1 = 1/E, Wᵢ = Wᵢ₋₁ / E (each rounded to fp32, as its scalar unit divides) and
+1/R rounded to fp32 (round: ties away from zero, each digit a saturating int8, which holds an int4 digit too;
+the fp32 roundings of every step are the chip's). The int4 cache reaches the kernel unpacked to int8 values in
+[-8, 7] (``int4_kv``): the products are the cube's int4 x int4 ones.
 
 Per-channel kinds (modes 0 and 2: one scale / offset per (kv head, channel)):
 
@@ -53,45 +57,38 @@ import cvtile.dsl as ct
 from .kernel import band_and_mask, band_bounds, batch_extent, empty_state, fold_rows, kv_rows, normalised, \
     paged_kv_rows, prefix_cut, prefix_part, pse_rows, row_epilogue, sink_softmax_step, task_fields, task_span
 
-#: the MSD constants: the first digit's range, the digit base, and 1/127 in fp32
-MSD_RANGE = 127.0
-MSD_BASE = 254.0
-
-
 @ct.inline
-def msd_split(x):
-    """(amax, a) of the fp32 rows x: amax = rowmax|x| and a = x · (127 / amax), 0 on a zero row."""
+def msd_split(x, MSD):
+    """(amax, a) of the fp32 rows x: amax = rowmax|x| and a = x · (R / amax), 0 on a zero row (R = MSD[0])."""
     amax = ct.rowmax(ct.abs(x))
-    factor = ct.where(amax > 0.0, MSD_RANGE / ct.where(amax > 0.0, amax, 1.0), 0.0)
+    factor = ct.where(amax > 0.0, MSD[0] / ct.where(amax > 0.0, amax, 1.0), 0.0)
     return amax, x * factor[:, None]
 
 
 @ct.inline
-def store_digits(ws, core, rows, x, cols, ITER, COLS):
-    """The ITER int8 digits of x (|x| <= 127, ``rows`` valid rows, ``cols`` valid columns) stacked by rows into the core's workspace
-    ws[core]: digit i at rows [i·rows, (i+1)·rows) (the chip's msdIterNum·G rows of the A operand). d0 =
-    round(x), then the digits of the residual times 254 (round: ties away from zero)."""
-    d0 = ct.cast(x, ct.int8, rounding="round")
-    ct.store(ws[core, ct.ds(0, x.shape[0], valid=rows), ct.ds(0, COLS, valid=cols)], d0)
-    r1 = (x - ct.cast(d0, ct.float32)) * MSD_BASE
-    d1 = ct.cast(r1, ct.int8, rounding="round")
-    ct.store(ws[core, ct.ds(rows, x.shape[0], valid=rows), ct.ds(0, COLS, valid=cols)], d1)
-    if ITER == 3:
-        r2 = (r1 - ct.cast(d1, ct.float32)) * MSD_BASE
-        ct.store(ws[core, ct.ds(2 * rows, x.shape[0], valid=rows), ct.ds(0, COLS, valid=cols)], ct.cast(r2, ct.int8, rounding="round"))
+def store_digits(ws, core, rows, x, cols, ITER, COLS, MSD):
+    """The ITER digits of x (|x| <= the digit range, ``rows`` valid rows, ``cols`` valid columns) stacked by rows
+    into the core's int8 workspace ws[core]: digit i at rows [i·rows, (i+1)·rows) (the chip's msdIterNum·G rows
+    of the A operand). d0 = round(x), then the digits of the residual times the base E = MSD[1] (round: ties
+    away from zero)."""
+    r = x
+    for i in ct.static_range(ITER):
+        if i > 0:
+            r = (r - ct.cast(d, ct.float32)) * MSD[1]
+        d = ct.cast(r, ct.int8, rounding="round")
+        ct.store(ws[core, ct.ds(i * rows, x.shape[0], valid=rows), ct.ds(0, COLS, valid=cols)], d)
 
 
 @ct.inline
-def msd_combine(ws, core, rows, M, cols, COLS, ITER):
+def msd_combine(ws, core, rows, M, cols, COLS, ITER, MSD):
     """The fp32 value of the stacked digit products in ws[core] (int32, digit i at rows [i·rows, (i+1)·rows),
-    ``cols`` valid columns): ((c0 + c1·(1/254)) + c2·(1/254/254)) · (1/127), the chip's fp32 steps."""
-    c0 = ct.load(ws[core, ct.ds(0, M, valid=rows), ct.ds(0, COLS, valid=cols)])
-    c1 = ct.load(ws[core, ct.ds(rows, M, valid=rows), ct.ds(0, COLS, valid=cols)])
-    r = ct.cast(c0, ct.float32) + ct.cast(c1, ct.float32) * (1.0 / MSD_BASE)
-    if ITER == 3:
-        c2 = ct.load(ws[core, ct.ds(2 * rows, M, valid=rows), ct.ds(0, COLS, valid=cols)])
-        r = r + ct.cast(c2, ct.float32) * ((1.0 / MSD_BASE) / MSD_BASE)
-    return r * (1.0 / MSD_RANGE)
+    ``cols`` valid columns): (((c0 + c1·W1) + c2·W2) + c3·W3) · (1/R) over the ITER digits, the chip's fp32
+    steps (MSD = (R, E, W1, W2, W3, 1/R): ``launch.msd_constants``)."""
+    r = ct.cast(ct.load(ws[core, ct.ds(0, M, valid=rows), ct.ds(0, COLS, valid=cols)]), ct.float32)
+    for i in ct.static_range(1, ITER):
+        c = ct.cast(ct.load(ws[core, ct.ds(i * rows, M, valid=rows), ct.ds(0, COLS, valid=cols)]), ct.float32)
+        r = r + c * MSD[1 + i]
+    return r * MSD[5]
 
 
 @ct.inline
@@ -121,7 +118,7 @@ def token_params(row, kv0, n, S2):
 @ct.inline
 def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scale, b, n2, s1, q0, k0, m0, mrows, lo,
             hi, mask, pse, ks, ko, vs, vo, wsc1, wsp, wsc2, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK,
-            PER_TOKEN, PER_HEAD, OFFSET, ITER, PREFIX):
+            PER_TOKEN, PER_HEAD, OFFSET, ITER, PREFIX, MSD):
     """One KV step: the m positions from position a of the batch's attended sequence (the system prefix's first
     when PREFIX: positions below plen read kpv / vpv, the others the batch's own kv / vv at a - plen); k0 is
     the batch's first KV position in its tensor (left padding), where its masks, pse and per-token parameters
@@ -137,7 +134,7 @@ def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scal
             c = ct.mma(qd, kv[ct.ds(a, S2, valid=m), 0:D], trans_b=True)
         ct.store(wsc1[core, ct.ds(0, ITER * M, valid=ITER * mrows), ct.ds(0, S2, valid=m)], c)
     with ct.vector():
-        s = msd_combine(wsc1, core, mrows, M, m, S2, ITER) * qmax[:, None]
+        s = msd_combine(wsc1, core, mrows, M, m, S2, ITER, MSD) * qmax[:, None]
         if PER_TOKEN:
             if OFFSET:
                 s = s + qsum[:, None] * token_params(ko, k0 + a, m, S2)[None, :]
@@ -153,10 +150,10 @@ def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scal
             psum = ct.zeros((M,), ct.float32, valid=mrows)
             if OFFSET:
                 psum = ct.rowsum(p * token_params(vo, k0 + a, m, S2)[None, :])
-            pmax, pa = msd_split(p)
+            pmax, pa = msd_split(p, MSD)
         else:
-            pa = p * MSD_RANGE
-        store_digits(wsp, core, mrows, pa, m, ITER, S2)
+            pa = p * MSD[0]
+        store_digits(wsp, core, mrows, pa, m, ITER, S2, MSD)
     with ct.cube():
         pd = ct.load(wsp[core, ct.ds(0, ITER * M, valid=ITER * mrows), ct.ds(0, S2, valid=m)])
         if PREFIX:
@@ -168,7 +165,7 @@ def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scal
             o = ct.mma(pd, vv[ct.ds(a, S2, valid=m), 0:DV])
         ct.store(wsc2[core, ct.ds(0, ITER * M, valid=ITER * mrows), 0:DV], o)
     with ct.vector():
-        o = msd_combine(wsc2, core, mrows, M, DV, DV, ITER)
+        o = msd_combine(wsc2, core, mrows, M, DV, DV, ITER, MSD)
         if PER_TOKEN:
             o = o * pmax[:, None]
             if OFFSET:
@@ -185,7 +182,7 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                   PSE: ct.constexpr, PSE_ONE_ROW: ct.constexpr, S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr,
                   BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr, FD: ct.constexpr,
                   EMPTY_LSE: ct.constexpr, PER_TOKEN: ct.constexpr, PER_HEAD: ct.constexpr, OFFSET: ct.constexpr,
-                  ITER: ct.constexpr, POSTQ: ct.constexpr = 0, QOFF: ct.constexpr = False,
+                  ITER: ct.constexpr, MSD: ct.constexpr, POSTQ: ct.constexpr = 0, QOFF: ct.constexpr = False,
                   PREFIX: ct.constexpr = False, PAGED_PARAMS: ct.constexpr = False):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
@@ -222,8 +219,8 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                 qf = qf * ct.cast(ct.load(ks[n2, 0:D]), ct.float32)[None, :]
                 if OFFSET and LSE:
                     qsum = ct.rowsum(qf * ct.cast(ct.load(ko[n2, 0:D]), ct.float32)[None, :])
-            qmax, qa = msd_split(qf)
-            store_digits(wsq, core, mrows, qa, D, ITER, D)
+            qmax, qa = msd_split(qf, MSD)
+            store_digits(wsq, core, mrows, qa, D, ITER, D, MSD)
             gm, gl, go = empty_state(M, DV, mrows)
             lo, hi = band_bounds(pre, nxt, b, m0, mrows, s1, M, ORDER, G, BAND)
         with ct.cube():   # the query's digits, once per row task (the chip's Q preprocess)
@@ -238,12 +235,12 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                     gm, gl, go = aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scale, b,
                                          n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, wsc1, wsp,
                                          wsc2, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN,
-                                         PER_HEAD, OFFSET, ITER, PREFIX)
+                                         PER_HEAD, OFFSET, ITER, PREFIX, MSD)
             else:
                 gm, gl, go = aq_step(qd, qmax, qsum, kv, vv, kv, vv, 0, kv0, n, gm, gl, go, core, scale, b, n2, s1,
                                      q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, wsc1, wsp, wsc2, ORDER,
                                      G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, PER_HEAD, OFFSET,
-                                     ITER, PREFIX)
+                                     ITER, PREFIX, MSD)
         with ct.vector():
             ok, glsafe, res = normalised(go, gl)
             if not PER_TOKEN:

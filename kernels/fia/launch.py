@@ -49,7 +49,7 @@ from .kernel_fullquant import fia_fullquant
 from .kv_list import check_list_launch, list_arena, total_size
 from .prefix_fd import prefix_fd_tiling
 
-__all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "msd_digit_count"]
+__all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "msd_digit_count", "msd_constants"]
 _BAND_CLAMP = 1 << 30
 
 #: user layout -> the kernel's view layout
@@ -96,8 +96,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     ``hooks``: a ``variants.Hooks`` (score_mod / mask_mod compiled into the kernel's V1, block skipping by the
     host's block map); None runs the operator as it is.
 
-    ``antiquant``: a ``golden.antiquant.AntiquantSpec`` for an int8 key/value cache: the call runs
-    ``fia_antiquant`` (MSD with 3 digits for ``inner_precise`` 0, else 2) instead of ``fia_attention``.
+    ``antiquant``: a ``golden.antiquant.AntiquantSpec`` for an int8 (or int4, unpacked to int8 values: its
+    ``int4``) key/value cache: the call runs ``fia_antiquant`` (MSD with ``msd_digit_count`` digits) instead of
+    ``fia_attention``.
 
     ``fullquant``: a ``fullquant.FullQuantSpec`` for int8 query, key and value: the call runs ``fia_fullquant``
     (the output is fp16 unless post-quantised)."""
@@ -235,8 +236,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         _check_antiquant_call(antiquant, lay.token, learnable_sink, hooks)
         fia_antiquant.on(tiling.platform)[ncores](
             q, k, v, out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-            *_antiquant_tables(antiquant), qs2, qo2, *_msd_workspaces(ncores, msd_digit_count(inner_precise) * m_cap,
-                                                                     d, s2_tile, dv),
+            *_antiquant_tables(antiquant), qs2, qo2,
+            *_msd_workspaces(ncores, msd_digit_count(inner_precise, antiquant.int4) * m_cap, d, s2_tile, dv),
             kp, vp, int(shared_prefix_len) if prefix else 0, np.float32(scale), CACHE=cache,
             LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap,
             PSE=pse_shift is not None, PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=s2_tile, D=d,
@@ -244,7 +245,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             EMPTY_LSE=float(empty_lse),
             PER_TOKEN=antiquant.per_token, PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1,
             PAGED_PARAMS=antiquant.paged,
-            OFFSET=antiquant.has_offset, ITER=msd_digit_count(inner_precise),
+            OFFSET=antiquant.has_offset, ITER=msd_digit_count(inner_precise, antiquant.int4),
+            MSD=msd_constants(antiquant.int4),
             **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
             order=order)
     elif rows and fullquant is not None:
@@ -287,10 +289,26 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     return out, (lse if softmax_lse_flag else None), run
 
 
-def msd_digit_count(inner_precise: int) -> int:
-    """The MSD digits of the antiquant kernel: 3 with inner_precise 0 (high precision), else 2 (IFATiling
-    ``msdIterNum``)."""
+def msd_digit_count(inner_precise: int, int4: bool = False) -> int:
+    """The MSD digits of the antiquant kernel (IFATiling's ``msdIterNum``): 4 for an int4 cache; for int8, 3 with
+    inner_precise 0 (high precision), else 2."""
+    if int4:
+        return 4
     return 3 if int(inner_precise) == 0 else 2
+
+
+def msd_constants(int4: bool) -> tuple:
+    """The antiquant kernel's MSD constants ``(R, E, W1, W2, W3, 1/R)`` as the chip holds them in fp32: the first
+    digit's range R and the digit base E (int8: 127 and 254; int4: 7.49 and 14.98, the IFA kernel's
+    ``antiqCoeff1`` / ``antiquantPreExpandCoeff``), the weights of digits 1-3 (W1 = 1/E, then each the previous
+    divided by E, every step an fp32 division as the kernel's scalar loop does it) and 1/R (an fp32 division).
+    Plain Python floats, each exactly an fp32 value."""
+    f = np.float32
+    r, e = (f(7.49), f(14.98)) if int4 else (f(127.0), f(254.0))
+    w1 = f(1.0) / e
+    w2 = w1 / e
+    w3 = w2 / e
+    return tuple(float(x) for x in (r, e, w1, w2, w3, f(1.0) / r))
 
 
 def _msd_workspaces(cores: int, rows: int, d: int, s2: int, dv: int) -> tuple:

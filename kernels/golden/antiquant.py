@@ -1,8 +1,9 @@
-"""KV antiquantisation parameters: what the (int8) key/value caches mean, and their float64 dequantisation.
+"""KV antiquantisation parameters: what the (int8 or int4) key/value caches mean, and their float64 dequantisation.
 
 Model
 -----
-An int8 key or value element x of KV position s, kv head n, channel d stands for
+An int8 (or int4, :mod:`.int4`, read as its int8 values) key or value element x of KV position s, kv head n,
+channel d stands for
 
     (x + offset) · scale
 
@@ -76,6 +77,7 @@ class AntiquantSpec:
     value_offset: np.ndarray | None
     mode: int
     block_table: np.ndarray | None = None    # modes 4/5: the table addressing the (block_num, N2 | 1, bs) tables
+    int4: bool = False    # an int4 cache (:mod:`.int4`; its values held as int8): the kernel splits into int4 digits
 
     @property
     def per_token(self) -> bool:
@@ -96,7 +98,8 @@ class AntiquantSpec:
         offset = self.key_offset if which == "key" else self.value_offset
         raw = to_numpy(x)
         if canonical_dtype(raw.dtype) != "int8":
-            raise ParamError(which, canonical_dtype(raw.dtype), "KV antiquant reads an int8 key/value cache",
+            raise ParamError(which, canonical_dtype(raw.dtype), "KV antiquant reads an int8 key/value cache (an "
+                             "int4 one as its int8 values: golden.int4)",
                              status=AclnnStatus.PARAM_INVALID, checker="antiquant")
         xf = raw.astype(np.float64)
         if self.kind == _CHANNEL:

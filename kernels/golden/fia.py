@@ -52,13 +52,13 @@ Semantics decisions (with their sources)
   legacy decode route as the aclnn doc states).
 
 Scope: post-quant (int8 output) is applied as the chip rounds it (:mod:`.quant`);
-an int8 KV cache with its antiquant parameters (modes 0-3, :mod:`.antiquant`) is
-dequantised exactly in float64, with P unrounded (the chip's MSD split keeps P
-to ~1e-7); the split rope (``query_rope`` / ``key_rope``) joins each head's rope
-values to its D, one dot product over D + D_rope (:mod:`.rope`); the other
-quantisation (int4 KV, the query's dequant scale) raises ``UnsupportedParameterError`` (a
-``NotImplementedError``) naming the parameter. Full int8 quantisation (``dequant_scale1``, ``quant_scale1``,
-``dequant_scale2``) is :mod:`.fullquant`'s float64 formula.
+an int8 or int4 KV cache with its antiquant parameters (modes 0-5, :mod:`.antiquant`; an int4
+cache as int4 or as op_api's int32 packing, :mod:`.int4`) is dequantised exactly in float64, with P
+unrounded (the chip's MSD split keeps P to ~1e-7); the split rope (``query_rope`` / ``key_rope``) joins
+each head's rope values to its D, one dot product over D + D_rope (:mod:`.rope`); the query's dequant
+scale raises ``UnsupportedParameterError`` (a ``NotImplementedError``) naming the parameter. Full int8
+quantisation (``dequant_scale1``, ``quant_scale1``, ``dequant_scale2``) is :mod:`.fullquant`'s float64
+formula.
 
 Invariants
 ----------
@@ -88,6 +88,7 @@ from .layouts import from_bnsd, from_tnd, parse_layout, to_bnsd, to_tnd
 from .masks import MaskEngine
 from .pse import PseShift, sink_logits
 from .antiquant import antiquant_spec
+from .int4 import int4_kv
 from .fullquant import FULLQUANT_SCALES, attend_fullquant, dequant_value
 from .quant import post_quant_int8
 from .rope import join_rope
@@ -186,9 +187,9 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
 
     Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
     ``learnable_sink``). ``quant_scale2`` / ``quant_offset2`` post-quantise the
-    output to int8 (:mod:`.quant`); an int8 key/value with its antiquant scale (and offset) is dequantised
-    exactly, ``(x + offset) · scale`` (:mod:`.antiquant`), and P is then never rounded (``p_dtype`` is ignored:
-    the chip splits the fp32 P into int8 digits instead of rounding it); ``query_rope`` / ``key_rope`` join the
+    output to int8 (:mod:`.quant`); an int8 or int4 key/value with its antiquant scale (and offset) is
+    dequantised exactly, ``(x + offset) · scale`` (:mod:`.antiquant`), and P is then never rounded (``p_dtype``
+    is ignored: the chip splits the fp32 P into int8 or int4 digits instead of rounding it); ``query_rope`` / ``key_rope`` join the
     scores' dot product (:mod:`.rope`); the other quantisation keywords are accepted only to raise
     ``UnsupportedParameterError`` when given. Rows of a batch without KV stay 0
     in a post-quantised output, as the FIA framework's output init leaves them; ``empty_rows_quantised``
@@ -228,6 +229,10 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                  "key_antiquant_scale": key_antiquant_scale, "key_antiquant_offset": key_antiquant_offset,
                  "value_antiquant_scale": value_antiquant_scale, "value_antiquant_offset": value_antiquant_offset}
     antiquant = any(x is not None for x in aq_arrays.values())
+    if antiquant:   # an int4 cache (int4, or int32 packing 8 each as op_api views it) as its int8 values
+        key, value, _ = int4_kv(key, value)
+        if key_shared_prefix is not None and value_shared_prefix is not None:
+            key_shared_prefix, value_shared_prefix, _ = int4_kv(key_shared_prefix, value_shared_prefix)
     fq_scales = {"dequant_scale1": dequant_scale1, "quant_scale1": quant_scale1, "dequant_scale2": dequant_scale2}
     fullquant = _fullquant_call(fq_scales, query, key, value, antiquant, work_dtype, score_hook)
     if fullquant is not None:   # int8 values are exact in float64; the golden reads them as floats

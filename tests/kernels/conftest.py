@@ -301,3 +301,22 @@ class FiaKit:
 @pytest.fixture(scope="session")
 def fia_kit() -> FiaKit:
     return FiaKit()
+
+
+def _judge_fia(q, k, v, **kw):
+    """Run one call on the simulator and judge it against ``fia_golden_lowp`` under the upstream rule of the
+    query's dtype (the lse too, as fp32, with ``softmax_lse_flag``); returns the output."""
+    out, lse = npu_fused_infer_attention_score(q, k, v, **kw)
+    gold, glse = fia_golden_lowp(q, k, v, **kw)
+    rep = compare(out, gold, q.dtype)
+    assert rep.passed, str(rep)
+    if kw.get("softmax_lse_flag"):
+        rl = compare(lse, glse, "float32")
+        assert rl.passed, str(rl)
+    return out
+
+
+@pytest.fixture
+def judge_fia():
+    """``judge_fia(q, k, v, **keywords)``: the call's simulated output, asserted within the golden's tolerance."""
+    return _judge_fia

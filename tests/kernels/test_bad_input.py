@@ -21,7 +21,7 @@ from cvtile import ParamError, UnsupportedParameterError
 from cvtile import npu_fused_infer_attention_score as fia
 from cvtile import npu_fused_infer_attention_score_v2 as fia_v2
 from cvtile.kernels import compare, fia_golden_lowp, mask_template
-from cvtile.kernels.fia.api import prepare_fia, v1_call_parts
+from cvtile.kernels.fia.api import plan_call
 from cvtile.kernels.golden import LSE_EMPTY, LSE_EMPTY_LEGACY_DECODE, empty_row_lse, fia_golden
 from cvtile.tiling import AclnnStatus
 from cvtile.tiling.layouts import INPUT_LAYOUTS
@@ -66,17 +66,6 @@ def _raises(kw, param: str, fragment: str, status=None, cls=ParamError):
     if status is not None:
         assert err.status == status, str(err)
     return err
-
-
-def _tiling(kw):
-    """prepare_fia on a V1 call: (arrays, tiling), raising what the API would before any kernel."""
-    import inspect
-
-    bound = inspect.signature(fia).bind(**kw)
-    bound.apply_defaults()
-    given = dict(bound.arguments)
-    optional, attrs = v1_call_parts(given)
-    return prepare_fia(given["query"], given["key"], given["value"], optional, attrs, given["target"])
 
 
 def _against_golden(kw, golden=fia_golden_lowp):
@@ -147,7 +136,7 @@ def test_tnd_decreasing_cumulative_lengths_are_rejected(tnd, which):
 
 def test_kv_length_list_longer_than_b_uses_the_first_b(prefill):
     """Handled as op_host: CheckFeatureActualSeqLensKvData reads min(size, B) elements; the rest is unused."""
-    _, tiling = _tiling(dict(prefill, actual_seq_lengths_kv=[300, 512, 7]))
+    _, tiling = plan_call(**dict(prefill, actual_seq_lengths_kv=[300, 512, 7]))
     assert tiling.kv_seqlens == (300, 512)
 
 

@@ -14,10 +14,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cvtile.kernels import compare
 from cvtile.kernels.errors import UnsupportedParameterError
 from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia
-from cvtile.kernels.golden.fia import fia_golden, fia_golden_lowp
+from cvtile.kernels.golden.fia import fia_golden
 from cvtile.tiling.errors import ParamError
 
 BF16 = ml_dtypes.bfloat16
@@ -34,77 +33,66 @@ def _cache(rng, b=2, n=8, n2=2, s2=300, d=64, dtype=np.float16, layout="BNSD"):
     return q, k, v, dict(num_heads=n, num_key_value_heads=n2, input_layout=layout, scale=d ** -0.5)
 
 
-def _check(q, k, v, **kw):
-    out, lse = fia(q, k, v, **kw)
-    gold, glse = fia_golden_lowp(q, k, v, **kw)
-    rep = compare(out, gold, q.dtype)
-    assert rep.passed, str(rep)
-    if kw.get("softmax_lse_flag"):
-        rl = compare(lse, glse, "float32")
-        assert rl.passed, str(rl)
-    return out, gold
-
-
 @pytest.mark.slow
-def test_per_channel_with_offset_and_lse_gqa_bnsd():
+def test_per_channel_with_offset_and_lse_gqa_bnsd(judge_fia):
     """Mode 0, (2, N2, 1, D) stacked parameters with an offset: the lse gets the key offset's row term back."""
     rng = np.random.default_rng(1)
     q, k, v, kw = _cache(rng)
     sc = rng.uniform(0.001, 0.02, (2, 2, 1, 64)).astype(np.float16)
     of = rng.uniform(-2, 2, (2, 2, 1, 64)).astype(np.float16)
-    _check(q, k, v, antiquant_scale=sc, antiquant_offset=of, softmax_lse_flag=True, **kw)
+    judge_fia(q, k, v, antiquant_scale=sc, antiquant_offset=of, softmax_lse_flag=True, **kw)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("inner_precise", [0, 1])
-def test_per_tensor_separate_key_value_bsh(inner_precise):
+def test_per_tensor_separate_key_value_bsh(inner_precise, judge_fia):
     rng = np.random.default_rng(2)
     q, k, v, kw = _cache(rng, layout="BSH", n=4, n2=1)
     one = lambda lo, hi: rng.uniform(lo, hi, (1,)).astype(np.float16)   # noqa: E731
-    _check(q, k, v, key_antiquant_scale=one(0.005, 0.01), value_antiquant_scale=one(0.005, 0.01),
+    judge_fia(q, k, v, key_antiquant_scale=one(0.005, 0.01), value_antiquant_scale=one(0.005, 0.01),
            key_antiquant_offset=one(-3, 3), value_antiquant_offset=one(-3, 3), inner_precise=inner_precise, **kw)
 
 
 @pytest.mark.slow
-def test_per_tensor_per_head_mode_2_bsnd():
+def test_per_tensor_per_head_mode_2_bsnd(judge_fia):
     rng = np.random.default_rng(3)
     q, k, v, kw = _cache(rng, layout="BSND", n=4, n2=4)
     heads = lambda: rng.uniform(0.002, 0.02, (4,)).astype(np.float16)   # noqa: E731
-    _check(q, k, v, key_antiquant_scale=heads(), value_antiquant_scale=heads(), key_antiquant_mode=2,
+    judge_fia(q, k, v, key_antiquant_scale=heads(), value_antiquant_scale=heads(), key_antiquant_mode=2,
            value_antiquant_mode=2, **kw)
 
 
 @pytest.mark.slow
-def test_per_token_with_offset_bsh_fp32_parameters():
+def test_per_token_with_offset_bsh_fp32_parameters(judge_fia):
     """Mode 1: one scale and offset per KV position of each batch ((1, B, S'), S' beyond the KV length)."""
     rng = np.random.default_rng(4)
     q, k, v, kw = _cache(rng, layout="BSH", n=4, n2=2, s2=260)
     tok = lambda lo, hi: rng.uniform(lo, hi, (1, 2, 300)).astype(np.float32)   # noqa: E731
-    _check(q, k, v, key_antiquant_scale=tok(0.005, 0.02), key_antiquant_offset=tok(-2, 2),
+    judge_fia(q, k, v, key_antiquant_scale=tok(0.005, 0.02), key_antiquant_offset=tok(-2, 2),
            value_antiquant_scale=tok(0.005, 0.02), value_antiquant_offset=tok(-2, 2), key_antiquant_mode=1,
            value_antiquant_mode=1, softmax_lse_flag=True, **kw)
 
 
 @pytest.mark.slow
-def test_per_token_stacked_antiquant_scale_mode_1():
+def test_per_token_stacked_antiquant_scale_mode_1(judge_fia):
     rng = np.random.default_rng(5)
     q, k, v, kw = _cache(rng, n=2, n2=2)
-    _check(q, k, v, antiquant_scale=rng.uniform(0.005, 0.02, (2, 2, 300)).astype(np.float32), antiquant_mode=1,
+    judge_fia(q, k, v, antiquant_scale=rng.uniform(0.005, 0.02, (2, 2, 300)).astype(np.float32), antiquant_mode=1,
            **kw)
 
 
 @pytest.mark.slow
-def test_per_token_per_head_mode_3_bf16_with_kv_lengths():
+def test_per_token_per_head_mode_3_bf16_with_kv_lengths(judge_fia):
     rng = np.random.default_rng(6)
     q, k, v, kw = _cache(rng, dtype=BF16, n=8, n2=2)
     tok = lambda lo, hi: rng.uniform(lo, hi, (2, 2, 300)).astype(np.float32)   # noqa: E731
-    _check(q, k, v, key_antiquant_scale=tok(0.005, 0.02), key_antiquant_offset=tok(-1, 1),
+    judge_fia(q, k, v, key_antiquant_scale=tok(0.005, 0.02), key_antiquant_offset=tok(-1, 1),
            value_antiquant_scale=tok(0.005, 0.02), value_antiquant_offset=tok(-1, 1), key_antiquant_mode=3,
            value_antiquant_mode=3, actual_seq_lengths_kv=[300, 77], **kw)
 
 
 @pytest.mark.slow
-def test_flash_decode_split_rows_per_channel_with_lse():
+def test_flash_decode_split_rows_per_channel_with_lse(judge_fia):
     """One batch, one kv head, a long KV: the IFA tiling splits the row over cores; each piece writes its
     scaled partial and its max raised by the offset term, and the non-quant combine merges them."""
     from cvtile.dsl.jit import record_launches
@@ -114,7 +102,7 @@ def test_flash_decode_split_rows_per_channel_with_lse():
     sc = rng.uniform(0.002, 0.01, (2, 1, 1, 64)).astype(np.float16)
     of = rng.uniform(-2, 2, (2, 1, 1, 64)).astype(np.float16)
     with record_launches() as rec:
-        _check(q, k, v, antiquant_scale=sc, antiquant_offset=of, softmax_lse_flag=True, **kw)
+        judge_fia(q, k, v, antiquant_scale=sc, antiquant_offset=of, softmax_lse_flag=True, **kw)
     names = [r.kernel.name for r in rec.launches]
     assert names == ["fia_antiquant", "fia_fd_combine"], names
 
@@ -143,30 +131,30 @@ def _paged(rng, cache: str, b=2, n=8, n2=2, d=128, bs=128, lens=(300, 700)):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cache", ["BnBsH", "BnNBsD", "NZ"])
-def test_paged_cache_per_channel_with_offset(cache):
+def test_paged_cache_per_channel_with_offset(cache, judge_fia):
     """Mode 0 on a paged int8 cache: the kernel reads the blocks through the table (in place for NZ)."""
     rng = np.random.default_rng(16)
     q, k, v, kw, _ = _paged(rng, cache)
     sc = rng.uniform(0.001, 0.02, (2, 2 * 128)).astype(np.float16)
     of = rng.uniform(-2, 2, (2, 2 * 128)).astype(np.float16)
-    _check(q, k, v, antiquant_scale=sc, antiquant_offset=of, **kw)
+    judge_fia(q, k, v, antiquant_scale=sc, antiquant_offset=of, **kw)
 
 
 @pytest.mark.slow
-def test_paged_cache_per_token_parameters_follow_the_logical_position():
+def test_paged_cache_per_token_parameters_follow_the_logical_position(judge_fia):
     """Mode 1 on a paged cache: the per-token scale / offset of a KV position is read at its position in the
     batch's sequence, not at its place in the cache's blocks."""
     rng = np.random.default_rng(17)
     q, k, v, kw, cap = _paged(rng, "BnNBsD")
     tok = lambda lo, hi: rng.uniform(lo, hi, (1, 2, cap)).astype(np.float32)   # noqa: E731
-    _check(q, k, v, key_antiquant_scale=tok(0.005, 0.02), key_antiquant_offset=tok(-1, 1),
+    judge_fia(q, k, v, key_antiquant_scale=tok(0.005, 0.02), key_antiquant_offset=tok(-1, 1),
            value_antiquant_scale=tok(0.005, 0.02), value_antiquant_offset=tok(-1, 1), key_antiquant_mode=1,
            value_antiquant_mode=1, **kw)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", [4, 5])
-def test_paged_modes_read_their_parameters_through_the_block_table(mode):
+def test_paged_modes_read_their_parameters_through_the_block_table(mode, judge_fia):
     """Modes 4/5: per-token (per-head with 5) scales and offsets of (block_num, [N2,] block_size) live in the
     cache's blocks; position p of a batch reads [block_table[b, p // bs], p % bs] (the table is permuted, so
     reading them at the logical position would fail the golden)."""
@@ -174,7 +162,7 @@ def test_paged_modes_read_their_parameters_through_the_block_table(mode):
     q, k, v, kw, cap = _paged(rng, "BnNBsD")
     shape = (cap // 128 * 2, 128) if mode == 4 else (cap // 128 * 2, 2, 128)
     par = lambda lo, hi: rng.uniform(lo, hi, shape).astype(np.float32)   # noqa: E731
-    _check(q, k, v, key_antiquant_scale=par(0.005, 0.02), key_antiquant_offset=par(-1, 1),
+    judge_fia(q, k, v, key_antiquant_scale=par(0.005, 0.02), key_antiquant_offset=par(-1, 1),
            value_antiquant_scale=par(0.005, 0.02), value_antiquant_offset=par(-1, 1), key_antiquant_mode=mode,
            value_antiquant_mode=mode, **kw)
 

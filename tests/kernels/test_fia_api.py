@@ -17,7 +17,7 @@ import cvtile
 from cvtile import ParamError, UnsupportedParameterError
 from cvtile import npu_fused_infer_attention_score as fia
 from cvtile.kernels import compare, fia_golden_lowp
-from cvtile.kernels.fia.api import SUPPORTED_OPTIONAL_INPUTS, prepare_fia
+from cvtile.kernels.fia.api import SUPPORTED_OPTIONAL_INPUTS, plan_call
 from cvtile.tiling import AclnnStatus
 
 INT_MAX = 2147483647
@@ -328,16 +328,6 @@ def test_quantised_kv_is_unsupported_outside_the_decode_route(bnsd):
     assert err.value.param == "key"
 
 
-def _plan(kw: dict, target: str = "Ascend910B1"):
-    """``prepare_fia`` on a keyword call: the API's checks and tiling without launching a kernel."""
-    full = {name: default for name, default in TORCH_NPU_KEYWORDS}
-    full.update({k: v for k, v in kw.items() if k not in ("query", "key", "value")})
-    optional = {name: full[name] for name in OPTIONAL_TENSORS}
-    attrs = {name: full[name] for name, default in TORCH_NPU_KEYWORDS if default is not None}
-    attrs["softmax_lse_flag"] = bool(attrs["softmax_lse_flag"])
-    return prepare_fia(kw["query"], kw["key"], kw["value"], optional, attrs, target)
-
-
 def _tnd_split_fuse_call():
     rng = np.random.default_rng(3)
     return dict(query=_rand(rng, (48, 8, 64)), key=_rand(rng, (300, 2, 64)), value=_rand(rng, (300, 2, 64)),
@@ -351,7 +341,7 @@ def test_regression_fai_route_returned_zeros():
     unsupported or planned with core work for every batch that has rows and keys."""
     kw = _tnd_split_fuse_call()
     try:
-        _, tiling = _plan(kw)
+        _, tiling = plan_call(**kw)
     except UnsupportedParameterError as err:
         assert err.param == "input_layout", str(err)
         return
@@ -385,7 +375,7 @@ def test_regression_paged_value_head_dim():
     were BNSD, inferred a wrong attention_out and failed the tiling with a ParamError on attention_out."""
     kw = _unsupported_call("block_table")
     try:
-        _, tiling = _plan(kw)
+        _, tiling = plan_call(**kw)
     except UnsupportedParameterError as err:   # paged attention not simulated
         assert err.param == "block_table", str(err)
         return
