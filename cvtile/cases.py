@@ -4,10 +4,15 @@ Model
 -----
 A ``CaseSpec`` names a FusedInferAttentionScore call the way a kernel engineer
 thinks of it (batch, heads, lengths, head dim, dtype, layout, sparse mode,
-pre/next tokens, lse, target). ``make_inputs`` draws query/key/value uniformly
-in [-1, 1) (seeded) in the case's layout and builds the keyword arguments of
+pre/next tokens, lse, target, and optionally a quantised KV cache).
+``make_inputs`` draws query/key/value uniformly in [-1, 1) (seeded) in the
+case's layout and builds the keyword arguments of
 ``npu_fused_infer_attention_score`` (the 2048x2048 compressed mask for sparse
-2/3/4; cumulative lengths for TND/NTD). ``run_case`` tiles the call, runs it on
+2/3/4; cumulative lengths for TND/NTD). With ``kv_dtype`` "int8" or "int4" the
+key/value are integer caches (int4 packed 8 per int32, as aclnn takes it) with
+per-channel ``antiquant_scale`` / ``antiquant_offset`` (2, Nkv, 1, D) in the
+query's dtype, drawn so the dequantised values also lie about in [-1, 1]: KV
+antiquant, which op_host routes to the IFA decode template. ``run_case`` tiles the call, runs it on
 the simulator, runs the float64 golden, and compares every output with the
 upstream tolerance of the dtype; the result records the tiling summary, the
 worst errors, PASS/FAIL and both wall times.
@@ -51,6 +56,7 @@ class CaseSpec:
     target: str = DEFAULT_TARGET
     actual_q: tuple | None = None
     actual_kv: tuple | None = None
+    kv_dtype: str | None = None     # None: the query's dtype; "int8" / "int4": a KV-antiquant cache
 
     def describe(self) -> str:
         s = (f"B={self.batch} Nq={self.num_heads} Nkv={self.num_kv_heads} Sq={self.q_seqlen} "
@@ -61,6 +67,8 @@ class CaseSpec:
                 s += f" pre={self.pre_tokens} next={self.next_tokens}"
         if self.lse:
             s += " lse"
+        if self.kv_dtype:
+            s += f" kv {self.kv_dtype}"
         return s + f" on {self.target}"
 
 
@@ -86,9 +94,13 @@ def make_inputs(spec: CaseSpec, seed: int = 0):
     kvlay = qlay
     q = rng.uniform(-1, 1, shape_of(qlay, spec.batch, spec.num_heads, spec.q_seqlen, spec.head_dim)).astype(dt)
     kshape = shape_of(kvlay, spec.batch, spec.num_kv_heads, spec.kv_seqlen, spec.head_dim)
-    k = rng.uniform(-1, 1, kshape).astype(dt)
-    v = rng.uniform(-1, 1, kshape).astype(dt)
-    kw = dict(num_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads, input_layout=spec.layout,
+    if spec.kv_dtype:
+        k, v, quant = _antiquant_cache(rng, spec, kshape, dt)
+    else:
+        k = rng.uniform(-1, 1, kshape).astype(dt)
+        v = rng.uniform(-1, 1, kshape).astype(dt)
+        quant = {}
+    kw = dict(**quant, num_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads, input_layout=spec.layout,
               scale=float(spec.head_dim) ** -0.5, sparse_mode=spec.sparse_mode, pre_tokens=spec.pre_tokens,
               next_tokens=spec.next_tokens, softmax_lse_flag=spec.lse)
     if spec.sparse_mode in (2, 3, 4):
@@ -105,6 +117,26 @@ def make_inputs(spec: CaseSpec, seed: int = 0):
         if actual_kv:
             kw["actual_seq_lengths_kv"] = list(actual_kv)
     return q, k, v, kw
+
+
+#: a KV-antiquant cache's integer range and its per-channel scale range (dequantised values about in [-1, 1])
+_ANTIQUANT_CACHES = {"int8": ((-127, 128), (0.004, 0.008)), "int4": ((-8, 8), (0.08, 0.12))}
+
+
+def _antiquant_cache(rng, spec: CaseSpec, kshape: tuple, dt):
+    """(key, value, antiquant keywords) of an int8 / int4 cache (int4 packed 8 per int32)."""
+    from .kernels.golden.int4 import pack_int4
+
+    if spec.kv_dtype not in _ANTIQUANT_CACHES:
+        raise ValueError(f"kv_dtype {spec.kv_dtype!r}: one of {', '.join(_ANTIQUANT_CACHES)} (or None)")
+    (lo, hi), (s_lo, s_hi) = _ANTIQUANT_CACHES[spec.kv_dtype]
+    k, v = (rng.integers(lo, hi, kshape).astype(np.int8) for _ in range(2))
+    if spec.kv_dtype == "int4":
+        k, v = pack_int4(k), pack_int4(v)
+    params = (2, spec.num_kv_heads, 1, spec.head_dim)
+    quant = dict(antiquant_scale=rng.uniform(s_lo, s_hi, params).astype(dt),
+                 antiquant_offset=rng.uniform(-1, 1, params).astype(dt))
+    return k, v, quant
 
 
 @dataclass
@@ -129,16 +161,10 @@ class CaseResult:
 
 def run_case(spec: CaseSpec, seed: int = 0, order: str = "program") -> CaseResult:
     """Tile, simulate (in ``order``: "program" or "pipelined"), compare with the float64 golden."""
-    from .kernels.fia.api import npu_fused_infer_attention_score, prepare_fia
+    from .kernels.fia.api import npu_fused_infer_attention_score, plan_call
 
     q, k, v, kw = make_inputs(spec, seed)
-    attrs = {key: kw[key] for key in ("num_heads", "scale", "pre_tokens", "next_tokens", "input_layout",
-                                      "num_key_value_heads", "sparse_mode")}
-    attrs.update(inner_precise=0, block_size=0, antiquant_mode=0, softmax_lse_flag=spec.lse, key_antiquant_mode=0,
-                 value_antiquant_mode=0)
-    optional = {name: kw[name] for name in ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv")
-                if name in kw}
-    _, tiling = prepare_fia(q, k, v, optional, attrs, spec.target)
+    _, tiling = plan_call(query=q, key=k, value=v, target=spec.target, **kw)
     summary = tiling.summary()
     summary["fd_reason"] = _reason(tiling, "flash_decode")
     compiled_before = COMPILE_STATS["seconds"]

@@ -48,7 +48,7 @@ from .cli_tiling import add_tiling_parser, run_tiling, run_ut_cases
 __all__ = ["main", "build_parser"]
 
 _CASE_OPTIONS = ("batch", "num_heads", "num_kv_heads", "q_seqlen", "kv_seqlen", "head_dim", "dtype", "layout",
-                 "sparse_mode", "pre_tokens", "next_tokens", "lse", "target", "actual_q", "actual_kv")
+                 "sparse_mode", "pre_tokens", "next_tokens", "lse", "target", "actual_q", "actual_kv", "kv_dtype")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -98,6 +98,10 @@ def _case_options(p) -> None:
                    help=f"key/value sequence length S2 (default {base.kv_seqlen})")
     p.add_argument("--head-dim", "-d", type=positive_int, help=f"head dim D (default {base.head_dim})")
     p.add_argument("--dtype", choices=("float16", "bfloat16"), help=f"query/key/value dtype (default {base.dtype})")
+    p.add_argument("--kv-dtype", choices=("int8", "int4"),
+                   help="a KV-antiquant cache instead: int8, or int4 packed 8 per int32, with per-channel "
+                        "antiquant_scale/antiquant_offset in the query's dtype (the IFA decode route; default: "
+                        "key/value in the query's dtype)")
     p.add_argument("--layout", choices=("BSH", "BSND", "BNSD", "TND", "NTD", "BNSD_BSND", "BSH_BNSD",
                                           "BSND_BNSD", "TND_NTD", "NTD_TND"),
                    help=f"input_layout (default {base.layout})")

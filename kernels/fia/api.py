@@ -365,7 +365,7 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
         raise UnsupportedParameterError("query", f"query {qd}, key {kd}", "KV antiquant is simulated with a "
                                         "float16 or bfloat16 query (an int8 query, key and value are full quant)")
     if tiling.route != "ifa":
-        raise UnsupportedParameterError("key", f"int8 tensor {tuple(arrays['key'].shape)}",
+        raise UnsupportedParameterError("key", f"{'int4' if int4 else 'int8'} tensor {tuple(arrays['key'].shape)}",
                                         f"KV antiquant is simulated on the IFATiling decode route (its antiquant "
                                         f"kernel); this call tiles to the {tiling.route}/{tiling.template} route")
     if "learnable_sink" in arrays:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...dsl.jit import record_launches
 from ...sim.cost import CostReport, estimate_calls
+from ..golden.int4 import INT4_PER_INT32
 from .api import npu_fused_infer_attention_score, prepare_fia, simulate_fia, v1_call_parts
 
 __all__ = ["fia_cost", "useful_flops"]
@@ -50,6 +51,8 @@ def useful_flops(query, key, value, *, input_layout="BSH", num_heads=1, actual_s
     lay = input_layout.split("_")[0]
     q, k, v = (np.asarray(x) for x in (query, key, value))
     d, dv = q.shape[-1], v.shape[-1]
+    if k.dtype == np.int32 and v.dtype == np.int32:   # an int4 cache, 8 values per int32 (golden.int4)
+        dv *= INT4_PER_INT32
     if lay in ("TND", "NTD"):
         cq = [0] + list(actual_seq_lengths)
         ck = [0] + list(actual_seq_lengths_kv)

@@ -6,9 +6,12 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from cvtile.cases import DEFAULT_CASES, make_inputs, with_options
 from cvtile.cli import main
+from cvtile.kernels.fia.api import plan_call
 
 SMALL = ["--batch", "1", "--num-heads", "4", "--num-kv-heads", "2", "--kv-seqlen", "300", "--head-dim", "64"]
 
@@ -53,6 +56,41 @@ def test_run_order_pipelined_gives_bitwise_the_program_order_outputs(capsys):
     assert pipelined["sha256"] == program["sha256"]
     code3, text = run_cli(capsys, "run", *SMALL, "--order", "pipelined")
     assert code3 == 0 and "simulated (pipelined order)" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kv_dtype", ["int8", "int4"])
+def test_run_kv_antiquant_cache_passes(capsys, kv_dtype):
+    """``--kv-dtype``: an int8 / int4 (packed in int32) cache with per-channel antiquant scale and offset runs the
+    MSD kernel on the IFA route and passes its golden."""
+    code, out = run_cli(capsys, "run", *SMALL, "--kv-dtype", kv_dtype)
+    assert code == 0, out
+    assert f"lse kv {kv_dtype} on Ascend910B1" in out and "tiling: IFATiling" in out
+    assert out.rstrip().endswith("PASS")
+
+
+@pytest.mark.parametrize("kv_dtype, dtype, packed", [("int8", np.int8, 1), ("int4", np.int32, 8)])
+def test_case_inputs_of_a_kv_antiquant_cache(kv_dtype, dtype, packed):
+    """The case's cache: integers (int4 packed 8 per int32) with per-channel (2, Nkv, 1, D) parameters in the
+    query's dtype, dequantised about into [-1, 1]; op_host tiles it to the IFA decode route."""
+    spec = with_options(DEFAULT_CASES[0], batch=1, num_heads=4, num_kv_heads=2, kv_seqlen=300, head_dim=64,
+                        kv_dtype=kv_dtype)
+    q, k, v, kw = make_inputs(spec)
+    assert k.dtype == v.dtype == dtype and k.shape == (1, 2, 300, 64 // packed)
+    assert kw["antiquant_scale"].shape == kw["antiquant_offset"].shape == (2, 2, 1, 64)
+    assert kw["antiquant_scale"].dtype == q.dtype
+    arrays, tiling = plan_call(query=q, key=k, value=v, target=spec.target, **kw)
+    values = arrays["key"].astype(np.float64)
+    deq = (values + kw["antiquant_offset"][0].astype(np.float64)) * kw["antiquant_scale"][0].astype(np.float64)
+    assert tiling.template == "IFATiling" and np.abs(deq).max() < 1.2
+    assert spec.describe().endswith(f"kv {kv_dtype} on Ascend910B1")
+
+
+def test_run_kv_antiquant_on_a_prefill_is_refused_naming_key(capsys):
+    """op_host tiles an antiquant prefill to the PFA route, whose antiquant kernel is not simulated."""
+    code, out = run_cli(capsys, "run", *SMALL, "--q-seqlen", "64", "--kv-dtype", "int4")
+    assert code == 1
+    assert "rejected: unsupported parameter key='int4 tensor" in out and "IFATiling decode route" in out
 
 
 def test_run_rejected_case_exits_1_with_the_aclnn_status(capsys):

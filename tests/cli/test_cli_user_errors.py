@@ -32,6 +32,11 @@ def test_run_head_dim_0_is_a_one_line_user_error(capsys):
     assert "--head-dim" in line and "0 is not positive" in line
 
 
+def test_run_unknown_kv_dtype_is_a_one_line_user_error(capsys):
+    line = _user_error(capsys, "run", "--kv-dtype", "int3")
+    assert "--kv-dtype" in line and "int8" in line and "int4" in line
+
+
 def test_run_target_ascend999_lists_the_known_targets(capsys):
     line = _user_error(capsys, "run", "--target", "Ascend999")
     assert "unknown target 'Ascend999'" in line and "Ascend910B1" in line and "Ascend950" in line
