@@ -109,11 +109,7 @@ def plan_gqa(d: Draft, plat: Platform) -> None:
                                   max_workspace=True)
         flags = paged_bit
     else:
-        if "s2_base" in d.overrides or "m_base" in d.overrides:
-            blocks = replace(blocks, s2_base=int(d.overrides.get("s2_base", blocks.s2_base)),
-                             s2_base_aligned=int(d.overrides.get("s2_base", blocks.s2_base_aligned)),
-                             m_base=int(d.overrides.get("m_base", blocks.m_base)),
-                             reasons={**blocks.reasons, "s2_base": "plan search override", "m_base": "plan search override"})
+        blocks = _overridden(d, blocks)
         d.s2_base = d.decide("s2_base", blocks.s2_base, blocks.reasons["s2_base"])
         d.m_base = d.decide("m_base", blocks.m_base, blocks.reasons["m_base"])
         d.decide("softmax_brcb", blocks.softmax_brcb, blocks.reasons["softmax_brcb"])
@@ -130,6 +126,16 @@ def plan_gqa(d: Draft, plat: Platform) -> None:
     fields.update(_key_digits(v, _Q_LAYOUT, _KV_LAYOUT, flags, 2 if v.sparse_mode == 9 else 0))
     _set_key(d, encode_arch22(fields), "FiaTilingNonQuant::GenTilingKey: 10^17 + template*10^15 + digits "
                                        "(layout, q, kv, out, origin, brcb4+PA2+FD1, antiquant, kv layout, tree)")
+
+
+def _overridden(d: Draft, blocks):
+    """The template's blocks with the plan search's ``m_base`` / ``s2_base`` overrides, if any."""
+    if "s2_base" not in d.overrides and "m_base" not in d.overrides:
+        return blocks
+    return replace(blocks, s2_base=int(d.overrides.get("s2_base", blocks.s2_base)),
+                   s2_base_aligned=int(d.overrides.get("s2_base", blocks.s2_base_aligned)),
+                   m_base=int(d.overrides.get("m_base", blocks.m_base)),
+                   reasons={**blocks.reasons, "s2_base": "plan search override", "m_base": "plan search override"})
 
 
 def _grid_split(d: Draft, plat: Platform, blocks, s2_eff: int, *, with_prefix: bool, rule: str) -> None:
@@ -155,11 +161,7 @@ def plan_mla(d: Draft, plat: Platform) -> None:
                                   max_workspace=True)
         fd_bit = 0
     else:
-        if "s2_base" in d.overrides or "m_base" in d.overrides:
-            blocks = replace(blocks, s2_base=int(d.overrides.get("s2_base", blocks.s2_base)),
-                             s2_base_aligned=int(d.overrides.get("s2_base", blocks.s2_base_aligned)),
-                             m_base=int(d.overrides.get("m_base", blocks.m_base)),
-                             reasons={**blocks.reasons, "s2_base": "plan search override", "m_base": "plan search override"})
+        blocks = _overridden(d, blocks)
         d.s2_base = d.decide("s2_base", blocks.s2_base, blocks.reasons["s2_base"])
         d.m_base = d.decide("m_base", blocks.m_base, blocks.reasons["m_base"])
         _grid_split(d, plat, blocks, s2_eff, with_prefix=False, rule="FiaTilingNonQuantMla -> split_core")
