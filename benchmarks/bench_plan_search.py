@@ -53,8 +53,9 @@ def main(argv=None) -> int:
         if s.op_host_over_best <= 1.05:
             break
         o, b = s.op_host, s.best
-        print(f"  q{qs} k{ks} {target}: op_host M{o.m_base}/S2 {o.s2_base}/{o.cores} cores {o.estimated_us:.1f} us, "
-              f"best M{b.m_base}/S2 {b.s2_base}/{b.cores} cores {b.estimated_us:.1f} us "
+        print(f"  q{qs} k{ks} {target}: op_host M{o.m_base}/S2 {o.s2_base}/{o.cores} cores/preload {o.preload} "
+              f"{o.estimated_us:.1f} us, best M{b.m_base}/S2 {b.s2_base}/{b.cores} cores/preload {b.preload} "
+              f"{b.estimated_us:.1f} us "
               f"({s.op_host_over_best:.2f}x)")
     return 0
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from .block_grid import per_batch_lengths
 from .draft import Draft
 from .platform import DEFAULT_TARGET, Platform, get_platform
-from .result import FiaTiling
+from .result import Decision, FiaTiling
 from .view import TilingView, view_from_info
 
 __all__ = ["tile_fia", "tile_view", "format_tiling", "UnsupportedPlanOverride"]
@@ -46,7 +46,10 @@ class UnsupportedPlanOverride(ValueError):
 
 def tile_fia(params, platform: Platform | str = DEFAULT_TARGET, overrides: dict | None = None) -> FiaTiling:
     """Tile one FusedInferAttentionScore call on ``platform`` (raises ``ParamError`` when op_host would reject it).
-    ``overrides`` (plan search): replace op_host's ``m_base``, ``s2_base`` or core count (``cores``) by these."""
+    ``overrides`` (plan search): replace op_host's ``m_base``, ``s2_base`` or core count (``cores``) by these,
+    or the kernel's preload depth (``preload_depth``: the hand-off slots and pipeline stages the compiler gives
+    the AIC/AIV programs, the platform's by default; recorded in ``extras``, read by the kernel launch; op_host's
+    workspace figure stays its own, sized for its fixed preload)."""
     from .verdict import check_fia
 
     plat = platform if isinstance(platform, Platform) else get_platform(platform)
@@ -59,11 +62,17 @@ def tile_fia(params, platform: Platform | str = DEFAULT_TARGET, overrides: dict 
     # the legacy IFA decode class (S1 == 1, D == Dv, no rope, BSH/BSND/BNSD) initialises the lse of rows
     # without KV to FLOAT_MIN on A2/A3 instead of +inf; kernels that mirror the chip need to know
     t.extras["legacy_ifa"] = bool(getattr(info, "is_legacy_ifa", False)) and info.arch == "arch22"
+    if overrides and "preload_depth" in overrides:
+        depth = int(overrides["preload_depth"])
+        if depth < 1:
+            raise ValueError(f"overrides: preload_depth must be at least 1, got {depth}")
+        t.extras["preload_depth"] = depth
+        t.decisions.append(Decision("preload_depth", depth, f"plan search override (the platform's is "
+                                                            f"{plat.preload_depth})"))
     return t
 
 
 def _route_decision(route):
-    from .result import Decision
     where = f"{route.route}/{route.template}"
     pr = f", registry priority {route.priority}" if route.priority is not None else ""
     return Decision("template", where, f"{route.reason}{pr}")

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...tiling.platform import get_platform
 from ...tiling.result import FiaTiling
 from ..golden.layouts import parse_layout
 from ...dsl.errors import BudgetError
@@ -232,9 +233,10 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         np.zeros(n1, np.float32)
 
     ncores = len(cores)
+    plat = kernel_platform(tiling)
     if rows and antiquant is not None:
         _check_antiquant_call(antiquant, lay.token, learnable_sink, hooks)
-        fia_antiquant.on(tiling.platform)[ncores](
+        fia_antiquant.on(plat)[ncores](
             q, k, v, out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
             *_antiquant_tables(antiquant), qs2, qo2,
             *_msd_workspaces(ncores, msd_digit_count(inner_precise, antiquant.int4) * m_cap, d, s2_tile, dv),
@@ -250,7 +252,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
             order=order)
     elif rows and fullquant is not None:
-        fia_fullquant.on(tiling.platform)[ncores](
+        fia_fullquant.on(plat)[ncores](
             q, k, v, out_k, lse_arg, mask, pse, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt, qs2, qo2,
             fullquant.scale_half, fullquant.deq1, fullquant.qs1_half, fullquant.deq2, LAYOUT=kernel_layout(lay.qkv),
             OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap, PSE=pse_shift is not None,
@@ -259,7 +261,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             **_post_quant_consts(postq, quant_offset2), serial=serial, order=order)
     elif rows:
         def attend(tab, tab_ptr, height):
-            fia_attention.on(tiling.platform)[ncores](
+            fia_attention.on(plat)[ncores](
                 q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, tab, tab_ptr, qlen, kvlen, qoff, kvoff,
                 pre, nxt, *hook_args["tensors"], qs2, qo2, kp, vp, int(shared_prefix_len) if prefix else 0,
                 np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
@@ -280,13 +282,23 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         wptr[1:] = np.cumsum([len(w.pieces) for w in vw])
         r_cap = tiling.m_fd_base
         nvec = len(vw)
-        fia_fd_combine.on(tiling.platform)[nvec](out_k, lse_arg, sink, ws_o, ws_ml, fd_tab, work, wptr, qlen, qoff,
+        fia_fd_combine.on(plat)[nvec](out_k, lse_arg, sink, ws_o, ws_ml, fd_tab, work, wptr, qlen, qoff,
                              qs2, qo2, LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g,
                              R=r_cap, DV=dv, LSE=bool(softmax_lse_flag), SINK=learnable_sink is not None,
                              EMPTY_LSE=float(empty_lse), **_post_quant_consts(postq, quant_offset2),
                              serial=serial, order=order)
     run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks), block_map)
     return out, (lse if softmax_lse_flag else None), run
+
+
+def kernel_platform(tiling: FiaTiling):
+    """The platform the call's kernels compile for: the tiling's, with the plan search's preload depth when it
+    overrides the platform's (``tile_fia``; a platform record of its own name, so its kernels cache apart)."""
+    plat = get_platform(tiling.platform)
+    depth = tiling.extras.get("preload_depth")
+    if depth is None or depth == plat.preload_depth:
+        return plat
+    return replace(plat, name=f"{plat.name}+preload{depth}", preload_depth=depth)
 
 
 def msd_digit_count(inner_precise: int, int4: bool = False) -> int:

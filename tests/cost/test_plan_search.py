@@ -1,0 +1,92 @@
+"""Plan search (issue 8, item 7): op_host's FusedInferAttentionScore plan against its neighbours (M / S2 bases
+halved and doubled, op_host's or every core, the preload depth one step either way), timed by the cost model;
+``cvtile tiling --compare``. The cost model runs on the compiled IR only, so a search takes seconds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cvtile.cli import main
+from cvtile.kernels.fia.launch import kernel_platform
+from cvtile.kernels.fia.plan_search import search_plans
+from cvtile.tiling.fia import tile_fia
+from cvtile.kernels.fia.api import plan_call
+
+PREFILL = dict(num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.125)
+
+
+def _prefill():
+    rng = np.random.default_rng(0)
+    q = rng.uniform(-1, 1, (1, 4, 512, 64)).astype(np.float16)
+    k = rng.uniform(-1, 1, (1, 2, 1024, 64)).astype(np.float16)
+    return q, k, k.copy()
+
+
+@pytest.fixture(scope="module")
+def prefill_search():
+    q, k, v = _prefill()
+    return search_plans(q, k, v, target="Ascend910B1", **PREFILL)
+
+
+def test_op_hosts_plan_is_timed_beside_its_distinct_neighbours(prefill_search):
+    s = prefill_search
+    legal = [p for p in s.plans if p.legal]
+    assert s.op_host in s.plans and s.op_host.overrides == {} and s.op_host.legal
+    assert len(legal) > 5 and all(p.estimated_us > 0 for p in legal)
+    assert s.best.estimated_us == min(p.estimated_us for p in legal) <= s.op_host.estimated_us
+    assert s.op_host_over_best == pytest.approx(s.op_host.estimated_us / s.best.estimated_us)
+    sigs = [(p.m_base, p.s2_base, p.cores, p.preload) for p in legal]
+    assert len(sigs) == len(set(sigs)), "a plan was timed twice"
+    assert {p.m_base for p in legal} >= {s.op_host.m_base // 2, s.op_host.m_base}
+    doc = s.to_dict()
+    assert doc["op_host"]["overrides"] == {} and doc["best"]["estimated_us"] > 0
+    assert "op_host" in s.format() and "preload" in s.format()
+
+
+def test_the_preload_depth_is_searched_and_too_few_slots_is_illegal(prefill_search):
+    s = prefill_search
+    platform_depth = s.op_host.preload
+    assert platform_depth == 2
+    deeper = [p for p in s.plans if p.overrides == {"preload_depth": 3}]
+    assert len(deeper) == 1 and deeper[0].legal and deeper[0].preload == 3
+    shallow = [p for p in s.plans if p.overrides == {"preload_depth": 1}]
+    assert len(shallow) == 1 and not shallow[0].legal
+    assert "preload depth exceeds the slots" in shallow[0].error
+
+
+def test_a_preload_override_compiles_for_a_platform_of_its_own():
+    q, k, v = _prefill()
+    _, tiling = plan_call(query=q, key=k, value=v, **PREFILL)
+    assert kernel_platform(tiling).name == "Ascend910B1"
+    from cvtile.tiling.params import FiaParams, TensorMeta
+
+    metas = {"query": TensorMeta(q.shape, "float16"), "key": TensorMeta(k.shape, "float16"),
+             "value": TensorMeta(v.shape, "float16"), "attention_out": TensorMeta(q.shape, "float16")}
+    attrs = dict(PREFILL, softmax_lse_flag=False)
+    deep = tile_fia(FiaParams.from_api(metas, attrs), "Ascend910B1", {"preload_depth": 3})
+    assert deep.extras["preload_depth"] == 3 and deep.decision("preload_depth").value == 3
+    plat = kernel_platform(deep)
+    assert plat.preload_depth == 3 and plat.name == "Ascend910B1+preload3" and plat.aic == 24
+    with pytest.raises(ValueError, match="preload_depth must be at least 1"):
+        tile_fia(FiaParams.from_api(metas, attrs), "Ascend910B1", {"preload_depth": 0})
+
+
+def test_a_template_without_overrides_gives_op_hosts_plan_alone():
+    """An int8 KV-antiquant decode on the legacy IFA route: its planner takes no overrides, and the search says
+    so."""
+    rng = np.random.default_rng(1)
+    q = rng.uniform(-1, 1, (2, 8, 1, 128)).astype(np.float16)
+    k = rng.integers(-127, 128, (2, 2, 512, 128)).astype(np.int8)
+    s = search_plans(q, k, k.copy(), target="Ascend910B1", num_heads=8, num_key_value_heads=2,
+                     input_layout="BNSD", scale=128 ** -0.5, antiquant_scale=np.full((2, 2, 1, 128), 0.01,
+                                                                                    np.float16))
+    assert s.plans == [s.op_host] and "FiaTilingNonQuant template only" in s.note
+
+
+def test_cli_tiling_compare_prints_the_table(capsys):
+    code = main(["tiling", "--compare", "--batch", "1", "--num-heads", "4", "--num-kv-heads", "2", "--q-seqlen",
+                 "512", "--kv-seqlen", "1024", "--head-dim", "64"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "plan search (cost model):" in out and "op_host" in out and "preload" in out
