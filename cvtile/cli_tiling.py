@@ -54,6 +54,9 @@ def add_shape_options(p) -> None:
     p.add_argument("--value-head-dim", type=int, default=None, help="D of value (default: head-dim)")
     p.add_argument("--rope-dim", type=int, default=0, help="split rope head dim (query_rope/key_rope), 0 = none")
     p.add_argument("--dtype", default="float16", help="query/key/value dtype (float16, bfloat16)")
+    p.add_argument("--kv-dtype", choices=("int8", "int4"), default=None,
+                   help="a KV-antiquant cache: int8 or int4 key/value with per-channel antiquant_scale/offset in "
+                        "the query's dtype (default: key/value in --dtype)")
     p.add_argument("--layout", default="BNSD", choices=_LAYOUTS, help="input_layout (default BNSD)")
     p.add_argument("--sparse-mode", type=int, default=0, help="sparse_mode 0..4 (2/3/4 add the 2048x2048 mask)")
     p.add_argument("--mask", action="store_true", help="pass an explicit atten_mask (sparse 0/1)")
@@ -122,6 +125,12 @@ def build_call(args) -> tuple:
     else:
         tensors["key"] = TensorMeta(_shape(kv_layout, b, nkv, s2, d), dt)
         tensors["value"] = TensorMeta(_shape(kv_layout, b, nkv, s2, dv), dt)
+    kv_dtype = getattr(args, "kv_dtype", None)
+    if kv_dtype:   # KV antiquant: an integer cache with per-channel (2, Nkv, 1, D) scale and offset
+        for name in ("key", "value"):
+            tensors[name] = TensorMeta(tensors[name].shape, kv_dtype)
+        for name in ("antiquant_scale", "antiquant_offset"):
+            tensors[name] = TensorMeta((2, nkv, 1, d), dt)
     if args.rope_dim:
         r = args.rope_dim
         tensors["query_rope"] = TensorMeta(_shape(q_layout, b, n, s1, r), dt)

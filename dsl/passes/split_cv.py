@@ -337,14 +337,17 @@ class _Splitter:
         return replace(w, dims=dims)
 
     def _store_by_first_aiv(self, p: _Program, op: Op, dst: Block):
-        """A store of a tile both AIVs hold: AIV 0 writes it."""
+        """A store of a tile both AIVs hold: AIV 0 writes it. Returns the guarding ``if``, which carries the
+        store's channel roles: the cross-core flags of a hand-off (mode 2: the AIC's wait counts a set from each
+        AIV) stay outside the guard, so AIV 1 takes part in them too."""
         first = _sbin(dst, "eq", p.sb, 0, op.loc)
         then = Block()
         new = clone_op(op, p.vmap)
         then.ops += [new, Op("yield", [], [], {}, (), op.loc, None)]
-        dst.ops.append(Op("if", [first], [], {}, [then, Block(ops=[Op("yield", [], [], {}, (), op.loc, None)])],
-                          op.loc, None))
-        return new
+        guard = Op("if", [first], [], {}, [then, Block(ops=[Op("yield", [], [], {}, (), op.loc, None)])], op.loc,
+                   None)
+        dst.ops.append(guard)
+        return guard
 
     # -------------------------------------------------------------- hand-offs
     def _channel(self, op: Op) -> Channel:

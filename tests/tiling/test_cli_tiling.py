@@ -32,6 +32,18 @@ def test_tiling_json_and_rejection(capsys):
     assert "rejected" in capsys.readouterr().out
 
 
+def test_tiling_of_a_kv_antiquant_cache(capsys):
+    """``--kv-dtype``: int8/int4 key/value with per-channel (2, Nkv, 1, D) antiquant parameters route a decode to
+    IFATiling, the int4 dtype code (4) in its key."""
+    p = build_params(parse(["--kv-dtype", "int4", "-b", "2", "-n", "8"]))
+    assert p.key.dtype == p.value.dtype == "int4" and p.antiquant_scale.shape == (2, 8, 1, 128)
+    assert run_tiling(parse(["--json", "--kv-dtype", "int4", "-b", "2", "-n", "8", "--kv-seqlen", "2048"])) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["template"] == "IFATiling" and str(d["tiling_key"])[-3:-2] == "4"
+    assert run_tiling(parse(["--json", "--kv-dtype", "int8", "-b", "2", "-n", "8", "--kv-seqlen", "2048"])) == 0
+    assert str(json.loads(capsys.readouterr().out)["tiling_key"])[-3:-2] == "3"
+
+
 def test_build_params_paged_and_tnd():
     p = build_params(parse(["--layout", "TND", "--block-size", "128", "--kv-seqlen", "1000", "-b", "2"]))
     assert p.block_table.shape == (2, 8) and p.actual_seq_lengths.data == (1, 2)
