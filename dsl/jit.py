@@ -282,12 +282,28 @@ class JITFunction:
             return "scalar", F32
         if hasattr(value, "shape") and hasattr(value, "dtype"):
             try:
-                dt = dtype_of(str(value.dtype).replace("torch.", ""))
+                dt = _tensor_dtype(value.dtype)
             except TypeError as e:
                 raise TypeError(f"{self.__name__}: argument {name!r}: {e}") from None
             return "tensor", TensorType(dt, len(value.shape))
         raise TypeError(f"{self.__name__}: argument {name!r} of type {type(value).__name__} is neither an array, "
                         f"a number, nor a constexpr")
+
+
+#: argument dtype (numpy or torch) -> DSL dtype: a launch classifies every tensor argument, and naming a numpy
+#: dtype costs microseconds each
+_DTYPE_MEMO: dict = {}
+
+
+def _tensor_dtype(dtype):
+    """The DSL dtype of an array argument's dtype (memoised by the dtype object)."""
+    try:
+        return _DTYPE_MEMO[dtype]
+    except KeyError:
+        dt = _DTYPE_MEMO[dtype] = dtype_of(str(dtype).replace("torch.", ""))
+        return dt
+    except TypeError:   # an unhashable dtype-like object
+        return dtype_of(str(dtype).replace("torch.", ""))
 
 
 def jit(fn=None, *, target: str | None = None):

@@ -205,7 +205,7 @@ class NumbaRunner:
         variant's ``shadow.LaunchShadows``."""
         err = np.zeros((max(grid, 1), 5 if shadows is None else ERR_WIDTH), dtype=np.int64)
         group = variant.generated.entry == "group"
-        sig = tuple(getattr(a, "dtype", type(a)).__str__() + str(getattr(a, "ndim", "")) for a in flat_args)
+        sig = tuple((a.dtype, a.ndim) if hasattr(a, "ndim") else type(a) for a in flat_args)
         if sig not in variant.ready:  # compile (or load from numba's cache) before the timed run
             t0 = time.perf_counter()
             compile_fn = _compile_group if group else _compile_only
