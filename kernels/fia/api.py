@@ -341,9 +341,6 @@ def _int4_cache(arrays: dict, metas: dict) -> None:
         key, value, int4 = int4_kv(arrays[k_name], arrays[v_name])
         if not int4:
             continue
-        if getattr(key, "ndim", 0) == 5:
-            raise UnsupportedParameterError(k_name, f"int4 tensor {tuple(key.shape)}", "an int4 NZ paged cache "
-                                            "is not simulated (int4 caches are: dense, BnBsH or BnNBsD)")
         arrays[k_name], arrays[v_name] = key, value
         for name, x in ((k_name, key), (v_name, value)):
             metas[name] = [TensorMeta(tuple(t.shape), "int4") for t in x] if isinstance(x, list) else \

@@ -42,7 +42,8 @@ Invariants
 ----------
 * The task tables, masks, pse, lse and paged-cache views are ``fia_attention``'s (``kernel.py``): the same
   tiling, the same GQA fold, left padding (qoff / kvoff), system prefix (PREFIX, its straddling block in two
-  steps) and paged caches (CACHE "BnBsH", "BnNBsD" or the int8 "NZ" of (blocks, N2, D/32, block_size, 32));
+  steps) and paged caches (CACHE "BnBsH", "BnNBsD" or "NZ": (blocks, N2, D/32, block_size, 32) for int8,
+  (blocks, N2, D/64, block_size, 64) for int4);
   no token layouts or sink (the API and ``run_fia`` refuse them with antiquant). Per-token parameters of modes
   1/3 are read at the batch's first KV position plus the position in the attended sequence (prefix first), as
   the chip's ``antiqParamOffsetPerToken``, whether the cache is dense or paged; those of modes 4/5

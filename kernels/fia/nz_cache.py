@@ -9,7 +9,8 @@ bytes of the dtype (16 for fp16/bf16, 32 for int8). The non-quant kernel reads i
 would read wrongly and that checker does not name is checked here (:func:`check_nz_call`, ``ParamError`` 161002,
 checker "api"):
 
-* each NZ tensor (key, value, key_rope) has d0 = 32 / itemsize as its last axis;
+* each NZ tensor (key, value, key_rope) has d0 = 32 bytes of its dtype as its last axis (an int4 cache, held
+  as int8 values with ``arrays["_int4"]`` set, 64);
 * its block axis (3) is ``block_size`` (the chip walks the block rows by it);
 * key and value are both NZ or neither, and with an NZ key the split rope's key_rope is NZ with the key's
   blocks, heads and block size (the chip copies both into one L1 block).
@@ -48,7 +49,7 @@ def check_nz_call(arrays: dict, attrs: dict) -> None:
     for name, x in (("key", key), ("value", value), ("key_rope", rope)):
         if x is None:
             continue
-        rule = nz_rule(x.shape, x.dtype)
+        rule = nz_rule(x.shape, "int4" if arrays.get("_int4") and name != "key_rope" else x.dtype)
         if rule is None and x.shape[3] != bs:
             rule = f"axis 3 of an NZ cache (blocks, N, D/d0, block_size, d0) is block_size {bs}, got {x.shape[3]}"
         if rule is None and name == "key_rope" and (x.shape[:2] != key.shape[:2]):

@@ -2,8 +2,8 @@
 
 Model
 -----
-An NZ cache holds each block's (block_size, D) rows of a head as D/d0 column fractals of d0 = 32 / itemsize
-elements (16 for fp16/bf16, 32 for int8): element (row s, column d) of block blk, head n is at
+An NZ cache holds each block's (block_size, D) rows of a head as D/d0 column fractals of d0 = 32 bytes of
+elements (16 for fp16/bf16, 32 for int8, 64 for int4, whose values the simulator holds one per int8): element (row s, column d) of block blk, head n is at
 ``[blk, n, d // d0, s, d % d0]``. The chip's MLA and GQA-MTP kernels copy such blocks into L1 as they are;
 the simulated kernel reads them in place (``kernels.fia.kernel.paged_kv_rows``, CACHE "NZ"), the golden
 converts them to the BnNBsD cache (blocks, N, block_size, D) with :func:`from_nz`.
@@ -23,7 +23,11 @@ __all__ = ["nz_fraction", "nz_rule", "from_nz", "to_nz"]
 
 
 def nz_fraction(dtype) -> int:
-    """d0, the elements of one 32-byte fractal row: 16 for fp16/bf16, 32 for int8."""
+    """d0, the elements of one 32-byte fractal row: 16 for fp16/bf16, 32 for int8, 64 for int4 (dtype
+    "int4" or ``ml_dtypes.int4``; the simulator holds int4 values in int8 arrays, so callers name the cache's
+    dtype)."""
+    if (dtype if isinstance(dtype, str) else np.dtype(dtype).name) == "int4":
+        return 64
     return 32 // np.dtype(dtype).itemsize
 
 
@@ -38,10 +42,11 @@ def nz_rule(shape, dtype) -> str | None:
     return None
 
 
-def from_nz(x) -> np.ndarray:
-    """The BnNBsD cache (blocks, N, block_size, D) of an NZ cache (a copy)."""
+def from_nz(x, dtype=None) -> np.ndarray:
+    """The BnNBsD cache (blocks, N, block_size, D) of an NZ cache (a copy); ``dtype``: the cache's dtype when its
+    array holds another (an int4 cache's int8 values: "int4")."""
     a = np.asarray(x)
-    rule = nz_rule(a.shape, a.dtype)
+    rule = nz_rule(a.shape, dtype or a.dtype)
     if rule:
         raise ValueError(rule)
     nb, n, d1, bs, d0 = a.shape

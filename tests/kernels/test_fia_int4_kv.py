@@ -3,8 +3,9 @@ digits against the float64 golden.
 
 The int4 cache's values reach the antiquant kernel as int8 values in [-8, 7]; the kernel splits the query and P
 into four int4 digits (range 7.49, base 14.98, the IFA kernel's constants) and the tiling is op_host's int4 one
-(IFATiling, msdIterNum 4). The default tier holds the packing, the constants, the golden and the tiling; the
-kernel runs compile the antiquant kernel (about a minute each) and are in the slow tier.
+(IFATiling, msdIterNum 4). The default tier holds the packing, the constants, the golden and the tiling (dense,
+paged and NZ caches); the kernel runs compile the antiquant kernel (about a minute each) and are in the slow
+tier.
 """
 
 from __future__ import annotations
@@ -99,15 +100,25 @@ def test_the_tiling_sees_an_int4_cache_of_the_real_head_dim():
     assert tiling.tiling_key != int8_tiling.tiling_key
 
 
-def test_an_int4_nz_cache_is_refused_naming_key():
-    """(blocks, N2, D/64, block_size, 64) int4 values, packed: refused before any check reads them as int8."""
-    rng = np.random.default_rng(4)
-    q, _, _, kw = _int4_call(rng, b=1, s2=128, d=64)
-    nz = pack_int4(rng.integers(-8, 8, (1, 2, 1, 128, 64)).astype(np.int8))
-    with pytest.raises(UnsupportedParameterError, match="int4 NZ") as err:
-        fia(q, nz, nz, block_table=np.array([[0]], np.int32), block_size=128, actual_seq_lengths_kv=[128], **kw,
-            **_per_channel(rng))
-    assert err.value.param == "key"
+def _int4_nz_call(rng):
+    """A BSH decode over an int4 NZ paged cache (blocks, N2, D/64, block_size, 64), packed 8 per int32, with the
+    BnNBsD cache (blocks, N2, block_size, D) it holds; op_host takes a paged int4 cache with a BSH/BSND query."""
+    b, n, n2, d, bs, s2 = 2, 8, 2, 128, 128, 256
+    q = rng.uniform(-1, 1, (b, 1, n * d)).astype(np.float16)
+    blocks = b * s2 // bs
+    k, v = (rng.integers(-8, 8, (blocks, n2, bs, d)).astype(np.int8) for _ in range(2))
+    nz = [x.reshape(blocks, n2, bs, d // 64, 64).transpose(0, 1, 3, 2, 4) for x in (k, v)]
+    table = rng.permutation(blocks).reshape(b, s2 // bs).astype(np.int32)
+    kw = dict(num_heads=n, num_key_value_heads=n2, input_layout="BSH", scale=d ** -0.5, block_table=table,
+              block_size=bs, actual_seq_lengths_kv=[256, 177], **_per_channel(rng, n2, d))
+    return q, [pack_int4(x) for x in nz], [pack_int4(x) for x in (k, v)], kw
+
+
+def test_an_int4_nz_cache_tiles_and_its_golden_reads_the_blocks_it_holds():
+    q, (knz, vnz), (kb, vb), kw = _int4_nz_call(np.random.default_rng(4))
+    arrays, tiling = plan_call(query=q, key=knz, value=vnz, **kw)
+    assert tiling.template == "IFATiling" and arrays["key"].shape == (4, 2, 2, 128, 64)
+    assert np.array_equal(fia_golden(q, knz, vnz, **kw)[0], fia_golden(q, kb, vb, **kw)[0])
 
 
 # ------------------------------------------------------------------ the kernel (slow tier)
@@ -120,6 +131,12 @@ def test_int4_per_channel_with_offset_and_lse_matches_the_golden_in_both_forms(j
     packed = judge_fia(q, pack_int4(k), pack_int4(v), softmax_lse_flag=True, **kw, **aq)
     typed = judge_fia(q, k.astype(ml_dtypes.int4), v.astype(ml_dtypes.int4), softmax_lse_flag=True, **kw, **aq)
     assert np.array_equal(packed, typed)
+
+
+@pytest.mark.slow
+def test_int4_nz_paged_cache_matches_the_golden(judge_fia):
+    q, (knz, vnz), _, kw = _int4_nz_call(np.random.default_rng(7))
+    judge_fia(q, knz, vnz, **kw)
 
 
 @pytest.mark.slow
