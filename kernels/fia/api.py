@@ -13,7 +13,9 @@ host and then runs the simulated kernels:
    not a tensor, a float or string for an int, a non-bool flag, a non-int element of an ``int[]``) raises
    ``ParamError`` 161002 naming the parameter;
 1. the parameter record (``FiaParams``) is built from the arrays' metadata and
-   the attributes, with the output metadata the operator infers;
+   the attributes, with the output metadata the operator infers; a key and value both int32 are an int4 cache
+   packed 8 per element, viewed as int4 of the real head dim as aclnn's op_api does (``golden.int4``; the
+   simulator holds their int8 values);
 2. the tiling mirror (``tile_fia``) runs op_host's checkers (bad input raises
    ``ParamError`` with the aclnn status), route, block sizes, core split and
    flash-decode plan;
@@ -22,7 +24,8 @@ host and then runs the simulated kernels:
 4. ``run_fia`` launches the DSL kernels on that tiling.
 
 Inputs are numpy arrays (float16, ml_dtypes.bfloat16, float32 for none of
-q/k/v) or torch tensors when torch is installed; the outputs come back in the
+q/k/v; an int8 or int4 key/value cache with its antiquant parameters; int8 q/k/v for full quant) or torch
+tensors when torch is installed; the outputs come back in the
 same kind. Returns ``(attention_out, softmax_lse)``; ``softmax_lse`` is a
 ``(B, N, S1, 1)`` / ``(T, N, 1)`` float32 array when ``softmax_lse_flag``,
 else an empty ``(0,)`` array (what torch_npu returns, whatever its doc says).

@@ -458,5 +458,6 @@ def _refuse_unsupported(call: dict) -> None:
     """Features a valid IFA call may ask for that the simulator does not model."""
     if call.get("antiquant_scale") is not None:
         raise UnsupportedParameterError("antiquant_scale", _describe(call["antiquant_scale"]),
-                                        "KV antiquantisation (int8 key/value) is not simulated")
+                                        "KV antiquantisation through the IFA entry is not simulated "
+                                        "(npu_fused_infer_attention_score runs it, int8 or int4)")
 

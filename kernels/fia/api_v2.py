@@ -16,7 +16,7 @@ num_query_heads            num_heads                   yes
 softmax_scale              scale                       yes
 return_softmax_lse         softmax_lse_flag            yes
 learnable_sink             learnable_sink              yes (one logit per query head)
-dequant_scale_key/value    key/value_antiquant_scale   yes with an int8 key/value (KV antiquant)
+dequant_scale_key/value    key/value_antiquant_scale   yes with an int8/int4 key/value (KV antiquant)
 dequant_offset_key/value   key/value_antiquant_offset  yes
 quant_scale_out/offset_out quant_scale2/offset2        yes (int8 attention_out)
 dequant_scale_query,       (query / rope quantisation) no

@@ -1,4 +1,4 @@
-"""The KV-antiquant decode kernel (int8 key/value cache, fp16/bf16 query) in the tile language.
+"""The KV-antiquant decode kernel (int8 or int4 key/value cache, fp16/bf16 query) in the tile language.
 
 Model
 -----
@@ -195,7 +195,7 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
         if CACHE == "dense":
             kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
             vv = kv_rows(v, b, n2, s2 - plen, k0, LAYOUT)
-        else:   # a paged int8 cache (BnBsH, BnNBsD or NZ), read through the batch's block table row
+        else:   # a paged int8/int4 cache (BnBsH, BnNBsD or NZ), read through the batch's block table row
             kv = paged_kv_rows(k, block_table, b, n2, s2, D, CACHE)
             vv = paged_kv_rows(v, block_table, b, n2, s2, DV, CACHE)
         ksr, kor, vsr, vor = ks, ko, vs, vo

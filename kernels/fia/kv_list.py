@@ -27,7 +27,8 @@ The operator's rules (typed errors):
 
 Not simulated (``UnsupportedParameterError`` naming the parameter): left padding with a list (the aclnn doc:
 query left padding is not supported with lists, kv left padding then falls back to right padding), a shared
-prefix (decode; op_host refuses it in prefill), an int8 cache (the antiquant kernel reads dense key/value).
+prefix (decode; op_host refuses it in prefill), an int8 or int4 cache (the antiquant kernel reads dense or
+paged key/value).
 
 Invariants
 ----------
@@ -111,7 +112,7 @@ def check_list_launch(token_layout: bool, layout: str, query_padding_size, kv_pa
                 "kv left padding (the aclnn doc: the operator then assumes right padding; cvtile refuses "
                 "rather than guess)"),
                ("key_shared_prefix", key_shared_prefix is not None, "a shared prefix"),
-               ("key", antiquant is not None, "an int8 cache (KV antiquant)"),
+               ("key", antiquant is not None, "an int8 or int4 cache (KV antiquant)"),
                ("input_layout", token_layout, f"the {layout} layout"))
     for name, given, what in refused:
         if given:

@@ -11,7 +11,7 @@ kernels read, normalises the mask (sparse modes 2/3/4 and pre/next tokens to
 one left-up band per batch; an explicit mask to [Bm, S1, S2]; the tree mask of
 sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
-launches ``fia_attention`` (``fia_antiquant`` for an int8 key/value cache, ``fia_fullquant`` for full int8
+launches ``fia_attention`` (``fia_antiquant`` for an int8 or int4 key/value cache, ``fia_fullquant`` for full int8
 quantisation) on ``used_cores`` cores, then
 ``fia_fd_combine`` on
 the vector cores that the tiling's SplitFD gave work.

@@ -184,7 +184,7 @@ def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int
     else:
         sc, of = get["antiquant_scale"], get["antiquant_offset"]
         if sc is None:
-            raise ParamError("antiquant_scale", None, "int8 key/value (KV antiquant) needs antiquant_scale or "
+            raise ParamError("antiquant_scale", None, "int8 or int4 key/value (KV antiquant) needs antiquant_scale or "
                              "key_/value_antiquant_scale", status=AclnnStatus.PARAM_INVALID, checker="antiquant")
         mode, mode_name = int(antiquant_mode), "antiquant_mode"
         if mode not in (0, 1):

@@ -150,7 +150,7 @@ def _check_float(x, name: str, antiquant: bool = False):
     if antiquant and kind == "int8":   # (also full quant's int8 query, key and value)
         return
     if kind not in ("float16", "bfloat16", "float32", "float64"):
-        reason = "int8 KV needs its antiquant scale (antiquant_scale or key_/value_antiquant_scale)" \
+        reason = "an int8/int4 KV cache needs its antiquant scale (antiquant_scale or key_/value_antiquant_scale)" \
             if name in ("key", "value") else "not a float tensor"
         raise UnsupportedParameterError(name, f"{kind} tensor {tuple(np.shape(to_numpy(x)))}",
                                         f"{reason}; outside the float golden's scope")
@@ -190,9 +190,9 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     ``learnable_sink``). ``quant_scale2`` / ``quant_offset2`` post-quantise the
     output to int8 (:mod:`.quant`); an int8 or int4 key/value with its antiquant scale (and offset) is
     dequantised exactly, ``(x + offset) · scale`` (:mod:`.antiquant`), and P is then never rounded (``p_dtype``
-    is ignored: the chip splits the fp32 P into int8 or int4 digits instead of rounding it); ``query_rope`` / ``key_rope`` join the
-    scores' dot product (:mod:`.rope`); the other quantisation keywords are accepted only to raise
-    ``UnsupportedParameterError`` when given. Rows of a batch without KV stay 0
+    is ignored: the chip splits the fp32 P into int8 or int4 digits instead of rounding it); ``query_rope`` /
+    ``key_rope`` join the scores' dot product (:mod:`.rope`); the other quantisation keywords are accepted only
+    to raise ``UnsupportedParameterError`` when given. Rows of a batch without KV stay 0
     in a post-quantised output, as the FIA framework's output init leaves them; ``empty_rows_quantised``
     gives them ``quant(offset)`` instead, what the legacy IFATiling kernel writes (``InitAllZeroInt8Output``). ``p_dtype`` rounds P
     before P·V; ``work_dtype`` ("float32") computes every intermediate in that precision (:mod:`.attend`);
@@ -419,7 +419,7 @@ def _run_batch(plan: BatchPlan, q, token: bool, source, prefix, masks: MaskEngin
                group: int, nkv: int, p_dtype, out, lse, lse_empty: float, score_hook=None, attend_fn=attend,
                antiquant=None):
     """Compute one batch into ``out`` / ``lse`` (canonical layouts), chunked over kv heads and rows; an int8 KV
-    is dequantised by ``antiquant`` (an ``AntiquantSpec``) as it is fetched."""
+    (int4 as its int8 values) is dequantised by ``antiquant`` (an ``AntiquantSpec``) as it is fetched."""
     s1, s2 = plan.s1, plan.s2
     if s1 == 0:
         return
