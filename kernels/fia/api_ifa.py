@@ -52,8 +52,10 @@ aclnn's for ``incre_flash_attention_v3``), the value and the rule:
    (blocks, block_size, H) num_key_value_heads * D <= 65535.
 
 A call that passes them and asks for what the simulator does not model raises
-``UnsupportedParameterError`` naming the parameter: antiquant
-(antiquant_scale), ``padding_mask``. A key/value tensor list of several batches runs (``kv_list``). Errors
+``UnsupportedParameterError`` naming the parameter: ``padding_mask`` (reserved by torch_npu). KV
+antiquantisation (an int8 cache with ``antiquant_scale``/``antiquant_offset``, per tensor or per channel,
+dense or paged) runs as FIA's ``antiquant_mode`` 0 with the same tensors. A key/value tensor list of several
+batches runs (``kv_list``). Errors
 from the FIA body are renamed to the caller's keywords (``actual_seq_lengths_kv`` -> ``actual_seq_lengths`` / ``actualSeqLengths``).
 
 Invariants
@@ -158,7 +160,6 @@ def _run(call: dict, target: str, order: str, names: dict | None):
     try:
         call["key"], call["value"] = _unlist(call["key"], "key"), _unlist(call["value"], "value")
         check_ifa(call)
-        _refuse_unsupported(call)
         out, _ = npu_fused_infer_attention_score(**ifa_to_fia(call), target=target, order=order)
     except (ParamError, UnsupportedParameterError) as err:
         err = renamed(err, _FIA_TO_IFA)
@@ -452,12 +453,4 @@ class _IfaCheck:
         need = sum(math.ceil(max(0, n) / bs) for n in per_batch)
         if ks[0] < need:
             _tiling("key", ks, f"the cache holds {ks[0]} blocks, the KV lengths need {need}")
-
-
-def _refuse_unsupported(call: dict) -> None:
-    """Features a valid IFA call may ask for that the simulator does not model."""
-    if call.get("antiquant_scale") is not None:
-        raise UnsupportedParameterError("antiquant_scale", _describe(call["antiquant_scale"]),
-                                        "KV antiquantisation through the IFA entry is not simulated "
-                                        "(npu_fused_infer_attention_score runs it, int8 or int4)")
 

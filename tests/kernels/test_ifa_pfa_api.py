@@ -4,8 +4,8 @@
   defaults (research notes §1.3-1.4) and return bitwise the ``attention_out`` of the FIA call they map to,
   which agrees with the golden within the dtype's tolerance;
 * ``incre_flash_attention_v3`` has the seed document's parameters in its order, and every constraint of
-  the seed raises ``ParamError`` with its aclnn status, naming the aclnn parameter; features the simulator
-  does not model (antiquant, post quant) raise ``UnsupportedParameterError`` by name.
+  the seed raises ``ParamError`` with its aclnn status, naming the aclnn parameter; KV antiquant and post
+  quant run the FIA kernels they map to.
 """
 
 from __future__ import annotations
@@ -206,15 +206,64 @@ def test_v3_constraint_raises_with_its_status_naming_the_parameter(call, status,
     assert f"{param}=" in str(err) and err.rule
 
 
-@pytest.mark.parametrize("call,param", [
-    (_int8_kv(antiquantScale=Z((2,), np.float16)), "antiquantScale"),
-    (_int8_kv(antiquantScale=Z((2, 2, 1, 32), np.float16), antiquantOffset=Z((2, 2, 1, 32), np.float16)),
-     "antiquantScale"),
-], ids=["antiquant per tensor", "antiquant per channel"])
-def test_v3_valid_but_unsimulated_features_are_refused_by_name(call, param):
-    with pytest.raises(UnsupportedParameterError) as info:
-        incre_flash_attention_v3(**call)
-    assert info.value.param == param
+def _antiquant_case(rng, layout: str, per_channel: bool, offset: bool):
+    """An int8-cache decode call (B 2, N 4 / 2 kv heads, S 300, D 64) with IFA's antiquant tensors of the
+    layout's per-channel shape ((2, N, 1, D), (2, N, D), (2, H)) or per tensor (2,)."""
+    b, n, n2, s, d = 2, 4, 2, 300, 64
+    q = rng.uniform(-1, 1, (b, n, 1, d)).astype(np.float16)
+    k = rng.integers(-128, 128, (b, n2, s, d)).astype(np.int8)
+    v = rng.integers(-128, 128, (b, n2, s, d)).astype(np.int8)
+    shape = {"BNSD": (2, n2, 1, d), "BSND": (2, n2, d), "BSH": (2, n2 * d)}[layout] if per_channel else (2,)
+    if layout != "BNSD":
+        q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))
+        if layout == "BSH":
+            q, k, v = (t.reshape(t.shape[0], t.shape[1], -1) for t in (q, k, v))
+    aq = dict(antiquant_scale=(rng.uniform(0.5, 1.5, shape) / 128).astype(np.float16))
+    if offset:
+        aq["antiquant_offset"] = rng.uniform(-3, 3, shape).astype(np.float16)
+    return q, k, v, dict(num_heads=n, num_key_value_heads=n2, input_layout=layout, **aq)
+
+
+@pytest.mark.parametrize("layout,per_channel,offset", [("BNSD", False, True), ("BNSD", True, True),
+                                                       ("BSND", True, False), ("BSH", True, True)])
+def test_ifa_antiquant_runs_the_fia_call_it_maps_to(layout, per_channel, offset):
+    """An int8 cache with IFA's antiquant_scale/offset: bitwise FIA's antiquant mode 0, within the golden's
+    tolerance."""
+    q, k, v, kw = _antiquant_case(np.random.default_rng(11), layout, per_channel, offset)
+    out = npu_incre_flash_attention(q, k, v, scale_value=0.125, **kw)
+    ref, _ = npu_fused_infer_attention_score(q, k, v, scale=0.125, inner_precise=1, **kw)
+    assert np.array_equal(_bits(out), _bits(ref))
+    gold, _ = fia_golden_lowp(q, k, v, scale=0.125, inner_precise=1, **kw)
+    rep = compare(out, gold, "float16")
+    assert rep.passed, str(rep)
+
+
+def test_v3_antiquant_takes_the_aclnn_names():
+    q, k, v, kw = _antiquant_case(np.random.default_rng(12), "BNSD", True, True)
+    out = incre_flash_attention_v3(query=q, key=[k], value=[v], antiquantScale=kw["antiquant_scale"],
+                                   antiquantOffset=kw["antiquant_offset"], numHeads=4, numKeyValueHeads=2,
+                                   scaleValue=0.125, inputLayout="BNSD", innerPrecise=1)
+    ref = npu_incre_flash_attention(q, k, v, scale_value=0.125, **kw)
+    out = out[0] if isinstance(out, tuple) else out
+    assert np.array_equal(_bits(out), _bits(ref))
+
+
+def test_ifa_antiquant_on_a_paged_int8_cache():
+    """A (blocks, block_size, H) int8 cache (block_size a multiple of 32) with per-channel antiquant."""
+    rng = np.random.default_rng(13)
+    q, k, v, kw = _antiquant_case(rng, "BSH", True, True)
+    bs, lens = 64, [300, 170]
+    table = np.array([[0, 1, 2, 3, 4], [5, 6, 7, -1, -1]], np.int32)
+    kc, vc = np.zeros((8, bs, k.shape[2]), np.int8), np.zeros((8, bs, v.shape[2]), np.int8)
+    for b in range(2):
+        for j in range(-(-lens[b] // bs)):
+            n = min(bs, lens[b] - j * bs)
+            kc[table[b, j], :n], vc[table[b, j], :n] = k[b, j * bs:j * bs + n], v[b, j * bs:j * bs + n]
+    out = npu_incre_flash_attention(q, kc, vc, block_table=table, block_size=bs, actual_seq_lengths=lens,
+                                    scale_value=0.125, **kw)
+    gold, _ = fia_golden_lowp(q, k, v, actual_seq_lengths_kv=lens, scale=0.125, inner_precise=1, **kw)
+    rep = compare(out, gold, "float16")
+    assert rep.passed, str(rep)
 
 
 def test_v3_post_quant_returns_the_int8_output():
