@@ -33,7 +33,7 @@ from .kernels.golden import fia_golden, mask_template
 from .kernels.golden.dtypes import numpy_dtype
 from .kernels.precision import compare
 from .sim.launch import COMPILE_STATS
-from .tiling.platform import DEFAULT_TARGET
+from .tiling.platform import DEFAULT_TARGET, get_platform
 
 __all__ = ["CaseSpec", "CaseResult", "DEFAULT_CASES", "make_inputs", "run_case", "shape_of"]
 
@@ -124,7 +124,8 @@ _ANTIQUANT_CACHES = {"int8": ((-127, 128), (0.004, 0.008)), "int4": ((-8, 8), (0
 
 
 def _antiquant_cache(rng, spec: CaseSpec, kshape: tuple, dt):
-    """(key, value, antiquant keywords) of an int8 / int4 cache (int4 packed 8 per int32)."""
+    """(key, value, antiquant keywords) of an int8 / int4 cache (int4 packed 8 per int32): per-channel scale and
+    offset, stacked (``antiquant_scale``, (2, Nkv, 1, D)) or, on arch35, as the key's and the value's own."""
     from .kernels.golden.int4 import pack_int4
 
     if spec.kv_dtype not in _ANTIQUANT_CACHES:
@@ -134,9 +135,11 @@ def _antiquant_cache(rng, spec: CaseSpec, kshape: tuple, dt):
     if spec.kv_dtype == "int4":
         k, v = pack_int4(k), pack_int4(v)
     params = (2, spec.num_kv_heads, 1, spec.head_dim)
-    quant = dict(antiquant_scale=rng.uniform(s_lo, s_hi, params).astype(dt),
-                 antiquant_offset=rng.uniform(-1, 1, params).astype(dt))
-    return k, v, quant
+    scale, offset = rng.uniform(s_lo, s_hi, params).astype(dt), rng.uniform(-1, 1, params).astype(dt)
+    if get_platform(spec.target).arch == "arch35":   # Ascend950 takes the key's and the value's apart
+        return k, v, dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1],
+                          key_antiquant_offset=offset[0], value_antiquant_offset=offset[1])
+    return k, v, dict(antiquant_scale=scale, antiquant_offset=offset)
 
 
 @dataclass

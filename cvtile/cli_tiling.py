@@ -19,6 +19,7 @@ import sys
 
 from cvtile.tiling import DEFAULT_TARGET, FiaParams, ParamError, TensorMeta
 from cvtile.tiling.fia import format_tiling, tile_fia
+from cvtile.tiling.platform import get_platform
 
 __all__ = ["add_tiling_parser", "add_shape_options", "run_tiling", "build_params", "build_call", "run_ut_cases"]
 
@@ -129,8 +130,13 @@ def build_call(args) -> tuple:
     if kv_dtype:   # KV antiquant: an integer cache with per-channel (2, Nkv, 1, D) scale and offset
         for name in ("key", "value"):
             tensors[name] = TensorMeta(tensors[name].shape, kv_dtype)
-        for name in ("antiquant_scale", "antiquant_offset"):
-            tensors[name] = TensorMeta((2, nkv, 1, d), dt)
+        if get_platform(args.target).arch == "arch35":   # Ascend950 takes the key's and the value's apart
+            for name in ("key_antiquant_scale", "value_antiquant_scale", "key_antiquant_offset",
+                         "value_antiquant_offset"):
+                tensors[name] = TensorMeta((nkv, 1, d), dt)
+        else:
+            for name in ("antiquant_scale", "antiquant_offset"):
+                tensors[name] = TensorMeta((2, nkv, 1, d), dt)
     if args.rope_dim:
         r = args.rope_dim
         tensors["query_rope"] = TensorMeta(_shape(q_layout, b, n, s1, r), dt)

@@ -332,8 +332,10 @@ def plan_impl(d: Draft, plat: Platform) -> None:
     anti = v.quant_mode == "anti"
     q, kv = _antiquant_lengths(v, flags) if anti else _impl_lengths(v, flags)
     # the split counts rows of the merged (G*S1) space when G is folded into S1; the result keeps the per-batch
-    # query length S1, which is what RowTask rows and the kernel's fold are counted in
-    d.q_lens = tuple(x // v.g for x in q) if (flags.gs_merge and not anti and v.g > 1) else q
+    # query length S1, which is what RowTask rows and the kernel's fold are counted in (the antiquant lengths
+    # are merged unless op_host's quirks left them unmultiplied: max workspace, a valid query-length list)
+    merged_q = not anti or (not v.max_workspace and (v.q_layout == "TND" or not flags.actual_q_valid))
+    d.q_lens = tuple(x // v.g for x in q) if (flags.gs_merge and merged_q and v.g > 1) else q
     d.kv_lens = kv
     dn = False
     s1os = False

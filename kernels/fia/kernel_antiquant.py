@@ -117,6 +117,33 @@ def token_params(row, kv0, n, S2):
 
 
 @ct.inline
+def cache_rows(k, v, block_table, b, n2, s2, k0, plen, D, DV, LAYOUT, CACHE):
+    """(kv, vv): batch b's kv head n2 of the int8 cache, dense (its own s2 - plen positions from k0, after a plen
+    system prefix) or paged (BnBsH, BnNBsD or NZ, read through the batch's block table row)."""
+    if CACHE == "dense":
+        kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
+        vv = kv_rows(v, b, n2, s2 - plen, k0, LAYOUT)
+    else:
+        kv = paged_kv_rows(k, block_table, b, n2, s2, D, CACHE)
+        vv = paged_kv_rows(v, block_table, b, n2, s2, DV, CACHE)
+    return kv, vv
+
+
+@ct.inline
+def param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET, PAGED_PARAMS):
+    """The parameter views a task of (b, n2) reads: per-token kinds, the ``token_rows`` rows (read at the
+    batch's positions); channel kinds, the (N2, D) tables as they are."""
+    ksr, kor, vsr, vor = ks, ko, vs, vo
+    if PER_TOKEN:
+        ksr = token_rows(ks, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
+        vsr = token_rows(vs, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
+        if OFFSET:
+            kor = token_rows(ko, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
+            vor = token_rows(vo, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
+    return ksr, kor, vsr, vor
+
+
+@ct.inline
 def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scale, b, n2, s1, q0, k0, m0, mrows, lo,
             hi, mask, pse, ks, ko, vs, vo, wsc1, wsp, wsc2, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK,
             PER_TOKEN, PER_HEAD, OFFSET, ITER, PREFIX, MSD):
@@ -192,19 +219,9 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
         kbase, kend, step = task_span(tasks, t)
         s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
-        if CACHE == "dense":
-            kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
-            vv = kv_rows(v, b, n2, s2 - plen, k0, LAYOUT)
-        else:   # a paged int8/int4 cache (BnBsH, BnNBsD or NZ), read through the batch's block table row
-            kv = paged_kv_rows(k, block_table, b, n2, s2, D, CACHE)
-            vv = paged_kv_rows(v, block_table, b, n2, s2, DV, CACHE)
-        ksr, kor, vsr, vor = ks, ko, vs, vo
-        if PER_TOKEN:   # the per-token parameter rows of (b, n2) (aq_step reads them at the batch's positions)
-            ksr = token_rows(ks, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
-            vsr = token_rows(vs, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
-            if OFFSET:
-                kor = token_rows(ko, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
-                vor = token_rows(vo, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)
+        kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, plen, D, DV, LAYOUT, CACHE)
+        ksr, kor, vsr, vor = param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET,
+                                        PAGED_PARAMS)
         kpv = kv
         vpv = vv
         if PREFIX:   # the batch's own KV follows the plen prefix positions (batch 0 of the prefix tensors)

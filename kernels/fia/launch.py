@@ -11,8 +11,8 @@ kernels read, normalises the mask (sparse modes 2/3/4 and pre/next tokens to
 one left-up band per batch; an explicit mask to [Bm, S1, S2]; the tree mask of
 sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
-launches ``fia_attention`` (``fia_antiquant`` for an int8 or int4 key/value cache, ``fia_fullquant`` for full int8
-quantisation) on ``used_cores`` cores, then
+launches ``fia_attention`` (for an int8 or int4 key/value cache ``fia_antiquant``, the A2/A3 MSD kernel, or on
+Ascend950 ``fia_dequant``, which dequantises K/V before the cube; ``fia_fullquant`` for full int8 quantisation) on ``used_cores`` cores, then
 ``fia_fd_combine`` on
 the vector cores that the tiling's SplitFD gave work.
 
@@ -46,6 +46,7 @@ from ..golden.masks import INT_MAX, MaskEngine
 from ..golden.fia import empty_row_lse
 from .kernel import fia_attention, fia_fd_combine
 from .kernel_antiquant import fia_antiquant
+from .kernel_dequant import fia_dequant
 from .kernel_fullquant import fia_fullquant
 from .kv_list import check_list_launch, list_arena, total_size
 from .prefix_fd import prefix_fd_tiling
@@ -234,7 +235,19 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
 
     ncores = len(cores)
     plat = kernel_platform(tiling)
-    if rows and antiquant is not None:
+    if rows and antiquant is not None and tiling.arch == "arch35":
+        _check_dequant_call(antiquant, lay.token, learnable_sink, hooks, prefix, cache)
+        fia_dequant.on(plat)[ncores](
+            q, k, v, out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+            *_antiquant_tables(antiquant), qs2, qo2, np.zeros((ncores, s2_tile, d), q.dtype),
+            np.zeros((ncores, s2_tile, dv), q.dtype), np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv),
+            OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap, PSE=pse_shift is not None,
+            PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=s2_tile, D=d, DV=dv, BAND=band,
+            MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype,
+            EMPTY_LSE=float(empty_lse), PER_TOKEN=antiquant.per_token,
+            PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1, PAGED_PARAMS=antiquant.paged,
+            OFFSET=antiquant.has_offset, **_post_quant_consts(postq, quant_offset2), serial=serial, order=order)
+    elif rows and antiquant is not None:
         _check_antiquant_call(antiquant, lay.token, learnable_sink, hooks)
         fia_antiquant.on(plat)[ncores](
             q, k, v, out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
@@ -348,6 +361,18 @@ def _check_antiquant_call(spec, token, sink, hooks):
             raise UnsupportedParameterError(name, "given", f"KV antiquant (mode {spec.mode}) with {what} is not "
                                             "simulated: the antiquant kernel takes BSH/BSND/BNSD key/value, dense "
                                             "or paged")
+
+
+def _check_dequant_call(spec, token, sink, hooks, prefix: bool, cache: str):
+    """What the Ascend950 dequant kernel does not model (beyond the MSD kernel's refusals), refused by name."""
+    _check_antiquant_call(spec, token, sink, hooks)
+    refused = (("key_shared_prefix", prefix, "a shared system prefix"),
+               ("key", cache not in ("dense", "BnBsH", "BnNBsD"), f"a {cache} key/value cache"))
+    for name, given, what in refused:
+        if given:
+            raise UnsupportedParameterError(name, "given", f"KV antiquant on Ascend950 with {what} is not "
+                                            "simulated: its dequant kernel takes dense or BnBsH/BnNBsD paged "
+                                            "int8 key/value")
 
 
 def _hook_arguments(hooks, rows, tasks: np.ndarray, ptr: np.ndarray, tiling: FiaTiling, qlen, kvlen, group: int,

@@ -40,7 +40,9 @@ Invariants
 ----------
 * Shape rules are checked here and a violation is a ``ParamError`` (aclnn 161002) naming the parameter, its
   shape and the accepted shapes; no parameter is silently reshaped.
-* Dequantisation is float64 and exact in the inputs (int8, fp16/bf16/fp32 parameters convert exactly).
+* Dequantisation is float64 and exact in the inputs (int8, fp16/bf16/fp32 parameters convert exactly), except
+  with ``rounding`` (Ascend950's dequant kernel: the parameters, x + offset and the product each rounded to the
+  query's dtype, as its vector computes them).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ import numpy as np
 
 from ...tiling.errors import AclnnStatus, ParamError
 from ..errors import UnsupportedParameterError
-from .dtypes import canonical_dtype, to_f64, to_numpy
+from .dtypes import canonical_dtype, round_to, to_f64, to_numpy
 
 __all__ = ["AntiquantSpec", "antiquant_spec", "ANTIQUANT_PARAMS"]
 
@@ -78,6 +80,7 @@ class AntiquantSpec:
     mode: int
     block_table: np.ndarray | None = None    # modes 4/5: the table addressing the (block_num, N2 | 1, bs) tables
     int4: bool = False    # an int4 cache (:mod:`.int4`; its values held as int8): the kernel splits into int4 digits
+    rounding: str | None = None   # the dtype each dequant step rounds to (Ascend950's vector dequant: the query's)
 
     @property
     def per_token(self) -> bool:
@@ -110,7 +113,13 @@ class AntiquantSpec:
             s = to_f64(self._token_rows(scale, b, heads, start, stop), "scale")[:, :, None]
             o = to_f64(self._token_rows(offset, b, heads, start, stop), "offset")[:, :, None] \
                 if offset is not None else 0.0
-        return (xf + o) * s
+        if self.rounding is None:
+            return (xf + o) * s
+        r = self.rounding   # the 950 vector: parameters and each step in the query's dtype
+        s = round_to(s, r)
+        if offset is not None:
+            xf = round_to(xf + round_to(o, r), r)
+        return round_to(xf * s, r)
 
     def _token_rows(self, table: np.ndarray, b: int, heads: slice, start: int, stop: int) -> np.ndarray:
         """(heads, stop - start) token parameters of batch b's positions start:stop."""

@@ -73,6 +73,7 @@ Invariants
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from typing import Any
 
@@ -118,12 +119,16 @@ def _blas_threads(limit):
     return threadpool_limits(limits=limit, user_api="blas")
 
 
+def _arch(target: str | None) -> str:
+    """The arch (``Platform.arch``) of ``target``; None: the default target."""
+    from ...tiling.platform import DEFAULT_TARGET, get_platform
+    return get_platform(target or DEFAULT_TARGET).arch
+
+
 def is_legacy_decode(layout_name: str, s1: int, d: int, dv: int, target: str | None = None) -> bool:
     """The route op_host marks ``isLegacyIfa``: BSH/BSND/BNSD, S1 == 1, D == Dv (no rope), on an arch22
     (Atlas A2/A3) ``target`` (None: the default target); arch35 has no legacy decode class."""
-    from ...tiling.platform import DEFAULT_TARGET, get_platform
-
-    if get_platform(target or DEFAULT_TARGET).arch != "arch22":
+    if _arch(target) != "arch22":
         return False
     return layout_name in ("BSH", "BSND", "BNSD") and s1 == 1 and d == dv
 
@@ -202,7 +207,9 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     and value) compute full quant (:mod:`.fullquant`: P quantised to int8 against the row max, or the running
     max of ``kv_block`` blocks); ``p_dtype`` may then only name int8 and ``work_dtype`` is not taken.
     ``target`` (the platform; None: the default) decides whether the
-    legacy decode route exists (arch22), which sets the lse of rows without kv (``empty_row_lse``).
+    legacy decode route exists (arch22), which sets the lse of rows without kv (``empty_row_lse``), and how a
+    KV-antiquant cache dequantises: exactly (A2/A3's MSD kernel) or, on arch35 (Ascend950's dequant kernel),
+    each step rounded to the query's dtype, with P then rounded as ``p_dtype`` says.
     ``score_hook(s, b, h, q_idx, kv_idx) -> s``: an attention variant (``variants.golden``), applied to the
     scaled, biased float64 scores before the masks, with numpy index arrays that broadcast against ``s [h,
     q, kv]`` (positions within the batch's sequence).
@@ -244,6 +251,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     for name, t in (("key", key), ("value", value)):
         for item in (t if isinstance(t, list) else [t]):
             _check_float(item, name, antiquant or fullquant is not None)
+    p_dtype_given = p_dtype
     if antiquant:
         p_dtype = None
     paged = block_table is not None
@@ -327,6 +335,9 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                             key_antiquant_mode=key_antiquant_mode,
                             value_antiquant_mode=value_antiquant_mode, batch=batch, num_kv_heads=nkv, head_dim=d,
                             kv_len=max((p.k0 + p.prefix + p.s_kv for p in plans), default=0))
+        if _arch(target) == "arch35":   # the 950 dequantises in the query's dtype, then runs the non-quant flow
+            aq = dataclasses.replace(aq, rounding=canonical_dtype(q_np.dtype))
+            p_dtype = p_dtype_given
     legacy = (not token) and is_legacy_decode(layouts.name, rows_total, d, dv, target)
     lse_empty = empty_row_lse(legacy_decode=legacy, kv_empty=kv_empty)
     left_padding = padding_value(query_padding_size, "query_padding_size") is not None or \

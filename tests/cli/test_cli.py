@@ -69,6 +69,23 @@ def test_run_kv_antiquant_cache_passes(capsys, kv_dtype):
     assert out.rstrip().endswith("PASS")
 
 
+@pytest.mark.slow
+def test_run_kv_antiquant_cache_on_ascend950_runs_the_dequant_kernel(capsys):
+    code, out = run_cli(capsys, "run", *SMALL, "--kv-dtype", "int8", "--target", "Ascend950")
+    assert code == 0, out
+    assert "kv int8 on Ascend950" in out and "FusedInferAttentionScoreTilingImpl" in out
+    assert out.rstrip().endswith("PASS")
+
+
+def test_case_inputs_of_a_950_kv_antiquant_cache_are_the_key_and_value_own():
+    """Ascend950 takes no stacked antiquant_scale: the case gives key_/value_antiquant_scale and offsets."""
+    spec = with_options(DEFAULT_CASES[0], batch=1, num_heads=4, num_kv_heads=2, kv_seqlen=300, head_dim=64,
+                        kv_dtype="int8", target="Ascend950")
+    q, k, v, kw = make_inputs(spec)
+    assert "antiquant_scale" not in kw and k.dtype == np.int8
+    assert kw["key_antiquant_scale"].shape == kw["value_antiquant_offset"].shape == (2, 1, 64)
+
+
 @pytest.mark.parametrize("kv_dtype, dtype, packed", [("int8", np.int8, 1), ("int4", np.int32, 8)])
 def test_case_inputs_of_a_kv_antiquant_cache(kv_dtype, dtype, packed):
     """The case's cache: integers (int4 packed 8 per int32) with per-channel (2, Nkv, 1, D) parameters in the

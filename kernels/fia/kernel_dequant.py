@@ -1,0 +1,127 @@
+"""The Ascend 950 KV-antiquant kernel (int8 key/value cache, fp16/bf16 query) in the tile language.
+
+Model
+-----
+``fia_dequant`` is the arch35 antiquant path of FusedInferAttentionScoreTilingImpl as the chip computes it: the
+vector cores dequantise each K and V block before the cube sees it (the 950 template's ``AntiquantVF``: int8 to
+the query's dtype, exact; plus the offset, times the scale, each step rounded to the query's dtype; per-token
+parameters, given in fp32, are first rounded to the query's dtype), and hand the dequantised block to the cube,
+which then runs the non-quant flow:
+
+    V0  K' = (K + key_offset) · key_scale          (query dtype; the vector's rounding at each step)
+    C1  s = Q · K'ᵀ                                (fp32)
+    V1  s · scale (+ pse), band and mask, online softmax; P cast to the query's dtype
+    V0' V' = (V + value_offset) · value_scale
+    C2  o = P · V'
+    V2  go = go · dm + o;  at the row's end  out = go / gl
+
+Per-channel kinds (modes 0 and 2) read one (D,) row of the (N2, D) tables per task; per-token kinds (1, 3 and the
+paged 4, 5) the (S2,) parameters of the block's KV positions (``kernel_antiquant.param_rows``: at the batch's
+first KV position plus the position, or through the block table).
+
+Invariants
+----------
+* The task tables, GQA fold, masks, pse, lse, flash-decode slots, paged-cache views and post-quant are
+  ``fia_attention``'s (``kernel.py``) and the antiquant spec is ``golden.antiquant``'s, so this kernel, the MSD
+  kernel and the golden read one interpretation of the parameters.
+* Not here (the API refuses them by name): a system prefix, a learnable sink, token layouts (TND/NTD), NZ caches,
+  tensor lists, int4 caches and score/mask hooks.
+* A row with no visible key gives 0 and lse ``EMPTY_LSE``.
+"""
+
+from __future__ import annotations
+
+import cvtile.dsl as ct
+
+from .kernel import band_and_mask, band_bounds, batch_extent, empty_state, fold_rows, normalised, pse_rows, \
+    row_epilogue, sink_softmax_step, task_fields, task_span
+from .kernel_antiquant import cache_rows, param_rows
+
+__all__ = ["fia_dequant"]
+
+
+@ct.inline
+def dequantised(x, ps, po, n2, a, m, S2, COLS, QT, PER_TOKEN, OFFSET):
+    """(x + offset) · scale of an int8 block x (m KV positions from position a) in the query's dtype QT: the
+    int8 values convert exactly, the parameters (``block_params`` of the tables ps / po) round to QT, and the add
+    and the multiply round as the chip's vector does."""
+    y = ct.cast(x, QT)
+    if OFFSET:
+        y = y + block_params(po, n2, a, m, S2, COLS, QT, PER_TOKEN)
+    return y * block_params(ps, n2, a, m, S2, COLS, QT, PER_TOKEN)
+
+
+@ct.inline
+def block_params(table, n2, a, m, S2, COLS, QT, PER_TOKEN):
+    """The parameters of the KV block at position a (m positions) in the query's dtype QT: a per-token (S2, 1)
+    column of the ``token_rows`` row ``table`` (fp32 rounded to QT), or the (1, COLS) channel row of kv head n2."""
+    if PER_TOKEN:
+        col = ct.cast(ct.load(table[ct.ds(a, S2, valid=m)]), QT)[:, None]
+    else:
+        col = ct.cast(ct.load(table[n2, 0:COLS]), QT)[None, :]
+    return col
+
+
+@ct.inline
+def dq_step(q1, kv, vv, wsk, wsv, core, a, m, gm, gl, go, scale, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ks, ko, vs, vo,
+            ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, P_DTYPE):
+    """One KV step over the m positions from position a of the batch's KV (k0: the batch's first position in
+    its tensor, where the masks, pse and per-token parameters start too): V0, C1, V1, V0', C2, V2; returns the
+    updated (gm, gl, go). The dequantised blocks reach the cube through the core's workspaces wsk / wsv."""
+    with ct.vector():
+        kq = ct.load(kv[ct.ds(a, S2, valid=m), 0:D])
+        ct.store(wsk[core, ct.ds(0, S2, valid=m), 0:D],
+                 dequantised(kq, ks, ko, n2, k0 + a, m, S2, D, q1.dtype, PER_TOKEN, OFFSET))
+    with ct.cube():
+        s = ct.mma(q1, wsk[core, ct.ds(0, S2, valid=m), 0:D], trans_b=True)
+    with ct.vector():
+        s = s * scale
+        if PSE:
+            pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
+            s = s + ct.cast(ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)]), ct.float32)
+        s = band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2, BAND, MASK)
+        p, dm, gl, gm = sink_softmax_step(s, gm, gl, 0.0, False, False)
+        p = ct.cast(p, P_DTYPE)
+        vq = ct.load(vv[ct.ds(a, S2, valid=m), 0:DV])
+        ct.store(wsv[core, ct.ds(0, S2, valid=m), 0:DV],
+                 dequantised(vq, vs, vo, n2, k0 + a, m, S2, DV, q1.dtype, PER_TOKEN, OFFSET))
+    with ct.cube():
+        o = ct.mma(p, wsv[core, ct.ds(0, S2, valid=m), 0:DV])
+    with ct.vector():
+        go = go * dm[:, None] + o
+    return gm, gl, go
+
+
+@ct.jit
+def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
+                pre, nxt, ks, ko, vs, vo, qs2, qo2, wsk, wsv, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr,
+                OUT_LAYOUT: ct.constexpr, ORDER: ct.constexpr, G: ct.constexpr, M: ct.constexpr, PSE: ct.constexpr,
+                PSE_ONE_ROW: ct.constexpr, S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr,
+                BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr, FD: ct.constexpr,
+                P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr, PER_TOKEN: ct.constexpr, PER_HEAD: ct.constexpr,
+                OFFSET: ct.constexpr, POSTQ: ct.constexpr = 0, QOFF: ct.constexpr = False,
+                PAGED_PARAMS: ct.constexpr = False):
+    core = ct.block_idx()
+    for t in range(task_ptr[core], task_ptr[core + 1]):
+        b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
+        slot = tasks[t, 6]
+        kbase, kend, step = task_span(tasks, t)
+        s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
+        qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
+        kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, 0, D, DV, LAYOUT, CACHE)
+        ksr, kor, vsr, vor = param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET,
+                                        PAGED_PARAMS)
+        with ct.cube():
+            q1 = ct.load(qv[ct.ds(m0, M, valid=mrows), 0:D])
+        with ct.vector():
+            gm, gl, go = empty_state(M, DV, mrows)
+            lo, hi = band_bounds(pre, nxt, b, m0, mrows, s1, M, ORDER, G, BAND)
+        for jj in range(j0, j1):
+            kv0 = kbase + jj * step
+            gm, gl, go = dq_step(q1, kv, vv, wsk, wsv, core, kv0, min(step, kend - kv0), gm, gl, go, scale, b, n2, s1, q0, k0, m0,
+                                 mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, ORDER, G, M, S2, D, DV, PSE,
+                                 PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, P_DTYPE)
+        with ct.vector():
+            ok, glsafe, res = normalised(go, gl)
+            row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, 0, b, n2, s1,
+                         q0, m0, mrows, OUT_LAYOUT, ORDER, False, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)

@@ -1,0 +1,134 @@
+"""KV antiquant on Ascend950 (int8 key/value cache, fp16/bf16 query): the dequant kernel against the golden.
+
+The kernel (``kernels/fia/kernel_dequant.py``) dequantises each K and V block in the vector core, each step
+rounded to the query's dtype as the 950 template's vector does, and runs the non-quant flow on the result; the
+golden with ``target`` Ascend950 dequantises with the same roundings (``AntiquantSpec.rounding``) and rounds P
+to the query's dtype. Compared under the upstream rule of the query dtype's class. Two calls run in the default
+tier; the other layouts, modes and the pipelined order are in the slow tier.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from cvtile.kernels.errors import UnsupportedParameterError
+from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia
+from cvtile.kernels.golden.antiquant import antiquant_spec
+from cvtile.kernels.golden.fia import fia_golden
+from cvtile.kernels.golden.int4 import pack_int4
+
+BF16 = ml_dtypes.bfloat16
+T950 = "Ascend950"
+
+
+def _call(rng, b=2, n=8, n2=2, s1=1, s2=300, d=128, dtype=np.float16, layout="BNSD"):
+    q = rng.uniform(-1, 1, (b, n, s1, d)).astype(dtype)
+    k = rng.integers(-128, 128, (b, n2, s2, d)).astype(np.int8)
+    v = rng.integers(-128, 128, (b, n2, s2, d)).astype(np.int8)
+    if layout == "BSH":
+        q, k, v = (x.transpose(0, 2, 1, 3).reshape(x.shape[0], x.shape[2], -1) for x in (q, k, v))
+    return q, k, v, dict(num_heads=n, num_key_value_heads=n2, input_layout=layout, scale=d ** -0.5, target=T950)
+
+
+def _channel(rng, n2, d, dtype, offset=True):
+    shape = (n2, 1, d)
+    kw = dict(key_antiquant_scale=rng.uniform(0.004, 0.012, shape).astype(dtype),
+              value_antiquant_scale=rng.uniform(0.004, 0.012, shape).astype(dtype))
+    if offset:
+        kw.update(key_antiquant_offset=rng.uniform(-3, 3, shape).astype(dtype),
+                  value_antiquant_offset=rng.uniform(-3, 3, shape).astype(dtype))
+    return kw
+
+
+def test_per_channel_with_offset_and_lse_gqa_decode(judge_fia):
+    rng = np.random.default_rng(1)
+    q, k, v, kw = _call(rng)
+    judge_fia(q, k, v, softmax_lse_flag=True, **_channel(rng, 2, 128, np.float16), **kw)
+
+
+def test_per_token_bf16_bsh_with_kv_lengths(judge_fia):
+    """Mode 1: fp32 (B, S') parameters per KV position, rounded to bf16 before the vector's add and multiply."""
+    rng = np.random.default_rng(2)
+    q, k, v, kw = _call(rng, dtype=BF16, layout="BSH", s2=700)
+    tok = lambda lo, hi: rng.uniform(lo, hi, (2, 700)).astype(np.float32)   # noqa: E731
+    judge_fia(q, k, v, key_antiquant_scale=tok(0.004, 0.012), value_antiquant_scale=tok(0.004, 0.012),
+              key_antiquant_offset=tok(-3, 3), value_antiquant_offset=tok(-3, 3), key_antiquant_mode=1,
+              value_antiquant_mode=1, actual_seq_lengths_kv=[700, 333], **kw)
+
+
+@pytest.mark.slow
+def test_bf16_prefill_per_channel_without_offset(judge_fia):
+    rng = np.random.default_rng(3)
+    q, k, v, kw = _call(rng, s1=5, n=4, n2=4, s2=600, dtype=BF16)
+    judge_fia(q, k, v, softmax_lse_flag=True, **_channel(rng, 4, 128, BF16, offset=False), **kw)
+
+
+@pytest.mark.slow
+def test_paged_bnbsh_cache_per_channel(judge_fia):
+    rng = np.random.default_rng(4)
+    b, n, n2, d, bs, lens = 2, 8, 2, 128, 128, (300, 700)
+    per = -(-max(lens) // bs)
+    q = rng.uniform(-1, 1, (b, 1, n * d)).astype(np.float16)
+    kc, vc = (rng.integers(-128, 128, (b * per, bs, n2 * d)).astype(np.int8) for _ in range(2))
+    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
+    judge_fia(q, kc, vc, num_heads=n, num_key_value_heads=n2, input_layout="BSH", scale=d ** -0.5, target=T950,
+              block_table=table, block_size=bs, actual_seq_lengths_kv=list(lens), softmax_lse_flag=True,
+              **_channel(rng, n2, d, np.float16))
+
+
+@pytest.mark.slow
+def test_pipelined_order_is_bitwise_the_program_order():
+    rng = np.random.default_rng(5)
+    q, k, v, kw = _call(rng, s2=1100)
+    aq = _channel(rng, 2, 128, np.float16)
+    a, la = fia(q, k, v, softmax_lse_flag=True, **aq, **kw)
+    b, lb = fia(q, k, v, softmax_lse_flag=True, order="pipelined", **aq, **kw)
+    assert np.array_equal(a.view(np.uint16), b.view(np.uint16)) and np.array_equal(la, lb)
+
+
+def test_golden_dequantises_in_the_query_dtype_on_the_950():
+    """(x + offset) · scale with the parameters and each step rounded to fp16: at x = 127 the fp16 grid is 1/16
+    apart, so the offset 0.3 lands on 127.3125; A2/A3's MSD kernel (exact) keeps 127.3."""
+    arrays = {"key_antiquant_scale": np.full((1, 1, 4), 0.01, np.float16),
+              "value_antiquant_scale": np.full((1, 1, 4), 0.01, np.float16),
+              "key_antiquant_offset": np.full((1, 1, 4), 0.3, np.float16),
+              "value_antiquant_offset": np.full((1, 1, 4), 0.3, np.float16)}
+    spec = antiquant_spec(arrays, antiquant_mode=0, key_antiquant_mode=0, value_antiquant_mode=0, batch=1,
+                          num_kv_heads=1, head_dim=4, kv_len=1)
+    x = np.full((1, 1, 4), 127, np.int8)
+    exact = spec.dequantised(x, "key", 0, 0, 1, 0, 1)
+    h = np.float16
+    chip = float(h(h(h(127) + h(0.3)) * h(0.01)))
+    import dataclasses
+    rounded = dataclasses.replace(spec, rounding="float16").dequantised(x, "key", 0, 0, 1, 0, 1)
+    assert np.all(rounded == chip) and not np.all(exact == chip)
+    assert abs(exact[0, 0, 0] - (127 + float(h(0.3))) * float(h(0.01))) < 1e-15
+
+
+def test_golden_rounds_only_on_the_950():
+    rng = np.random.default_rng(6)
+    q, k, v, kw = _call(rng, b=1, n=2, n2=1, s2=64, d=32)
+    aq = _channel(rng, 1, 32, np.float16)
+    on_950, _ = fia_golden(q, k, v, **aq, **kw)
+    on_a2, _ = fia_golden(q, k, v, **aq, **dict(kw, target="Ascend910B1"))
+    assert not np.array_equal(on_950, on_a2) and np.allclose(on_950, on_a2, atol=5e-3)
+
+
+@pytest.mark.parametrize("extra, param", [
+    ("int4", "key"),
+    ("prefix", "key_shared_prefix"),
+], ids=["int4 cache", "shared prefix"])
+def test_unsimulated_950_antiquant_variants_name_their_parameter(extra, param):
+    rng = np.random.default_rng(7)
+    q, k, v, kw = _call(rng, s2=64)
+    aq = _channel(rng, 2, 128, np.float16, offset=False)
+    if extra == "int4":
+        k, v = (pack_int4(rng.integers(-8, 8, x.shape).astype(np.int8)) for x in (k, v))
+    else:
+        pre = rng.integers(-128, 128, (1, 2, 32, 128)).astype(np.int8)
+        kw.update(key_shared_prefix=pre, value_shared_prefix=pre.copy())
+    with pytest.raises(UnsupportedParameterError) as err:
+        fia(q, k, v, **aq, **kw)
+    assert err.value.param == param, str(err.value)
