@@ -11,11 +11,14 @@ op_host's tiling) is run
 * ``antiquant_int4``: the same with an int4 cache packed 8 per int32 (four int4 digits; a quarter of the fp16
   cache's bytes);
 
-and for each the best-of-N wall time and CPU time of the whole API call (compiled before timing), the KV bytes,
+With ``--target Ascend950`` the same shape runs the non-quant kernel and the 950's ``fia_dequant`` (the int8
+cache dequantised in the vector core, then the non-quant flow) instead.
+
+For each, the best-of-N wall time and CPU time of the whole API call (compiled before timing), the KV bytes,
 the CPU time per KV byte and its ratio to the reference (the target: <= 1.5). CPU time is reported beside wall
 time because it is steadier on a shared machine; both are measured in the same run.
 
-    python benchmarks/bench_quant.py [--repeat 5] [--json]
+    python benchmarks/bench_quant.py [--repeat 5] [--json] [--target Ascend910B1|Ascend950]
 """
 
 from __future__ import annotations
@@ -37,16 +40,26 @@ from cvtile.kernels.golden.int4 import pack_int4  # noqa: E402
 CASE = CASES["decode"]
 
 
-def _calls() -> dict:
-    """name -> (call, KV bytes)."""
+def _calls(target: str = "Ascend910B1") -> dict:
+    """name -> (call, KV bytes). On Ascend950 (its dequant kernel) the int8 cache only, with the key's and the
+    value's own scale and offset."""
     c = CASE
     q, k, v = inputs(c)
-    kw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5)
+    kw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5,
+              target=target)
     rng = np.random.default_rng(1)
     k8, v8 = (rng.integers(-127, 128, x.shape).astype(np.int8) for x in (k, v))
     k4, v4 = (pack_int4(rng.integers(-8, 8, x.shape).astype(np.int8)) for x in (k, v))
     scale = rng.uniform(0.002, 0.01, (2, c["nkv"], 1, c["d"])).astype(np.float16)
     offset = rng.uniform(-2, 2, (2, c["nkv"], 1, c["d"])).astype(np.float16)
+    if target == "Ascend950":
+        sep = dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1], key_antiquant_offset=offset[0],
+                   value_antiquant_offset=offset[1])
+        return {
+            "nonquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **kw), k.nbytes + v.nbytes),
+            "antiquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k8, v8, **sep, **kw),
+                          k8.nbytes + v8.nbytes),
+        }
     return {
         "nonquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **kw), k.nbytes + v.nbytes),
         "antiquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k8, v8, antiquant_scale=scale,
@@ -98,10 +111,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--target", choices=("Ascend910B1", "Ascend950"), default="Ascend910B1",
+                    help="Ascend910B1: the MSD kernels (int8, int4); Ascend950: its dequant kernel (int8)")
     args = ap.parse_args(argv)
     c = CASE
-    report(measure(_calls(), args.repeat), f"decode B={c['b']} Nq={c['nq']} Nkv={c['nkv']} Skv={c['skv']} "
-           f"D={c['d']} (Ascend910B1), best of {args.repeat}", args.json)
+    report(measure(_calls(args.target), args.repeat), f"decode B={c['b']} Nq={c['nq']} Nkv={c['nkv']} "
+           f"Skv={c['skv']} D={c['d']} ({args.target}), best of {args.repeat}", args.json)
     return 0
 
 
