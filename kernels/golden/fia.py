@@ -54,7 +54,8 @@ Semantics decisions (with their sources)
 Scope: post-quant (int8 output) is applied as the chip rounds it (:mod:`.quant`);
 an int8 or int4 KV cache with its antiquant parameters (modes 0-5, :mod:`.antiquant`; an int4
 cache as int4 or as op_api's int32 packing, :mod:`.int4`) is dequantised exactly in float64, with P
-unrounded (the chip's MSD split keeps P to ~1e-7); the split rope (``query_rope`` / ``key_rope``) joins
+unrounded (A2/A3: the chip's MSD split keeps P to ~1e-7), or for an arch35 ``target`` (Ascend950's dequant
+kernel) with each dequant step rounded to the query's dtype and P rounded as ``p_dtype`` says; the split rope (``query_rope`` / ``key_rope``) joins
 each head's rope values to its D, one dot product over D + D_rope (:mod:`.rope`); the query's dequant
 scale raises ``UnsupportedParameterError`` (a ``NotImplementedError``) naming the parameter. Full int8
 quantisation (``dequant_scale1``, ``quant_scale1``, ``dequant_scale2``) is :mod:`.fullquant`'s float64
@@ -195,7 +196,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     ``learnable_sink``). ``quant_scale2`` / ``quant_offset2`` post-quantise the
     output to int8 (:mod:`.quant`); an int8 or int4 key/value with its antiquant scale (and offset) is
     dequantised exactly, ``(x + offset) · scale`` (:mod:`.antiquant`), and P is then never rounded (``p_dtype``
-    is ignored: the chip splits the fp32 P into int8 or int4 digits instead of rounding it); ``query_rope`` /
+    is ignored: the A2/A3 chip splits the fp32 P into int8 or int4 digits instead of rounding it; on arch35 see
+    ``target`` below); ``query_rope`` /
     ``key_rope`` join the scores' dot product (:mod:`.rope`); the other quantisation keywords are accepted only
     to raise ``UnsupportedParameterError`` when given. Rows of a batch without KV stay 0
     in a post-quantised output, as the FIA framework's output init leaves them; ``empty_rows_quantised``
@@ -251,8 +253,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     for name, t in (("key", key), ("value", value)):
         for item in (t if isinstance(t, list) else [t]):
             _check_float(item, name, antiquant or fullquant is not None)
-    p_dtype_given = p_dtype
-    if antiquant:
+    dequant_950 = antiquant and _arch(target) == "arch35"   # the 950 dequantises K/V, then the non-quant flow
+    if antiquant and not dequant_950:
         p_dtype = None
     paged = block_table is not None
     q_np = to_numpy(query)
@@ -335,9 +337,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                             key_antiquant_mode=key_antiquant_mode,
                             value_antiquant_mode=value_antiquant_mode, batch=batch, num_kv_heads=nkv, head_dim=d,
                             kv_len=max((p.k0 + p.prefix + p.s_kv for p in plans), default=0))
-        if _arch(target) == "arch35":   # the 950 dequantises in the query's dtype, then runs the non-quant flow
+        if dequant_950:
             aq = dataclasses.replace(aq, rounding=canonical_dtype(q_np.dtype))
-            p_dtype = p_dtype_given
     legacy = (not token) and is_legacy_decode(layouts.name, rows_total, d, dv, target)
     lse_empty = empty_row_lse(legacy_decode=legacy, kv_empty=kv_empty)
     left_padding = padding_value(query_padding_size, "query_padding_size") is not None or \

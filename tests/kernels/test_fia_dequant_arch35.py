@@ -9,6 +9,8 @@ tier; the other layouts, modes and the pipelined order are in the slow tier.
 
 from __future__ import annotations
 
+import dataclasses
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -101,7 +103,6 @@ def test_golden_dequantises_in_the_query_dtype_on_the_950():
     exact = spec.dequantised(x, "key", 0, 0, 1, 0, 1)
     h = np.float16
     chip = float(h(h(h(127) + h(0.3)) * h(0.01)))
-    import dataclasses
     rounded = dataclasses.replace(spec, rounding="float16").dequantised(x, "key", 0, 0, 1, 0, 1)
     assert np.all(rounded == chip) and not np.all(exact == chip)
     assert abs(exact[0, 0, 0] - (127 + float(h(0.3))) * float(h(0.01))) < 1e-15
