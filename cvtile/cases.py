@@ -11,8 +11,9 @@ case's layout and builds the keyword arguments of
 2/3/4; cumulative lengths for TND/NTD). With ``kv_dtype`` "int8" or "int4" the
 key/value are integer caches (int4 packed 8 per int32, as aclnn takes it) with
 per-channel ``antiquant_scale`` / ``antiquant_offset`` (2, Nkv, 1, D) in the
-query's dtype, drawn so the dequantised values also lie about in [-1, 1]: KV
-antiquant, which op_host routes to the IFA decode template. ``run_case`` tiles the call, runs it on
+query's dtype (on arch35 the key's and the value's own, (Nkv, 1, D) each), drawn so the dequantised values
+also lie about in [-1, 1]: KV antiquant, which op_host routes to the IFA decode template on A2/A3 and to
+FusedInferAttentionScoreTilingImpl on Ascend950. ``run_case`` tiles the call, runs it on
 the simulator, runs the float64 golden, and compares every output with the
 upstream tolerance of the dtype; the result records the tiling summary, the
 worst errors, PASS/FAIL and both wall times.

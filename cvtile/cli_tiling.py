@@ -56,8 +56,9 @@ def add_shape_options(p) -> None:
     p.add_argument("--rope-dim", type=int, default=0, help="split rope head dim (query_rope/key_rope), 0 = none")
     p.add_argument("--dtype", default="float16", help="query/key/value dtype (float16, bfloat16)")
     p.add_argument("--kv-dtype", choices=("int8", "int4"), default=None,
-                   help="a KV-antiquant cache: int8 or int4 key/value with per-channel antiquant_scale/offset in "
-                        "the query's dtype (default: key/value in --dtype)")
+                   help="a KV-antiquant cache: int8 or int4 key/value with per-channel scale/offset in the query's "
+                        "dtype (stacked antiquant_scale/offset; on arch35 key_/value_antiquant_scale/offset) "
+                        "(default: key/value in --dtype)")
     p.add_argument("--layout", default="BNSD", choices=_LAYOUTS, help="input_layout (default BNSD)")
     p.add_argument("--sparse-mode", type=int, default=0, help="sparse_mode 0..4 (2/3/4 add the 2048x2048 mask)")
     p.add_argument("--mask", action="store_true", help="pass an explicit atten_mask (sparse 0/1)")
@@ -127,7 +128,7 @@ def build_call(args) -> tuple:
         tensors["key"] = TensorMeta(_shape(kv_layout, b, nkv, s2, d), dt)
         tensors["value"] = TensorMeta(_shape(kv_layout, b, nkv, s2, dv), dt)
     kv_dtype = getattr(args, "kv_dtype", None)
-    if kv_dtype:   # KV antiquant: an integer cache with per-channel (2, Nkv, 1, D) scale and offset
+    if kv_dtype:   # KV antiquant: an integer cache with per-channel scale and offset
         for name in ("key", "value"):
             tensors[name] = TensorMeta(tensors[name].shape, kv_dtype)
         if get_platform(args.target).arch == "arch35":   # Ascend950 takes the key's and the value's apart
