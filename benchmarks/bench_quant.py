@@ -11,8 +11,8 @@ op_host's tiling) is run
 * ``antiquant_int4``: the same with an int4 cache packed 8 per int32 (four int4 digits; a quarter of the fp16
   cache's bytes);
 
-With ``--target Ascend950`` the same shape runs the non-quant kernel and the 950's ``fia_dequant`` (the int8
-cache dequantised in the vector core, then the non-quant flow) instead.
+With ``--target Ascend950`` the same shape runs the non-quant kernel and the 950's ``fia_dequant`` (the int8 or
+int4 cache dequantised in the vector core, then the non-quant flow) instead.
 
 For each, the best-of-N wall time and CPU time of the whole API call (compiled before timing), the KV bytes,
 the CPU time per KV byte and its ratio to the reference (the target: <= 1.5). CPU time is reported beside wall
@@ -41,8 +41,8 @@ CASE = CASES["decode"]
 
 
 def _calls(target: str = "Ascend910B1") -> dict:
-    """name -> (call, KV bytes). On Ascend950 (its dequant kernel) the int8 cache only, with the key's and the
-    value's own scale and offset."""
+    """name -> (call, KV bytes). On Ascend950 (its dequant kernel) with the key's and the value's own scale
+    and offset."""
     c = CASE
     q, k, v = inputs(c)
     kw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5,
@@ -59,6 +59,8 @@ def _calls(target: str = "Ascend910B1") -> dict:
             "nonquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **kw), k.nbytes + v.nbytes),
             "antiquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k8, v8, **sep, **kw),
                           k8.nbytes + v8.nbytes),
+            "antiquant_int4": (lambda: cvtile.npu_fused_infer_attention_score(q, k4, v4, **sep, **kw),
+                               k4.nbytes + v4.nbytes),
         }
     return {
         "nonquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **kw), k.nbytes + v.nbytes),
@@ -112,7 +114,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--target", choices=("Ascend910B1", "Ascend950"), default="Ascend910B1",
-                    help="Ascend910B1: the MSD kernels (int8, int4); Ascend950: its dequant kernel (int8)")
+                    help="Ascend910B1: the MSD kernels (int8, int4); Ascend950: its dequant kernel (int8, int4)")
     args = ap.parse_args(argv)
     c = CASE
     report(measure(_calls(args.target), args.repeat), f"decode B={c['b']} Nq={c['nq']} Nkv={c['nkv']} "

@@ -101,7 +101,7 @@ def _case_options(p) -> None:
     p.add_argument("--kv-dtype", choices=("int8", "int4"),
                    help="a KV-antiquant cache instead: int8, or int4 packed 8 per int32, with per-channel "
                         "scale and offset in the query's dtype (A2/A3: the IFA decode route, stacked antiquant_scale/offset; "
-                        "Ascend950: its dequant kernel, the key's and value's own; int8 only there; default: "
+                        "Ascend950: its dequant kernel, the key's and value's own; default: "
                         "key/value in the query's dtype)")
     p.add_argument("--layout", choices=("BSH", "BSND", "BNSD", "TND", "NTD", "BNSD_BSND", "BSH_BNSD",
                                           "BSND_BNSD", "TND_NTD", "NTD_TND"),

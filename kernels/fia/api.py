@@ -354,7 +354,7 @@ def _int4_cache(arrays: dict, metas: dict) -> None:
 
 def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
     """The ``AntiquantSpec`` of a KV-antiquant call (int8 or int4 key/value, fp16/bf16 query, on the A2/A3 IFATiling
-    decode route the MSD kernel mirrors; int8 on Ascend950's tiling-impl route, the dequant kernel), or the typed
+    decode route the MSD kernel mirrors; on Ascend950's tiling-impl route the dequant kernel), or the typed
     refusal naming the parameter."""
     vd = canonical_dtype(arrays["value"].dtype)
     int4 = bool(arrays.get("_int4"))
@@ -371,9 +371,6 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
                                         f"KV antiquant is simulated on the A2/A3 IFATiling decode route (its MSD "
                                         f"kernel) and on Ascend950's FusedInferAttentionScoreTilingImpl (its dequant "
                                         f"kernel); this call tiles to the {tiling.route}/{tiling.template} route")
-    if arch35 and int4:
-        raise UnsupportedParameterError("key", f"int4 tensor {tuple(arrays['key'].shape)}", "an int4 cache on "
-                                        "Ascend950 (its W4 dequant) is not simulated; its int8 cache is")
     if "learnable_sink" in arrays:
         raise UnsupportedParameterError("learnable_sink", _describe(arrays["learnable_sink"]), "KV antiquant is "
                                         "simulated without a learnable sink")

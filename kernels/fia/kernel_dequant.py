@@ -1,10 +1,10 @@
-"""The Ascend 950 KV-antiquant kernel (int8 key/value cache, fp16/bf16 query) in the tile language.
+"""The Ascend 950 KV-antiquant kernel (int8 or int4 key/value cache, fp16/bf16 query) in the tile language.
 
 Model
 -----
 ``fia_dequant`` is the arch35 antiquant path of FusedInferAttentionScoreTilingImpl as the chip computes it: the
-vector cores dequantise each K and V block before the cube sees it (the 950 template's ``AntiquantVF``: int8 to
-the query's dtype, exact; plus the offset, times the scale, each step rounded to the query's dtype; per-token
+vector cores dequantise each K and V block before the cube sees it (the 950 template's ``AntiquantVF``: int8 or int4
+to the query's dtype, exact (an int4 cache reaches the kernel as its int8 values, ``golden.int4``); plus the offset, times the scale, each step rounded to the query's dtype; per-token
 parameters, given in fp32, are first rounded to the query's dtype), and hand the dequantised block to the cube,
 which then runs the non-quant flow:
 
@@ -25,7 +25,7 @@ Invariants
   ``fia_attention``'s (``kernel.py``) and the antiquant spec is ``golden.antiquant``'s, so this kernel, the MSD
   kernel and the golden read one interpretation of the parameters.
 * Not here (the API refuses them by name): a system prefix, a learnable sink, token layouts (TND/NTD), NZ caches,
-  tensor lists, int4 caches and score/mask hooks.
+  tensor lists and score/mask hooks.
 * A row with no visible key gives 0 and lse ``EMPTY_LSE``.
 """
 

@@ -70,10 +70,11 @@ def test_run_kv_antiquant_cache_passes(capsys, kv_dtype):
 
 
 @pytest.mark.slow
-def test_run_kv_antiquant_cache_on_ascend950_runs_the_dequant_kernel(capsys):
-    code, out = run_cli(capsys, "run", *SMALL, "--kv-dtype", "int8", "--target", "Ascend950")
+@pytest.mark.parametrize("kv_dtype", ["int8", "int4"])
+def test_run_kv_antiquant_cache_on_ascend950_runs_the_dequant_kernel(capsys, kv_dtype):
+    code, out = run_cli(capsys, "run", *SMALL, "--kv-dtype", kv_dtype, "--target", "Ascend950")
     assert code == 0, out
-    assert "kv int8 on Ascend950" in out and "FusedInferAttentionScoreTilingImpl" in out
+    assert f"kv {kv_dtype} on Ascend950" in out and "FusedInferAttentionScoreTilingImpl" in out
     assert out.rstrip().endswith("PASS")
 
 

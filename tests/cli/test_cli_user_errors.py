@@ -37,6 +37,18 @@ def test_run_unknown_kv_dtype_is_a_one_line_user_error(capsys):
     assert "--kv-dtype" in line and "int8" in line and "int4" in line
 
 
+@pytest.mark.parametrize("target", ["Ascend910B1", "Ascend950"])
+def test_emit_of_an_int4_cache_is_refused_naming_kv_dtype(capsys, tmp_path, target):
+    """The kernels read an int4 cache's int8 values; an emitted kernel would read an int8 cache the chip does not
+    hold, so the backend refuses instead of writing it."""
+    assert main(["emit", "fia", "--kv-dtype", "int4", "--target", target, "-o", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1, captured.err
+    assert "kv_dtype='int4'" in lines[0] and "--kv-dtype int8" in lines[0]
+    assert not any(tmp_path.iterdir())
+
+
 def test_run_target_ascend999_lists_the_known_targets(capsys):
     line = _user_error(capsys, "run", "--target", "Ascend999")
     assert "unknown target 'Ascend999'" in line and "Ascend910B1" in line and "Ascend950" in line

@@ -1,4 +1,4 @@
-"""KV antiquant on Ascend950 (int8 key/value cache, fp16/bf16 query): the dequant kernel against the golden.
+"""KV antiquant on Ascend950 (int8 or int4 key/value cache, fp16/bf16 query): the dequant kernel against the golden.
 
 The kernel (``kernels/fia/kernel_dequant.py``) dequantises each K and V block in the vector core, each step
 rounded to the query's dtype as the 950 template's vector does, and runs the non-quant flow on the result; the
@@ -117,19 +117,37 @@ def test_golden_rounds_only_on_the_950():
     assert not np.array_equal(on_950, on_a2) and np.allclose(on_950, on_a2, atol=5e-3)
 
 
-@pytest.mark.parametrize("extra, param", [
-    ("int4", "key"),
-    ("prefix", "key_shared_prefix"),
-], ids=["int4 cache", "shared prefix"])
-def test_unsimulated_950_antiquant_variants_name_their_parameter(extra, param):
+def test_int4_cache_per_channel_with_offset(judge_fia):
+    """An int4 cache packed 8 per int32 (the W4 dequant): the int4 values cast exactly to the query's dtype, then
+    the int8 cache's add and multiply, each rounded."""
+    rng = np.random.default_rng(8)
+    q, k, v, kw = _call(rng, s2=700)
+    k, v = (pack_int4(rng.integers(-8, 8, x.shape).astype(np.int8)) for x in (k, v))
+    aq = {name: x * 16 if "scale" in name else x for name, x in _channel(rng, 2, 128, np.float16).items()}
+    judge_fia(q, k, v, softmax_lse_flag=True, **aq, **kw)
+
+
+@pytest.mark.slow
+def test_int4_paged_bnnbsd_cache_per_token_bf16(judge_fia):
+    rng = np.random.default_rng(9)
+    b, n, n2, d, bs, lens = 2, 4, 2, 128, 128, (260, 500)
+    per = -(-max(lens) // bs)
+    q = rng.uniform(-1, 1, (b, n, 1, d)).astype(BF16)
+    kc, vc = (pack_int4(rng.integers(-8, 8, (b * per, n2, bs, d)).astype(np.int8)) for _ in range(2))
+    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
+    tok = lambda lo, hi: rng.uniform(lo, hi, (b, per * bs)).astype(np.float32)   # noqa: E731
+    judge_fia(q, kc, vc, num_heads=n, num_key_value_heads=n2, input_layout="BNSD", scale=d ** -0.5, target=T950,
+              block_table=table, block_size=bs, actual_seq_lengths_kv=list(lens), key_antiquant_scale=tok(0.06, 0.2),
+              value_antiquant_scale=tok(0.06, 0.2), key_antiquant_offset=tok(-2, 2),
+              value_antiquant_offset=tok(-2, 2), key_antiquant_mode=1, value_antiquant_mode=1)
+
+
+def test_unsimulated_950_antiquant_variants_name_their_parameter():
     rng = np.random.default_rng(7)
     q, k, v, kw = _call(rng, s2=64)
     aq = _channel(rng, 2, 128, np.float16, offset=False)
-    if extra == "int4":
-        k, v = (pack_int4(rng.integers(-8, 8, x.shape).astype(np.int8)) for x in (k, v))
-    else:
-        pre = rng.integers(-128, 128, (1, 2, 32, 128)).astype(np.int8)
-        kw.update(key_shared_prefix=pre, value_shared_prefix=pre.copy())
+    pre = rng.integers(-128, 128, (1, 2, 32, 128)).astype(np.int8)
+    kw.update(key_shared_prefix=pre, value_shared_prefix=pre.copy())
     with pytest.raises(UnsupportedParameterError) as err:
         fia(q, k, v, **aq, **kw)
-    assert err.value.param == param, str(err.value)
+    assert err.value.param == "key_shared_prefix", str(err.value)
