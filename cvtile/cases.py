@@ -9,7 +9,8 @@ pre/next tokens, lse, target, and optionally a quantised KV cache).
 case's layout and builds the keyword arguments of
 ``npu_fused_infer_attention_score`` (the 2048x2048 compressed mask for sparse
 2/3/4; cumulative lengths for TND/NTD). With ``kv_dtype`` "int8" or "int4" the
-key/value are integer caches (int4 packed 8 per int32, as aclnn takes it) with
+key/value are integer caches (int4 packed 8 per int32, as aclnn takes it), with "float8_e4m3fn" an FP8 cache
+(Ascend950; no offset), with
 per-channel ``antiquant_scale`` / ``antiquant_offset`` (2, Nkv, 1, D) in the
 query's dtype (on arch35 the key's and the value's own, (Nkv, 1, D) each), drawn so the dequantised values
 also lie about in [-1, 1]: KV antiquant, which op_host routes to the IFA decode template on A2/A3 and to
@@ -57,7 +58,7 @@ class CaseSpec:
     target: str = DEFAULT_TARGET
     actual_q: tuple | None = None
     actual_kv: tuple | None = None
-    kv_dtype: str | None = None     # None: the query's dtype; "int8" / "int4": a KV-antiquant cache
+    kv_dtype: str | None = None     # None: the query's dtype; "int8" / "int4" / "float8_e4m3fn": a KV-antiquant cache
 
     def describe(self) -> str:
         s = (f"B={self.batch} Nq={self.num_heads} Nkv={self.num_kv_heads} Sq={self.q_seqlen} "
@@ -120,8 +121,10 @@ def make_inputs(spec: CaseSpec, seed: int = 0):
     return q, k, v, kw
 
 
-#: a KV-antiquant cache's integer range and its per-channel scale range (dequantised values about in [-1, 1])
-_ANTIQUANT_CACHES = {"int8": ((-127, 128), (0.004, 0.008)), "int4": ((-8, 8), (0.08, 0.12))}
+#: a KV-antiquant cache's value range and its per-channel scale range (dequantised values about in [-1, 1]);
+#: an FP8 cache takes no offset (op_host refuses one)
+_ANTIQUANT_CACHES = {"int8": ((-127, 128), (0.004, 0.008)), "int4": ((-8, 8), (0.08, 0.12)),
+                     "float8_e4m3fn": ((-240, 240), (0.003, 0.005))}
 
 
 def _antiquant_cache(rng, spec: CaseSpec, kshape: tuple, dt):
@@ -132,15 +135,19 @@ def _antiquant_cache(rng, spec: CaseSpec, kshape: tuple, dt):
     if spec.kv_dtype not in _ANTIQUANT_CACHES:
         raise ValueError(f"kv_dtype {spec.kv_dtype!r}: one of {', '.join(_ANTIQUANT_CACHES)} (or None)")
     (lo, hi), (s_lo, s_hi) = _ANTIQUANT_CACHES[spec.kv_dtype]
-    k, v = (rng.integers(lo, hi, kshape).astype(np.int8) for _ in range(2))
+    fp8 = spec.kv_dtype == "float8_e4m3fn"
+    if fp8:
+        k, v = (rng.uniform(lo, hi, kshape).astype(numpy_dtype(spec.kv_dtype)) for _ in range(2))
+    else:
+        k, v = (rng.integers(lo, hi, kshape).astype(np.int8) for _ in range(2))
     if spec.kv_dtype == "int4":
         k, v = pack_int4(k), pack_int4(v)
     params = (2, spec.num_kv_heads, 1, spec.head_dim)
     scale, offset = rng.uniform(s_lo, s_hi, params).astype(dt), rng.uniform(-1, 1, params).astype(dt)
     if get_platform(spec.target).arch == "arch35":   # Ascend950 takes the key's and the value's apart
-        return k, v, dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1],
-                          key_antiquant_offset=offset[0], value_antiquant_offset=offset[1])
-    return k, v, dict(antiquant_scale=scale, antiquant_offset=offset)
+        kw = dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1])
+        return k, v, kw if fp8 else dict(kw, key_antiquant_offset=offset[0], value_antiquant_offset=offset[1])
+    return k, v, dict(antiquant_scale=scale) if fp8 else dict(antiquant_scale=scale, antiquant_offset=offset)
 
 
 @dataclass

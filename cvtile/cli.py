@@ -98,9 +98,9 @@ def _case_options(p) -> None:
                    help=f"key/value sequence length S2 (default {base.kv_seqlen})")
     p.add_argument("--head-dim", "-d", type=positive_int, help=f"head dim D (default {base.head_dim})")
     p.add_argument("--dtype", choices=("float16", "bfloat16"), help=f"query/key/value dtype (default {base.dtype})")
-    p.add_argument("--kv-dtype", choices=("int8", "int4"),
-                   help="a KV-antiquant cache instead: int8, or int4 packed 8 per int32, with per-channel "
-                        "scale and offset in the query's dtype (A2/A3: the IFA decode route, stacked antiquant_scale/offset; "
+    p.add_argument("--kv-dtype", choices=("int8", "int4", "float8_e4m3fn"),
+                   help="a KV-antiquant cache instead: int8, int4 packed 8 per int32, or float8_e4m3fn "
+                        "(Ascend950, no offset), with per-channel scale and offset in the query's dtype (A2/A3: the IFA decode route, stacked antiquant_scale/offset; "
                         "Ascend950: its dequant kernel, the key's and value's own; default: "
                         "key/value in the query's dtype)")
     p.add_argument("--layout", choices=("BSH", "BSND", "BNSD", "TND", "NTD", "BNSD_BSND", "BSH_BNSD",

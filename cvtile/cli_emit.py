@@ -57,9 +57,10 @@ def _record_fia(spec, seed):
     from .kernels.fia.api import npu_fused_infer_attention_score
     from .kernels.precision import tolerance
 
-    if spec.kv_dtype == "int4":   # the kernels read the cache's int8 values; the chip unpacks int4 in its load
-        raise _UserError("kv_dtype='int4': an int4 cache is simulated as its int8 values; the Ascend C backend "
-                         "does not lower the chip's int4 unpack, so it emits no int4 kernel (use --kv-dtype int8)")
+    if spec.kv_dtype in ("int4", "float8_e4m3fn"):   # the kernels read a widened cache; the chip reads it as is
+        raise _UserError(f"kv_dtype={spec.kv_dtype!r}: the cache is simulated widened (int4 as int8, FP8 as the "
+                         "query's dtype); the Ascend C backend does not lower the chip's narrow loads, so it emits "
+                         "no such kernel (use --kv-dtype int8)")
     q, k, v, kw = make_inputs(spec, seed)
     with record_launches() as rec:
         npu_fused_infer_attention_score(q, k, v, target=spec.target, **kw)

@@ -55,8 +55,9 @@ def add_shape_options(p) -> None:
     p.add_argument("--value-head-dim", type=int, default=None, help="D of value (default: head-dim)")
     p.add_argument("--rope-dim", type=int, default=0, help="split rope head dim (query_rope/key_rope), 0 = none")
     p.add_argument("--dtype", default="float16", help="query/key/value dtype (float16, bfloat16)")
-    p.add_argument("--kv-dtype", choices=("int8", "int4"), default=None,
-                   help="a KV-antiquant cache: int8 or int4 key/value with per-channel scale/offset in the query's "
+    p.add_argument("--kv-dtype", choices=("int8", "int4", "float8_e4m3fn"), default=None,
+                   help="a KV-antiquant cache: int8, int4 or float8_e4m3fn (no offset) key/value with per-channel "
+                        "scale/offset in the query's "
                         "dtype (stacked antiquant_scale/offset; on arch35 key_/value_antiquant_scale/offset) "
                         "(default: key/value in --dtype)")
     p.add_argument("--layout", default="BNSD", choices=_LAYOUTS, help="input_layout (default BNSD)")
@@ -133,10 +134,10 @@ def build_call(args) -> tuple:
             tensors[name] = TensorMeta(tensors[name].shape, kv_dtype)
         if get_platform(args.target).arch == "arch35":   # Ascend950 takes the key's and the value's apart
             for name in ("key_antiquant_scale", "value_antiquant_scale", "key_antiquant_offset",
-                         "value_antiquant_offset"):
+                         "value_antiquant_offset")[:2 if kv_dtype == "float8_e4m3fn" else 4]:
                 tensors[name] = TensorMeta((nkv, 1, d), dt)
         else:
-            for name in ("antiquant_scale", "antiquant_offset"):
+            for name in ("antiquant_scale", "antiquant_offset")[:1 if kv_dtype == "float8_e4m3fn" else 2]:
                 tensors[name] = TensorMeta((2, nkv, 1, d), dt)
     if args.rope_dim:
         r = args.rope_dim

@@ -24,7 +24,8 @@ host and then runs the simulated kernels:
 4. ``run_fia`` launches the DSL kernels on that tiling.
 
 Inputs are numpy arrays (float16, ml_dtypes.bfloat16, float32 for none of
-q/k/v; an int8 or int4 key/value cache with its antiquant parameters; int8 q/k/v for full quant) or torch
+q/k/v; an int8 or int4 key/value cache with its antiquant parameters, on Ascend950 also ml_dtypes.float8_e4m3fn;
+int8 q/k/v for full quant) or torch
 tensors when torch is installed; the outputs come back in the
 same kind. Returns ``(attention_out, softmax_lse)``; ``softmax_lse`` is a
 ``(B, N, S1, 1)`` / ``(T, N, 1)`` float32 array when ``softmax_lse_flag``,
@@ -319,7 +320,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     vd = canonical_dtype(first_tensor(arrays["value"]).dtype)
     if is_fullquant(arrays):   # int8 query, key and value (fia.fullquant)
         arrays["_fullquant"] = fullquant_call(arrays, attrs, tiling)
-    elif kd in ("int8", "int4") or any(name in arrays for name in ANTIQUANT_PARAMS):
+    elif kd in ("int8", "int4", "float8_e4m3fn") or any(name in arrays for name in ANTIQUANT_PARAMS):
         if isinstance(arrays["key"], list):
             raise UnsupportedParameterError("key", _describe(arrays["key"]), "KV antiquant with a key/value tensor "
                                             "list is not simulated (the antiquant kernel reads dense key/value)")
@@ -358,14 +359,16 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
     refusal naming the parameter."""
     vd = canonical_dtype(arrays["value"].dtype)
     int4 = bool(arrays.get("_int4"))
-    if kd != "int8" or vd != "int8":
-        given = next(name for name in ANTIQUANT_PARAMS if name in arrays)
+    arch35 = tiling.arch == "arch35" and tiling.route == "fia"
+    caches = ("int8", "float8_e4m3fn") if arch35 else ("int8",)
+    if kd not in caches or vd != kd:
+        given = next((name for name in ANTIQUANT_PARAMS if name in arrays), "key")
         raise UnsupportedParameterError(given, _describe(arrays[given]), f"antiquant parameters with a {kd} key "
-                                        f"and {vd} value: KV antiquant takes an int8 key and value")
+                                        f"and {vd} value: KV antiquant takes an int8 (or int4) key and value, on "
+                                        f"Ascend950 also float8_e4m3fn")
     if qd not in ("float16", "bfloat16"):
         raise UnsupportedParameterError("query", f"query {qd}, key {kd}", "KV antiquant is simulated with a "
                                         "float16 or bfloat16 query (an int8 query, key and value are full quant)")
-    arch35 = tiling.arch == "arch35" and tiling.route == "fia"
     if tiling.route != "ifa" and not arch35:
         raise UnsupportedParameterError("key", f"{'int4' if int4 else 'int8'} tensor {tuple(arrays['key'].shape)}",
                                         f"KV antiquant is simulated on the A2/A3 IFATiling decode route (its MSD "
@@ -374,6 +377,11 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
     if "learnable_sink" in arrays:
         raise UnsupportedParameterError("learnable_sink", _describe(arrays["learnable_sink"]), "KV antiquant is "
                                         "simulated without a learnable sink")
+    fp8_modes = {attrs["key_antiquant_mode"], attrs["value_antiquant_mode"]}
+    if kd == "float8_e4m3fn" and fp8_modes != {0}:
+        raise UnsupportedParameterError("key_antiquant_mode", attrs["key_antiquant_mode"], "an FP8 cache's "
+                                        "per-token dequant is not simulated: the 950 template's FP8 vector "
+                                        "function reads one scale per channel (mode 0)")
     spec = antiquant_spec(arrays, antiquant_mode=attrs["antiquant_mode"],
                           key_antiquant_mode=attrs["key_antiquant_mode"],
                           value_antiquant_mode=attrs["value_antiquant_mode"], batch=tiling.batch,

@@ -1,10 +1,11 @@
-"""The Ascend 950 KV-antiquant kernel (int8 or int4 key/value cache, fp16/bf16 query) in the tile language.
+"""The Ascend 950 KV-antiquant kernel (int8, int4 or FP8 key/value cache, fp16/bf16 query) in the tile language.
 
 Model
 -----
 ``fia_dequant`` is the arch35 antiquant path of FusedInferAttentionScoreTilingImpl as the chip computes it: the
 vector cores dequantise each K and V block before the cube sees it (the 950 template's ``AntiquantVF``: int8 or int4
-to the query's dtype, exact (an int4 cache reaches the kernel as its int8 values, ``golden.int4``); plus the offset, times the scale, each step rounded to the query's dtype; per-token
+to the query's dtype, exact (an int4 cache reaches the kernel as its int8 values, ``golden.int4``, and an FP8
+E4M3 one already widened to the query's dtype, ``launch.fp8_widened``; FP8 takes no offset); plus the offset, times the scale, each step rounded to the query's dtype; per-token
 parameters, given in fp32, are first rounded to the query's dtype), and hand the dequantised block to the cube,
 which then runs the non-quant flow:
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from ...tiling.platform import get_platform
 from ...tiling.result import FiaTiling
+from ..golden.dtypes import canonical_dtype
 from ..golden.layouts import parse_layout
 from ...dsl.errors import BudgetError
 from ..errors import UnsupportedParameterError
@@ -238,7 +239,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     if rows and antiquant is not None and tiling.arch == "arch35":
         _check_dequant_call(antiquant, lay.token, learnable_sink, hooks, prefix, cache)
         fia_dequant.on(plat)[ncores](
-            q, k, v, out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+            q, *(fp8_widened(x, q.dtype) for x in (k, v)), out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
             *_antiquant_tables(antiquant), qs2, qo2, np.zeros((ncores, s2_tile, d), q.dtype),
             np.zeros((ncores, s2_tile, dv), q.dtype), np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv),
             OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap, PSE=pse_shift is not None,
@@ -361,6 +362,13 @@ def _check_antiquant_call(spec, token, sink, hooks):
             raise UnsupportedParameterError(name, "given", f"KV antiquant (mode {spec.mode}) with {what} is not "
                                             "simulated: the antiquant kernel takes BSH/BSND/BNSD key/value, dense "
                                             "or paged")
+
+
+def fp8_widened(x: np.ndarray, dtype) -> np.ndarray:
+    """An FP8 (float8_e4m3fn) cache as the query's dtype, the dequant's first step (exact: every e4m3fn value is
+    an fp16 and a bf16 value); any other cache unchanged. The simulated kernel then reads 16-bit K/V where the
+    chip reads 8-bit ones (the values, and so the results, are the same)."""
+    return x.astype(dtype) if canonical_dtype(x.dtype) == "float8_e4m3fn" else x
 
 
 def _check_dequant_call(spec, token, sink, hooks, prefix: bool, cache: str):

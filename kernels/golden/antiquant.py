@@ -1,9 +1,10 @@
-"""KV antiquantisation parameters: what the (int8 or int4) key/value caches mean, and their float64 dequantisation.
+"""KV antiquantisation parameters: what the (int8, int4 or FP8) key/value caches mean, and their float64
+dequantisation.
 
 Model
 -----
-An int8 (or int4, :mod:`.int4`, read as its int8 values) key or value element x of KV position s, kv head n,
-channel d stands for
+An int8 (or int4, :mod:`.int4`, read as its int8 values; or, on Ascend950, float8_e4m3fn, whose values are exact
+in every float type here) key or value element x of KV position s, kv head n, channel d stands for
 
     (x + offset) · scale
 
@@ -40,7 +41,7 @@ Invariants
 ----------
 * Shape rules are checked here and a violation is a ``ParamError`` (aclnn 161002) naming the parameter, its
   shape and the accepted shapes; no parameter is silently reshaped.
-* Dequantisation is float64 and exact in the inputs (int8, fp16/bf16/fp32 parameters convert exactly), except
+* Dequantisation is float64 and exact in the inputs (int8, FP8, fp16/bf16/fp32 parameters convert exactly), except
   with ``rounding`` (Ascend950's dequant kernel: the parameters, x + offset and the product each rounded to the
   query's dtype, as its vector computes them).
 """
@@ -55,7 +56,10 @@ from ...tiling.errors import AclnnStatus, ParamError
 from ..errors import UnsupportedParameterError
 from .dtypes import canonical_dtype, round_to, to_f64, to_numpy
 
-__all__ = ["AntiquantSpec", "antiquant_spec", "ANTIQUANT_PARAMS"]
+__all__ = ["AntiquantSpec", "antiquant_spec", "ANTIQUANT_PARAMS", "QUANTISED_CACHES"]
+
+#: the cache dtypes a dequantisation reads: int8 (an int4 cache as its int8 values) and, on Ascend950, FP8 E4M3
+QUANTISED_CACHES = ("int8", "float8_e4m3fn")
 
 ANTIQUANT_PARAMS = ("antiquant_scale", "antiquant_offset", "key_antiquant_scale", "key_antiquant_offset",
                     "value_antiquant_scale", "value_antiquant_offset")
@@ -100,9 +104,9 @@ class AntiquantSpec:
         scale = self.key_scale if which == "key" else self.value_scale
         offset = self.key_offset if which == "key" else self.value_offset
         raw = to_numpy(x)
-        if canonical_dtype(raw.dtype) != "int8":
+        if canonical_dtype(raw.dtype) not in QUANTISED_CACHES:
             raise ParamError(which, canonical_dtype(raw.dtype), "KV antiquant reads an int8 key/value cache (an "
-                             "int4 one as its int8 values: golden.int4)",
+                             "int4 one as its int8 values: golden.int4) or, on Ascend950, a float8_e4m3fn one",
                              status=AclnnStatus.PARAM_INVALID, checker="antiquant")
         xf = raw.astype(np.float64)
         if self.kind == _CHANNEL:

@@ -35,6 +35,7 @@ _ALIASES = {
     "fp64": "float64", "double": "float64", "float64": "float64",
     "bool": "bool", "int8": "int8", "uint8": "uint8", "int16": "int16", "int32": "int32", "int64": "int64",
     "int4": "int4", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
+    "float8_e4m3fn": "float8_e4m3fn", "fp8_e4m3fn": "float8_e4m3fn",
 }
 
 _NUMPY = {
@@ -42,7 +43,7 @@ _NUMPY = {
     "float64": np.dtype(np.float64), "bool": np.dtype(np.bool_), "int8": np.dtype(np.int8),
     "uint8": np.dtype(np.uint8), "int16": np.dtype(np.int16), "int32": np.dtype(np.int32),
     "int64": np.dtype(np.int64), "uint16": np.dtype(np.uint16), "uint32": np.dtype(np.uint32),
-    "uint64": np.dtype(np.uint64),
+    "uint64": np.dtype(np.uint64), "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
 }
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")

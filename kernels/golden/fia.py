@@ -89,7 +89,7 @@ from .kv import DenseKV, ListKV, PagedKV, SharedPrefix, TokenKV
 from .layouts import from_bnsd, from_tnd, parse_layout, to_bnsd, to_tnd
 from .masks import MaskEngine
 from .pse import PseShift, sink_logits
-from .antiquant import antiquant_spec
+from .antiquant import QUANTISED_CACHES, antiquant_spec
 from .int4 import int4_kv
 from .nz import from_nz
 from .fullquant import FULLQUANT_SCALES, attend_fullquant, dequant_value
@@ -153,7 +153,7 @@ def _reject_out_of_scope(extra: dict):
 
 def _check_float(x, name: str, antiquant: bool = False):
     kind = canonical_dtype(to_numpy(x).dtype)
-    if antiquant and kind == "int8":   # (also full quant's int8 query, key and value)
+    if antiquant and kind in QUANTISED_CACHES:   # (also full quant's int8 query, key and value)
         return
     if kind not in ("float16", "bfloat16", "float32", "float64"):
         reason = "an int8/int4 KV cache needs its antiquant scale (antiquant_scale or key_/value_antiquant_scale)" \

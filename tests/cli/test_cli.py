@@ -70,7 +70,7 @@ def test_run_kv_antiquant_cache_passes(capsys, kv_dtype):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kv_dtype", ["int8", "int4"])
+@pytest.mark.parametrize("kv_dtype", ["int8", "int4", "float8_e4m3fn"])
 def test_run_kv_antiquant_cache_on_ascend950_runs_the_dequant_kernel(capsys, kv_dtype):
     code, out = run_cli(capsys, "run", *SMALL, "--kv-dtype", kv_dtype, "--target", "Ascend950")
     assert code == 0, out

@@ -37,15 +37,16 @@ def test_run_unknown_kv_dtype_is_a_one_line_user_error(capsys):
     assert "--kv-dtype" in line and "int8" in line and "int4" in line
 
 
-@pytest.mark.parametrize("target", ["Ascend910B1", "Ascend950"])
-def test_emit_of_an_int4_cache_is_refused_naming_kv_dtype(capsys, tmp_path, target):
-    """The kernels read an int4 cache's int8 values; an emitted kernel would read an int8 cache the chip does not
-    hold, so the backend refuses instead of writing it."""
-    assert main(["emit", "fia", "--kv-dtype", "int4", "--target", target, "-o", str(tmp_path)]) == 2
+@pytest.mark.parametrize("kv_dtype, target", [("int4", "Ascend910B1"), ("int4", "Ascend950"),
+                                              ("float8_e4m3fn", "Ascend950")])
+def test_emit_of_a_widened_cache_is_refused_naming_kv_dtype(capsys, tmp_path, kv_dtype, target):
+    """The kernels read an int4 cache's int8 values and an FP8 cache's 16-bit values; an emitted kernel would read
+    a cache the chip does not hold, so the backend refuses instead of writing it."""
+    assert main(["emit", "fia", "--kv-dtype", kv_dtype, "--target", target, "-o", str(tmp_path)]) == 2
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert captured.out == "" and len(lines) == 1, captured.err
-    assert "kv_dtype='int4'" in lines[0] and "--kv-dtype int8" in lines[0]
+    assert f"kv_dtype={kv_dtype!r}" in lines[0] and "--kv-dtype int8" in lines[0]
     assert not any(tmp_path.iterdir())
 
 

@@ -1,4 +1,4 @@
-"""KV antiquant on Ascend950 (int8 or int4 key/value cache, fp16/bf16 query): the dequant kernel against the golden.
+"""KV antiquant on Ascend950 (int8, int4 or FP8 E4M3 key/value cache, fp16/bf16 query): the dequant kernel against the golden.
 
 The kernel (``kernels/fia/kernel_dequant.py``) dequantises each K and V block in the vector core, each step
 rounded to the query's dtype as the 950 template's vector does, and runs the non-quant flow on the result; the
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from cvtile.kernels.errors import UnsupportedParameterError
+from cvtile.tiling.errors import ParamError
 from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia
 from cvtile.kernels.golden.antiquant import antiquant_spec
 from cvtile.kernels.golden.fia import fia_golden
@@ -140,6 +141,54 @@ def test_int4_paged_bnnbsd_cache_per_token_bf16(judge_fia):
               block_table=table, block_size=bs, actual_seq_lengths_kv=list(lens), key_antiquant_scale=tok(0.06, 0.2),
               value_antiquant_scale=tok(0.06, 0.2), key_antiquant_offset=tok(-2, 2),
               value_antiquant_offset=tok(-2, 2), key_antiquant_mode=1, value_antiquant_mode=1)
+
+
+def _fp8(rng, shape):
+    return rng.uniform(-240, 240, shape).astype(ml_dtypes.float8_e4m3fn)
+
+
+def test_fp8_e4m3fn_cache_per_channel(judge_fia):
+    """An FP8 cache: the values widen exactly to the query's dtype, then times the scale (rounded); FP8 takes no
+    offset (op_host refuses one)."""
+    rng = np.random.default_rng(10)
+    q, k, v, kw = _call(rng, s2=600)
+    k, v = _fp8(rng, k.shape), _fp8(rng, v.shape)
+    aq = _channel(rng, 2, 128, np.float16, offset=False)
+    judge_fia(q, k, v, softmax_lse_flag=True, **aq, **kw)
+
+
+@pytest.mark.slow
+def test_fp8_e4m3fn_paged_bnbsh_cache_bf16_prefill(judge_fia):
+    rng = np.random.default_rng(11)
+    b, n, n2, d, bs, lens = 2, 4, 2, 128, 128, (300, 520)
+    per = -(-max(lens) // bs)
+    q = rng.uniform(-1, 1, (b, 3, n * d)).astype(BF16)
+    kc, vc = (_fp8(rng, (b * per, bs, n2 * d)) for _ in range(2))
+    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
+    judge_fia(q, kc, vc, num_heads=n, num_key_value_heads=n2, input_layout="BSH", scale=d ** -0.5, target=T950,
+              block_table=table, block_size=bs, actual_seq_lengths_kv=list(lens), actual_seq_lengths=[3, 2],
+              softmax_lse_flag=True, **_channel(rng, n2, d, BF16, offset=False))
+
+
+def test_fp8_per_token_dequant_names_its_mode():
+    rng = np.random.default_rng(12)
+    q, k, v, kw = _call(rng, s2=64)
+    k, v = _fp8(rng, k.shape), _fp8(rng, v.shape)
+    tok = rng.uniform(0.002, 0.01, (2, 64)).astype(np.float32)
+    with pytest.raises(UnsupportedParameterError) as err:
+        fia(q, k, v, key_antiquant_scale=tok, value_antiquant_scale=tok.copy(), key_antiquant_mode=1,
+            value_antiquant_mode=1, **kw)
+    assert err.value.param == "key_antiquant_mode", str(err.value)
+
+
+def test_fp8_cache_is_refused_on_a2_by_the_operator_checks():
+    """A2/A3 have no FP8 dtype: op_host's own dtype check refuses the key, before any kernel."""
+    rng = np.random.default_rng(13)
+    q, k, v, kw = _call(rng, s2=64)
+    k, v = _fp8(rng, k.shape), _fp8(rng, v.shape)
+    with pytest.raises((ParamError, UnsupportedParameterError)) as err:
+        fia(q, k, v, **_channel(rng, 2, 128, np.float16, offset=False), **dict(kw, target="Ascend910B1"))
+    assert err.value.param in ("key", "key_antiquant_scale"), str(err.value)
 
 
 def test_unsimulated_950_antiquant_variants_name_their_parameter():
