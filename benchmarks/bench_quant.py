@@ -11,8 +11,8 @@ op_host's tiling) is run
 * ``antiquant_int4``: the same with an int4 cache packed 8 per int32 (four int4 digits; a quarter of the fp16
   cache's bytes);
 
-With ``--target Ascend950`` the same shape runs the non-quant kernel and the 950's ``fia_dequant`` (the int8 or
-int4 cache dequantised in the vector core, then the non-quant flow) instead.
+With ``--target Ascend950`` the same shape runs the non-quant kernel and the 950's ``fia_dequant`` (the int8,
+int4 or FP8 E4M3 cache dequantised in the vector core, then the non-quant flow) instead.
 
 For each, the best-of-N wall time and CPU time of the whole API call (compiled before timing), the KV bytes,
 the CPU time per KV byte and its ratio to the reference (the target: <= 1.5). CPU time is reported beside wall
@@ -31,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 
 import cvtile  # noqa: E402
@@ -53,6 +54,7 @@ def _calls(target: str = "Ascend910B1") -> dict:
     scale = rng.uniform(0.002, 0.01, (2, c["nkv"], 1, c["d"])).astype(np.float16)
     offset = rng.uniform(-2, 2, (2, c["nkv"], 1, c["d"])).astype(np.float16)
     if target == "Ascend950":
+        f8k, f8v = (rng.uniform(-240, 240, x.shape).astype(ml_dtypes.float8_e4m3fn) for x in (k, v))
         sep = dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1], key_antiquant_offset=offset[0],
                    value_antiquant_offset=offset[1])
         return {
@@ -61,6 +63,9 @@ def _calls(target: str = "Ascend910B1") -> dict:
                           k8.nbytes + v8.nbytes),
             "antiquant_int4": (lambda: cvtile.npu_fused_infer_attention_score(q, k4, v4, **sep, **kw),
                                k4.nbytes + v4.nbytes),
+            "antiquant_fp8": (lambda: cvtile.npu_fused_infer_attention_score(q, f8k, f8v, key_antiquant_scale=scale[0],
+                                                                             value_antiquant_scale=scale[1], **kw),
+                              f8k.nbytes + f8v.nbytes),
         }
     return {
         "nonquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **kw), k.nbytes + v.nbytes),
@@ -114,7 +119,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--target", choices=("Ascend910B1", "Ascend950"), default="Ascend910B1",
-                    help="Ascend910B1: the MSD kernels (int8, int4); Ascend950: its dequant kernel (int8, int4)")
+                    help="Ascend910B1: the MSD kernels (int8, int4); Ascend950: its dequant kernel (int8, int4, fp8)")
     args = ap.parse_args(argv)
     c = CASE
     report(measure(_calls(args.target), args.repeat), f"decode B={c['b']} Nq={c['nq']} Nkv={c['nkv']} "

@@ -1441,6 +1441,9 @@ def runtime_stamp() -> str:
         h = hashlib.sha1()
         for name in ("codegen.py", "rt.py", "rounding.py", "sync.py"):
             h.update((here / name).read_bytes())
+        from .rounding import HARDWARE_F16
+
+        h.update(b"hardware fp16" if HARDWARE_F16 else b"integer fp16")   # which conversions kernels inline
         _STAMP = h.hexdigest()[:12]
     return _STAMP
 

@@ -367,8 +367,12 @@ def _check_antiquant_call(spec, token, sink, hooks):
 def fp8_widened(x: np.ndarray, dtype) -> np.ndarray:
     """An FP8 (float8_e4m3fn) cache as the query's dtype, the dequant's first step (exact: every e4m3fn value is
     an fp16 and a bf16 value); any other cache unchanged. The simulated kernel then reads 16-bit K/V where the
-    chip reads 8-bit ones (the values, and so the results, are the same)."""
-    return x.astype(dtype) if canonical_dtype(x.dtype) == "float8_e4m3fn" else x
+    chip reads 8-bit ones (the values, and so the results, are the same). Widened through a 256-entry table
+    of the 8-bit patterns (ml_dtypes' element-wise cast is about ten times slower)."""
+    if canonical_dtype(x.dtype) != "float8_e4m3fn":
+        return x
+    table = np.arange(256, dtype=np.uint8).view(x.dtype).astype(dtype)
+    return table[np.ascontiguousarray(x).view(np.uint8)]
 
 
 def _check_dequant_call(spec, token, sink, hooks, prefix: bool, cache: str):

@@ -414,3 +414,46 @@ def test_every_float32_pattern(request):
             assert is_nan16(e16[nan], "f16").all() and ((e16[nan] & 0x8200) == (sign | 0x200)).all()
         else:
             assert np.array_equal(e16, R.ref_f32_to_f16_bits(x)), hex(start)
+
+
+# ------------------------------------------- the F16C and the integer paths
+@njit(nogil=True)
+def _hard_soft_mismatches(x, u):
+    """Counts of bit differences between the hardware and the integer conversions: encode and round of every
+    float32 in x, decode of every pattern in u (NaNs compared bit for bit too)."""
+    bad = 0
+    for i in range(x.size):
+        bad += R.hard_f32_to_f16_bits(x[i]) != R.soft_f32_to_f16_bits(x[i])
+        bad += R._f32_as_u32(R.hard_round_to_f16(x[i])) != R._f32_as_u32(R.soft_round_to_f16(x[i]))
+    for i in range(u.size):
+        bad += R._f32_as_u32(R.hard_f16_bits_to_f32(u[i])) != R._f32_as_u32(R.soft_f16_bits_to_f32(u[i]))
+    return bad
+
+
+@pytest.mark.skipif(not llvm.get_host_cpu_features().get("f16c", False), reason="the host has no F16C")
+def test_hardware_and_integer_fp16_conversions_agree_bit_for_bit(f16_set, random_set):
+    """The F16C path (VCVTPS2PH / VCVTPH2PS) gives the integer path's bits for every fp16 pattern and for every
+    float32 near an fp16 value or midpoint and 2**21 random ones: ties to even, subnormals, overflow, -0, and
+    NaNs (quieted on encode with the top payload bits; a signalling NaN decodes signalling)."""
+    every16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    assert _hard_soft_mismatches(f16_set, every16) == 0
+    assert _hard_soft_mismatches(random_set, every16[:0]) == 0
+
+
+def test_the_integer_fp16_path_is_chosen_by_environment():
+    """``CVTILE_SOFT_F16=1`` runs the integer conversions (and kernels' runtime stamp says which path they
+    inline, so their caches stay apart)."""
+    import subprocess
+    import sys
+
+    code = ("from cvtile.sim import rounding as R, codegen as C; "
+            "print(R.HARDWARE_F16, R.round_to_f16 is R.soft_round_to_f16, C.runtime_stamp())")
+    outs = {}
+    for flag in ("1", "0"):
+        env = dict(os.environ, CVTILE_SOFT_F16=flag)
+        outs[flag] = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True).stdout.split()
+    assert outs["1"][:2] == ["False", "True"]
+    has_f16c = bool(llvm.get_host_cpu_features().get("f16c", False))
+    assert outs["0"][0] == str(has_f16c)
+    assert (outs["0"][2] != outs["1"][2]) == has_f16c
