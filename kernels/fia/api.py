@@ -24,7 +24,8 @@ host and then runs the simulated kernels:
 4. ``run_fia`` launches the DSL kernels on that tiling.
 
 Inputs are numpy arrays (float16, ml_dtypes.bfloat16, float32 for none of
-q/k/v; an int8 or int4 key/value cache with its antiquant parameters, on Ascend950 also ml_dtypes.float8_e4m3fn;
+q/k/v; an int8 or int4 key/value cache with its antiquant parameters, on Ascend950 also ml_dtypes.float8_e4m3fn
+and (MXFP4, mode 6 with float8_e8m0fnu scales) float4_e2m1fn;
 int8 q/k/v for full quant) or torch
 tensors when torch is installed; the outputs come back in the
 same kind. Returns ``(attention_out, softmax_lse)``; ``softmax_lse`` is a
@@ -320,7 +321,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     vd = canonical_dtype(first_tensor(arrays["value"]).dtype)
     if is_fullquant(arrays):   # int8 query, key and value (fia.fullquant)
         arrays["_fullquant"] = fullquant_call(arrays, attrs, tiling)
-    elif kd in ("int8", "int4", "float8_e4m3fn") or any(name in arrays for name in ANTIQUANT_PARAMS):
+    elif kd in ("int8", "int4", "float8_e4m3fn", "float4_e2m1") or any(name in arrays for name in ANTIQUANT_PARAMS):
         if isinstance(arrays["key"], list):
             raise UnsupportedParameterError("key", _describe(arrays["key"]), "KV antiquant with a key/value tensor "
                                             "list is not simulated (the antiquant kernel reads dense key/value)")
@@ -360,12 +361,12 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
     vd = canonical_dtype(arrays["value"].dtype)
     int4 = bool(arrays.get("_int4"))
     arch35 = tiling.arch == "arch35" and tiling.route == "fia"
-    caches = ("int8", "float8_e4m3fn") if arch35 else ("int8",)
+    caches = ("int8", "float8_e4m3fn", "float4_e2m1") if arch35 else ("int8",)
     if kd not in caches or vd != kd:
         given = next((name for name in ANTIQUANT_PARAMS if name in arrays), "key")
         raise UnsupportedParameterError(given, _describe(arrays[given]), f"antiquant parameters with a {kd} key "
                                         f"and {vd} value: KV antiquant takes an int8 (or int4) key and value, on "
-                                        f"Ascend950 also float8_e4m3fn")
+                                        f"Ascend950 also float8_e4m3fn and float4_e2m1")
     if qd not in ("float16", "bfloat16"):
         raise UnsupportedParameterError("query", f"query {qd}, key {kd}", "KV antiquant is simulated with a "
                                         "float16 or bfloat16 query (an int8 query, key and value are full quant)")

@@ -1,13 +1,11 @@
-"""The Ascend 950 KV-antiquant kernel (int8, int4 or FP8 key/value cache, fp16/bf16 query) in the tile language.
+"""The Ascend 950 KV-antiquant kernel (int8, int4, FP8 or MXFP4 key/value cache, fp16/bf16 query) in the tile
+language.
 
 Model
 -----
 ``fia_dequant`` is the arch35 antiquant path of FusedInferAttentionScoreTilingImpl as the chip computes it: the
-vector cores dequantise each K and V block before the cube sees it (the 950 template's ``AntiquantVF``: int8 or int4
-to the query's dtype, exact (an int4 cache reaches the kernel as its int8 values, ``golden.int4``, and an FP8
-E4M3 one already widened to the query's dtype, ``launch.fp8_widened``; FP8 takes no offset); plus the offset, times the scale, each step rounded to the query's dtype; per-token
-parameters, given in fp32, are first rounded to the query's dtype), and hand the dequantised block to the cube,
-which then runs the non-quant flow:
+vector cores dequantise each K and V block before the cube sees it (the 950 template's ``AntiquantVF``), and hand
+the dequantised block to the cube, which then runs the non-quant flow:
 
     V0  K' = (K + key_offset) · key_scale          (query dtype; the vector's rounding at each step)
     C1  s = Q · K'ᵀ                                (fp32)
@@ -16,9 +14,16 @@ which then runs the non-quant flow:
     C2  o = P · V'
     V2  go = go · dm + o;  at the row's end  out = go / gl
 
+V0 per cache: int8 or int4 values cast exactly to the query's dtype (an int4 cache reaches the kernel as its
+int8 values, ``golden.int4``), then plus the offset, times the scale, each step rounded to the query's dtype,
+per-token parameters (fp32) first rounded to it; FP8 E4M3 values (already widened to the query's dtype,
+``launch.float_cache_widened``; no offset) times the scale; MXFP4 (mode 6, ``GROUP``) FP4 values (widened to
+bf16) times their group's bf16 power of two, in bf16, then cast to the query's dtype.
+
 Per-channel kinds (modes 0 and 2) read one (D,) row of the (N2, D) tables per task; per-token kinds (1, 3 and the
 paged 4, 5) the (S2,) parameters of the block's KV positions (``kernel_antiquant.param_rows``: at the batch's
-first KV position plus the position, or through the block table).
+first KV position plus the position, or through the block table); the group kind an (S2, D) block of kv head
+n2's (S', D) row of the (B, N2, S', D) tables, at the same positions.
 
 Invariants
 ----------
@@ -42,14 +47,19 @@ __all__ = ["fia_dequant"]
 
 
 @ct.inline
-def dequantised(x, ps, po, n2, a, m, S2, COLS, QT, PER_TOKEN, OFFSET):
+def dequantised(x, ps, po, n2, a, m, S2, COLS, QT, PER_TOKEN, OFFSET, GROUP):
     """(x + offset) · scale of an int8 block x (m KV positions from position a) in the query's dtype QT: the
     int8 values convert exactly, the parameters (``block_params`` of the tables ps / po) round to QT, and the add
-    and the multiply round as the chip's vector does."""
-    y = ct.cast(x, QT)
-    if OFFSET:
-        y = y + block_params(po, n2, a, m, S2, COLS, QT, PER_TOKEN)
-    return y * block_params(ps, n2, a, m, S2, COLS, QT, PER_TOKEN)
+    and the multiply round as the chip's vector does. GROUP (MXFP4): x holds FP4 values as bf16, ps is the
+    (S', D) row of bf16 powers of two; the product is taken in bf16, then cast to QT."""
+    if GROUP:
+        y = ct.cast(ct.cast(x, ct.bfloat16) * ct.load(ps[ct.ds(a, S2, valid=m), 0:COLS]), QT)
+    else:
+        y = ct.cast(x, QT)
+        if OFFSET:
+            y = y + block_params(po, n2, a, m, S2, COLS, QT, PER_TOKEN)
+        y = y * block_params(ps, n2, a, m, S2, COLS, QT, PER_TOKEN)
+    return y
 
 
 @ct.inline
@@ -65,14 +75,14 @@ def block_params(table, n2, a, m, S2, COLS, QT, PER_TOKEN):
 
 @ct.inline
 def dq_step(q1, kv, vv, wsk, wsv, core, a, m, gm, gl, go, scale, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ks, ko, vs, vo,
-            ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, P_DTYPE):
+            ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP, P_DTYPE):
     """One KV step over the m positions from position a of the batch's KV (k0: the batch's first position in
     its tensor, where the masks, pse and per-token parameters start too): V0, C1, V1, V0', C2, V2; returns the
     updated (gm, gl, go). The dequantised blocks reach the cube through the core's workspaces wsk / wsv."""
     with ct.vector():
         kq = ct.load(kv[ct.ds(a, S2, valid=m), 0:D])
         ct.store(wsk[core, ct.ds(0, S2, valid=m), 0:D],
-                 dequantised(kq, ks, ko, n2, k0 + a, m, S2, D, q1.dtype, PER_TOKEN, OFFSET))
+                 dequantised(kq, ks, ko, n2, k0 + a, m, S2, D, q1.dtype, PER_TOKEN, OFFSET, GROUP))
     with ct.cube():
         s = ct.mma(q1, wsk[core, ct.ds(0, S2, valid=m), 0:D], trans_b=True)
     with ct.vector():
@@ -85,7 +95,7 @@ def dq_step(q1, kv, vv, wsk, wsv, core, a, m, gm, gl, go, scale, b, n2, s1, q0, 
         p = ct.cast(p, P_DTYPE)
         vq = ct.load(vv[ct.ds(a, S2, valid=m), 0:DV])
         ct.store(wsv[core, ct.ds(0, S2, valid=m), 0:DV],
-                 dequantised(vq, vs, vo, n2, k0 + a, m, S2, DV, q1.dtype, PER_TOKEN, OFFSET))
+                 dequantised(vq, vs, vo, n2, k0 + a, m, S2, DV, q1.dtype, PER_TOKEN, OFFSET, GROUP))
     with ct.cube():
         o = ct.mma(p, wsv[core, ct.ds(0, S2, valid=m), 0:DV])
     with ct.vector():
@@ -101,7 +111,7 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
                 BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr, FD: ct.constexpr,
                 P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr, PER_TOKEN: ct.constexpr, PER_HEAD: ct.constexpr,
                 OFFSET: ct.constexpr, POSTQ: ct.constexpr = 0, QOFF: ct.constexpr = False,
-                PAGED_PARAMS: ct.constexpr = False):
+                PAGED_PARAMS: ct.constexpr = False, GROUP: ct.constexpr = False):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
@@ -110,8 +120,11 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
         s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, 0, D, DV, LAYOUT, CACHE)
-        ksr, kor, vsr, vor = param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET,
-                                        PAGED_PARAMS)
+        if GROUP:   # the (S', D) rows of kv head n2's (B, N2, S', D) scale tables
+            ksr, kor, vsr, vor = ks[b, n2], ko, vs[b, n2], vo
+        else:
+            ksr, kor, vsr, vor = param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET,
+                                            PAGED_PARAMS)
         with ct.cube():
             q1 = ct.load(qv[ct.ds(m0, M, valid=mrows), 0:D])
         with ct.vector():
@@ -121,7 +134,7 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
             kv0 = kbase + jj * step
             gm, gl, go = dq_step(q1, kv, vv, wsk, wsv, core, kv0, min(step, kend - kv0), gm, gl, go, scale, b, n2, s1, q0, k0, m0,
                                  mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, ORDER, G, M, S2, D, DV, PSE,
-                                 PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, P_DTYPE)
+                                 PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP, P_DTYPE)
         with ct.vector():
             ok, glsafe, res = normalised(go, gl)
             row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, 0, b, n2, s1,

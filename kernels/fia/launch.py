@@ -39,7 +39,7 @@ import numpy as np
 
 from ...tiling.platform import get_platform
 from ...tiling.result import FiaTiling
-from ..golden.dtypes import canonical_dtype
+from ..golden.dtypes import BFLOAT16, canonical_dtype
 from ..golden.layouts import parse_layout
 from ...dsl.errors import BudgetError
 from ..errors import UnsupportedParameterError
@@ -239,7 +239,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     if rows and antiquant is not None and tiling.arch == "arch35":
         _check_dequant_call(antiquant, lay.token, learnable_sink, hooks, prefix, cache)
         fia_dequant.on(plat)[ncores](
-            q, *(fp8_widened(x, q.dtype) for x in (k, v)), out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+            q, *(float_cache_widened(x, q.dtype) for x in (k, v)), out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks,
+            ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
             *_antiquant_tables(antiquant), qs2, qo2, np.zeros((ncores, s2_tile, d), q.dtype),
             np.zeros((ncores, s2_tile, dv), q.dtype), np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv),
             OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap, PSE=pse_shift is not None,
@@ -247,7 +248,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype,
             EMPTY_LSE=float(empty_lse), PER_TOKEN=antiquant.per_token,
             PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1, PAGED_PARAMS=antiquant.paged,
-            OFFSET=antiquant.has_offset, **_post_quant_consts(postq, quant_offset2), serial=serial, order=order)
+            OFFSET=antiquant.has_offset, **({"GROUP": True} if antiquant.per_group else {}),
+            **_post_quant_consts(postq, quant_offset2), serial=serial, order=order)
     elif rows and antiquant is not None:
         _check_antiquant_call(antiquant, lay.token, learnable_sink, hooks)
         fia_antiquant.on(plat)[ncores](
@@ -364,14 +366,16 @@ def _check_antiquant_call(spec, token, sink, hooks):
                                             "or paged")
 
 
-def fp8_widened(x: np.ndarray, dtype) -> np.ndarray:
-    """An FP8 (float8_e4m3fn) cache as the query's dtype, the dequant's first step (exact: every e4m3fn value is
-    an fp16 and a bf16 value); any other cache unchanged. The simulated kernel then reads 16-bit K/V where the
-    chip reads 8-bit ones (the values, and so the results, are the same). Widened through a 256-entry table
-    of the 8-bit patterns (ml_dtypes' element-wise cast is about ten times slower)."""
-    if canonical_dtype(x.dtype) != "float8_e4m3fn":
+def float_cache_widened(x: np.ndarray, dtype) -> np.ndarray:
+    """An FP8 (float8_e4m3fn) cache as the query's dtype, an FP4 (float4_e2m1) one as bf16: the dequant's first
+    step (exact: every e4m3fn value is an fp16 and a bf16 value, every e2m1 one a bf16 value; the 950 casts FP4
+    to bf16 whatever the query's dtype); any other cache unchanged. The simulated kernel then reads 16-bit K/V
+    where the chip reads 8- or 4-bit ones (the values, and so the results, are the same). Widened through a
+    table of the 8-bit patterns (ml_dtypes' element-wise cast is about ten times slower)."""
+    kind = canonical_dtype(x.dtype)
+    if kind not in ("float8_e4m3fn", "float4_e2m1"):
         return x
-    table = np.arange(256, dtype=np.uint8).view(x.dtype).astype(dtype)
+    table = np.arange(256, dtype=np.uint8).view(x.dtype).astype(dtype if kind == "float8_e4m3fn" else BFLOAT16)
     return table[np.ascontiguousarray(x).view(np.uint8)]
 
 

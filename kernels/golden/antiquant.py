@@ -1,10 +1,11 @@
-"""KV antiquantisation parameters: what the (int8, int4 or FP8) key/value caches mean, and their float64
+"""KV antiquantisation parameters: what the (int8, int4, FP8 or FP4) key/value caches mean, and their float64
 dequantisation.
 
 Model
 -----
-An int8 (or int4, :mod:`.int4`, read as its int8 values; or, on Ascend950, float8_e4m3fn, whose values are exact
-in every float type here) key or value element x of KV position s, kv head n, channel d stands for
+An int8 (or int4, :mod:`.int4`, read as its int8 values; or, on Ascend950, float8_e4m3fn or float4_e2m1, whose
+values are exact in every float type here) key or value element x of KV position s, kv head n, channel d stands
+for
 
     (x + offset) · scale
 
@@ -23,27 +24,31 @@ mode (key_/value_)         kind        parameter shapes (per tensor; ``antiquant
                                        at [block_table[b, p // block_size], p % block_size], as its KV
 5 per-token + per-head,    token       (block_num, N, block_size), read through the block table likewise
   paged
+6 per-token-group (MX)     group       [1, B, N, S', D/32] float8_e8m0: one power of two per KV position and
+                                       32 channels (Ascend950's MXFP4: an FP4 E2M1 cache, no offset)
 =========================  ==========  ==================================================================
 
 ``antiquant_scale`` / ``antiquant_offset`` (key and value together) take ``antiquant_mode`` 0 or 1;
 ``key_/value_antiquant_scale`` (each its own) take ``key_/value_antiquant_mode``, and key and value must share
-the mode; modes 4/5 are simulated on a paged cache (``block_table``) only. Modes 6/8 (groups) and a
+the mode; modes 4/5 are simulated on a paged cache (``block_table``) only. Mode 8 (per-channel-group) and a
 per-channel key with a per-token value are separate kernels cvtile does not simulate:
 ``UnsupportedParameterError`` naming the mode.
 
 ``antiquant_spec`` turns the user's parameters into an ``AntiquantSpec``: channel kinds as (N2, D) tables
 (per tensor and per head broadcast to the channels, values unchanged), token kinds as (B, N2 | 1, S')
 tables or, paged (modes 4/5), the (block_num, N2 | 1, block_size) tables as given with the block table that
-addresses them, in the parameters' own dtype. The same spec feeds the simulated kernel's launch and the golden
+addresses them, in the parameters' own dtype; the group kind as (B, N2, S', D) bf16 tables (each E8M0 exponent
+as the bf16 power of two the 950 loads it as, repeated over its 32 channels). The same spec feeds the simulated kernel's launch and the golden
 (``dequantised``), so both read one interpretation of the shapes.
 
 Invariants
 ----------
 * Shape rules are checked here and a violation is a ``ParamError`` (aclnn 161002) naming the parameter, its
   shape and the accepted shapes; no parameter is silently reshaped.
-* Dequantisation is float64 and exact in the inputs (int8, FP8, fp16/bf16/fp32 parameters convert exactly), except
+* Dequantisation is float64 and exact in the inputs (int8, FP8, FP4, fp16/bf16/fp32 parameters convert exactly), except
   with ``rounding`` (Ascend950's dequant kernel: the parameters, x + offset and the product each rounded to the
-  query's dtype, as its vector computes them).
+  query's dtype, as its vector computes them; the group kind's product is rounded to bf16, then to the query's
+  dtype).
 """
 
 from __future__ import annotations
@@ -54,17 +59,19 @@ import numpy as np
 
 from ...tiling.errors import AclnnStatus, ParamError
 from ..errors import UnsupportedParameterError
-from .dtypes import canonical_dtype, round_to, to_f64, to_numpy
+from .dtypes import BFLOAT16, canonical_dtype, round_to, to_f64, to_numpy
 
 __all__ = ["AntiquantSpec", "antiquant_spec", "ANTIQUANT_PARAMS", "QUANTISED_CACHES"]
 
 #: the cache dtypes a dequantisation reads: int8 (an int4 cache as its int8 values) and, on Ascend950, FP8 E4M3
-QUANTISED_CACHES = ("int8", "float8_e4m3fn")
+#: and (MXFP4, mode 6) FP4 E2M1
+QUANTISED_CACHES = ("int8", "float8_e4m3fn", "float4_e2m1")
 
 ANTIQUANT_PARAMS = ("antiquant_scale", "antiquant_offset", "key_antiquant_scale", "key_antiquant_offset",
                     "value_antiquant_scale", "value_antiquant_offset")
-_CHANNEL, _TOKEN = "channel", "token"
-_MODE_KIND = {0: _CHANNEL, 1: _TOKEN, 2: _CHANNEL, 3: _TOKEN, 4: _TOKEN, 5: _TOKEN}
+_CHANNEL, _TOKEN, _GROUP = "channel", "token", "group"
+_MODE_KIND = {0: _CHANNEL, 1: _TOKEN, 2: _CHANNEL, 3: _TOKEN, 4: _TOKEN, 5: _TOKEN, 6: _GROUP}
+GROUP_SIZE = 32   #: channels per scale of the per-token-group (MX) mode 6
 _PAGED_MODES = (4, 5)
 _MODE_NAME = {0: "per-channel", 1: "per-token", 2: "per-tensor + per-head", 3: "per-token + per-head",
               4: "per-token (page-table managed)", 5: "per-token + per-head (page-table managed)",
@@ -91,6 +98,11 @@ class AntiquantSpec:
         return self.kind == _TOKEN
 
     @property
+    def per_group(self) -> bool:
+        """Mode 6 (MXFP4): one power-of-two scale per KV position and 32 channels, tables (B, N2, S', D)."""
+        return self.kind == _GROUP
+
+    @property
     def paged(self) -> bool:
         """The per-token tables are (block_num, N2 | 1, block_size), read through ``block_table``."""
         return self.block_table is not None
@@ -109,6 +121,9 @@ class AntiquantSpec:
                              "int4 one as its int8 values: golden.int4) or, on Ascend950, a float8_e4m3fn one",
                              status=AclnnStatus.PARAM_INVALID, checker="antiquant")
         xf = raw.astype(np.float64)
+        if self.kind == _GROUP:   # the 950 multiplies in bf16, then casts to the query's dtype
+            s = to_f64(scale[b, h0:h1, start:stop], "scale")
+            return round_to(round_to(xf * s, "bfloat16"), self.rounding) if self.rounding else xf * s
         if self.kind == _CHANNEL:
             s = to_f64(scale[h0:h1], "scale")[:, None, :]
             o = to_f64(offset[h0:h1], "offset")[:, None, :] if offset is not None else 0.0
@@ -230,6 +245,9 @@ def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int
             scale_name, scale = pairs[field.replace("offset", "scale")]
             if tuple(x.shape) != tuple(scale.shape):
                 raise _bad(name, x, f"{name} has {scale_name}'s shape {tuple(scale.shape)}")
+        if kind == _GROUP:
+            tables[field] = _group_table(name, x, batch, num_kv_heads, kv_len, head_dim)
+            continue
         if canonical_dtype(x.dtype) not in ("float16", "bfloat16", "float32"):
             raise ParamError(name, canonical_dtype(x.dtype), "antiquant parameters are float16, bfloat16 or "
                              "float32", status=AclnnStatus.PARAM_INVALID, checker="antiquant")
@@ -241,6 +259,22 @@ def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int
             tables[field] = _token_table(name, x, mode, batch, num_kv_heads, kv_len)
     return AntiquantSpec(kind, tables["key_scale"], tables["key_offset"], tables["value_scale"],
                          tables["value_offset"], mode, table if mode in _PAGED_MODES else None)
+
+
+def _group_table(name: str, x: np.ndarray, batch: int, n2: int, kv_len: int, d: int) -> np.ndarray:
+    """The (B, N2, S', D) bf16 table of a per-token-group (mode 6, MX) parameter given as float8_e8m0
+    [1, B, N2, S', D/32]: each E8M0 exponent e becomes the bf16 whose bits are e << 7 (2**(e - 127); e = 0 gives
+    0 and e = 255 +inf, as the 950's E8M0-to-bf16 load does), repeated over its 32 channels. Indexed by the KV
+    position in the batch's sequence, paged or not."""
+    if canonical_dtype(x.dtype) != "float8_e8m0":
+        raise ParamError(name, canonical_dtype(x.dtype), "per-token-group (mode 6) scales are float8_e8m0",
+                         status=AclnnStatus.PARAM_INVALID, checker="antiquant")
+    shape = tuple(x.shape)
+    if len(shape) != 5 or shape[:3] != (1, batch, n2) or shape[3] < kv_len or shape[4] * GROUP_SIZE != d:
+        raise _bad(name, x, f"per-token-group (mode 6) scales are [1, B, N2, S', D/32] = [1, {batch}, {n2}, "
+                   f"S' >= {kv_len}, {d // GROUP_SIZE}]")
+    bits = np.ascontiguousarray(x[0]).view(np.uint8).astype(np.uint16) << 7
+    return np.repeat(bits.view(BFLOAT16), GROUP_SIZE, axis=-1)
 
 
 def _paged_token_table(name: str, x: np.ndarray, mode: int, n2: int) -> np.ndarray:

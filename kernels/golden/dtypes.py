@@ -36,6 +36,8 @@ _ALIASES = {
     "bool": "bool", "int8": "int8", "uint8": "uint8", "int16": "int16", "int32": "int32", "int64": "int64",
     "int4": "int4", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
     "float8_e4m3fn": "float8_e4m3fn", "fp8_e4m3fn": "float8_e4m3fn",
+    "float4_e2m1": "float4_e2m1", "float4_e2m1fn": "float4_e2m1",
+    "float8_e8m0": "float8_e8m0", "float8_e8m0fnu": "float8_e8m0",
 }
 
 _NUMPY = {
@@ -44,6 +46,7 @@ _NUMPY = {
     "uint8": np.dtype(np.uint8), "int16": np.dtype(np.int16), "int32": np.dtype(np.int32),
     "int64": np.dtype(np.int64), "uint16": np.dtype(np.uint16), "uint32": np.dtype(np.uint32),
     "uint64": np.dtype(np.uint64), "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float4_e2m1": np.dtype(ml_dtypes.float4_e2m1fn), "float8_e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
 }
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")

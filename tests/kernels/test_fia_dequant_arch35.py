@@ -1,4 +1,4 @@
-"""KV antiquant on Ascend950 (int8, int4 or FP8 E4M3 key/value cache, fp16/bf16 query): the dequant kernel against the golden.
+"""KV antiquant on Ascend950 (int8, int4, FP8 E4M3 or MXFP4 key/value cache, fp16/bf16 query): the dequant kernel against the golden.
 
 The kernel (``kernels/fia/kernel_dequant.py``) dequantises each K and V block in the vector core, each step
 rounded to the query's dtype as the 950 template's vector does, and runs the non-quant flow on the result; the
@@ -189,6 +189,54 @@ def test_fp8_cache_is_refused_on_a2_by_the_operator_checks():
     with pytest.raises((ParamError, UnsupportedParameterError)) as err:
         fia(q, k, v, **_channel(rng, 2, 128, np.float16, offset=False), **dict(kw, target="Ascend910B1"))
     assert err.value.param in ("key", "key_antiquant_scale"), str(err.value)
+
+
+def _mxfp4(rng, b, n2, s2, d, shape=None):
+    """An FP4 E2M1 cache (its 16 values) of ``shape`` (default BNSD) and its per-token-group E8M0 scales
+    [1, B, N2, S2, D/32] with exponents 2**-6..2**-2 (the dequantised values about in [-1.5, 1.5])."""
+    cache = rng.choice(np.arange(16, dtype=np.uint8), shape or (b, n2, s2, d)).view(ml_dtypes.float4_e2m1fn)
+    scale = rng.integers(121, 126, (1, b, n2, s2, d // 32)).astype(np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    return cache, scale
+
+
+def test_mxfp4_cache_per_token_group_bf16_decode(judge_fia):
+    """Mode 6 (MXFP4): FP4 values widened exactly to bf16, times their group's power-of-two scale in bf16."""
+    rng = np.random.default_rng(14)
+    q, _, _, kw = _call(rng, s2=300, dtype=BF16)
+    k, ks = _mxfp4(rng, 2, 2, 300, 128)
+    v, vs = _mxfp4(rng, 2, 2, 300, 128)
+    judge_fia(q, k, v, key_antiquant_scale=ks, value_antiquant_scale=vs, key_antiquant_mode=6,
+              value_antiquant_mode=6, softmax_lse_flag=True, **kw)
+
+
+@pytest.mark.slow
+def test_mxfp4_paged_cache_fp16_prefill(judge_fia):
+    """An fp16 query: the bf16 product is cast to fp16; the scales follow the logical KV position."""
+    rng = np.random.default_rng(15)
+    b, n, n2, d, bs, lens = 2, 4, 2, 128, 128, (200, 380)
+    per = -(-max(lens) // bs)
+    q = rng.uniform(-1, 1, (b, n, 2, d)).astype(np.float16)
+    kc, _ = _mxfp4(rng, b, n2, 0, d, shape=(b * per, n2, bs, d))
+    vc, _ = _mxfp4(rng, b, n2, 0, d, shape=(b * per, n2, bs, d))
+    _, ks = _mxfp4(rng, b, n2, per * bs, d)
+    _, vs = _mxfp4(rng, b, n2, per * bs, d)
+    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
+    judge_fia(q, kc, vc, num_heads=n, num_key_value_heads=n2, input_layout="BNSD", scale=d ** -0.5, target=T950,
+              block_table=table, block_size=bs, actual_seq_lengths_kv=list(lens), key_antiquant_scale=ks,
+              value_antiquant_scale=vs, key_antiquant_mode=6, value_antiquant_mode=6)
+
+
+def test_e8m0_group_scales_load_as_bf16_powers_of_two():
+    """Each E8M0 byte e becomes the bf16 with bits e << 7 (2**(e - 127); 0 for e = 0), over its 32 channels."""
+    e = np.array([0, 1, 120, 127, 200], np.uint8).reshape(1, 1, 1, 5, 1).repeat(2, axis=-1)
+    scale = e.view(ml_dtypes.float8_e8m0fnu)
+    arrays = {"key_antiquant_scale": scale, "value_antiquant_scale": scale}
+    spec = antiquant_spec(arrays, antiquant_mode=0, key_antiquant_mode=6, value_antiquant_mode=6, batch=1,
+                          num_kv_heads=1, head_dim=64, kv_len=5)
+    got = spec.key_scale.astype(np.float64)
+    assert got.shape == (1, 1, 5, 64) and spec.per_group
+    assert list(got[0, 0, :, 0]) == [0.0, 2.0 ** -126, 2.0 ** -7, 1.0, 2.0 ** 73]
+    assert (got == got[..., :1]).all()
 
 
 def test_unsimulated_950_antiquant_variants_name_their_parameter():
