@@ -92,8 +92,10 @@ Invariants of the implementation
   MXCSR's rounding field, which nothing in a Python process changes from
   nearest-even; its output ignores FTZ, and DAZ only zeroes float32
   subnormal inputs, which round to +-0 in fp16 anyway, sign kept.  The
-  kernels' runtime stamp (``codegen.runtime_stamp``) names the path, so
-  cached kernels of one path are never loaded for the other.
+  generated kernels' runtime stamp (``codegen.runtime_stamp``) names the
+  path, so their cache keeps the paths apart; numba's own cache of this
+  module's and ``rt``'s helpers is keyed by source file and CPU only and may
+  serve either path's machine code, which is harmless for the same reason.
 * The integer path (``soft_*``, and all of bf16) works on the bit pattern only: no float arithmetic
   that fastmath flags (``contract`` could fuse a caller's multiply into a
   magic-number add, ``reassoc`` could cancel ``(x + c) - c``) or the MXCSR
