@@ -178,3 +178,21 @@ def test_torch_writes_through_and_copies_when_needed():
     np.testing.assert_array_equal(S.from_storage(st, name), u.detach().t().numpy())
     with pytest.raises(TypeError, match="^k: unsupported dtype torch.float64"):
         S.to_storage(torch.zeros(2, dtype=torch.float64), "k")
+
+
+def test_gather_bytes_is_numpys_table_lookup_for_every_byte():
+    """The host's widening of narrow caches: FP8 patterns to bf16 values, int4 pairs to int8 values."""
+    import ml_dtypes
+
+    from cvtile.sim.storage import gather_bytes
+
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 256, (3, 5, 7), dtype=np.uint8)
+    table = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(ml_dtypes.bfloat16)
+    got = gather_bytes(table, data)
+    assert got.dtype == table.dtype and got.shape == (data.size,)
+    assert np.array_equal(got.view(np.uint16), table[data.reshape(-1)].view(np.uint16))
+    pairs = rng.integers(0, 2 ** 16, 256).astype("<u2")
+    assert np.array_equal(gather_bytes(pairs, data.view(np.int8)), pairs[data.reshape(-1)])
+    with pytest.raises(ValueError, match="256"):
+        gather_bytes(table[:16], data)
