@@ -11,6 +11,12 @@
 * Seed 1's rows: the PFA route refuses a TND mask with sparse_mode 0 (``rand_arch22_1_02287``), an
   actual_shared_prefix_len beyond S of the shared prefix (``rand_arch22_1_06086``) and a 4-D paged cache
   with a BSND query (``rand_arch22_1_01829``); the mirror accepted all three.
+* Seed 1's NZ antiquant rows: the legacy IFA route refuses key and value scales of different shapes
+  (``rand_arch22_1_03954``: (2, 128) and (2, 256), ``CheckKeyAndValueAntiquantOffset``) and per-channel
+  scales of an NZ cache that are not the layout's shape (``rand_arch22_1_04011``, ``rand_arch22_1_06329``:
+  (2, 128) with BNSD, which wants (N2, 1, D), ``CheckGqaAntiQuantPerChannel``). The oracle's logged reason
+  was a DT_UNDEFINED size query: these UT-format rows give the scales no format, and op_host failed the
+  format check first; with ND formats it names the two rules above.
 """
 
 from __future__ import annotations
@@ -83,5 +89,13 @@ def rows_seed1(corpus_file):
                                          ("rand_arch22_1_06086", "actual_shared_prefix_len"),
                                          ("rand_arch22_1_01829", "key")])
 def test_pfa_rejections_op_host_makes(rows_seed1, case, param):
+    rec = cvtile_record(rows_seed1[case], "arch22")
+    assert rec["got"] == "FAILED" and param in rec["error"], rec
+
+
+@pytest.mark.parametrize("case, param", [("rand_arch22_1_03954", "value_antiquant_scale"),
+                                         ("rand_arch22_1_04011", "key_antiquant_scale"),
+                                         ("rand_arch22_1_06329", "key_antiquant_scale")])
+def test_ifa_nz_antiquant_rejections_op_host_makes(rows_seed1, case, param):
     rec = cvtile_record(rows_seed1[case], "arch22")
     assert rec["got"] == "FAILED" and param in rec["error"], rec

@@ -30,10 +30,12 @@ The legacy IFA tiling walks the call in this order; the first broken rule reject
    block rules (N2*D <= 65535 for BSH, 0 < block_size <= 512, alignment, lengths fit the table), kv
    padding (not int4, not MLA), shared prefix (same kv dtype, no paged cache / kv padding, shapes, length).
 
-6. *Antiquant*: KV antiquant needs a scale (``antiquant_scale`` or ``key_antiquant_scale``).
+6. *Antiquant*: KV antiquant needs a scale (``antiquant_scale`` or ``key_antiquant_scale``); the key's and
+   the value's own scales (and offsets) share a shape (and dtype) unless the modes are 0/1; an NZ cache's
+   per-channel parameters of 1-3 dims have the layout's shape (BNSD (N2, 1, D), BSND/TND (N2, D), BSH (N2*D)).
 
-Not mirrored (documented gap): the per-mode antiquant parameter shape rules, the MLA rope tensor shape
-rules and the GQA NZ cache rules; calls reaching them are accepted here.
+Not mirrored (documented gap): the other per-mode antiquant parameter shape and dtype rules, the MLA rope
+tensor shape rules and the other GQA NZ cache rules; calls reaching them are accepted here.
 """
 
 from __future__ import annotations
@@ -418,11 +420,52 @@ class _IfaCall:
 
     def _antiquant_scale(self) -> None:
         """``ProcessAntiQuant``: with KV antiquant the scale must exist (``antiquant_scale``, or
-        ``key_antiquant_scale`` when key and value carry their own)."""
+        ``key_antiquant_scale`` when key and value carry their own); then the rules of key and value
+        parameters of their own (``CheckKeyAndValueAntiquantOffset``) and the GQA NZ cache's per-channel
+        shapes (``CheckGqaAntiQuantPerChannel``)."""
         p = self.p
         if self.anti_quant and not self.rope and not (present(p.antiquant_scale) or present(p.key_antiquant_scale)):
             _fail("antiquant_scale", None, "KV antiquant (int8/int4 key/value) needs antiquant_scale or "
                                            "key_antiquant_scale")
+        if self.anti_quant and not self.rope:
+            split = self._split_antiquant_params()
+            if split and self.kv_nz and p.key_antiquant_mode == 0 and p.value_antiquant_mode == 0:
+                self._gqa_nz_per_channel(p.key_antiquant_scale.shape)
+
+    def _split_antiquant_params(self) -> bool:
+        """``CheckKeyAndValueAntiquantOffset``: unless the key is per channel and the value per token (modes 0/1),
+        the key's and the value's offsets share a dtype and a shape, and so do their scales. True when both
+        scales are given (op_host's ``kvAntiParamSplitFlag_``)."""
+        p = self.p
+        mixed = (p.key_antiquant_mode, p.value_antiquant_mode) == (0, 1)
+        ko, vo = p.key_antiquant_offset, p.value_antiquant_offset
+        if present(ko) and present(vo) and not mixed:
+            if ko.dtype != vo.dtype:
+                _fail("value_antiquant_offset", vo.dtype, f"the key's and the value's antiquant offsets share a "
+                                                          f"dtype ({ko.dtype})")
+            if tuple(ko.shape) != tuple(vo.shape):
+                _fail("value_antiquant_offset", tuple(vo.shape), f"the key's and the value's antiquant offsets "
+                                                                 f"share a shape ({tuple(ko.shape)})")
+        ks, vs = p.key_antiquant_scale, p.value_antiquant_scale
+        if not (present(ks) and present(vs)):
+            return False
+        if not mixed and tuple(ks.shape) != tuple(vs.shape):
+            _fail("value_antiquant_scale", tuple(vs.shape), f"the key's and the value's antiquant scales share a "
+                                                            f"shape ({tuple(ks.shape)})")
+        return True
+
+    def _gqa_nz_per_channel(self, shape) -> None:
+        """``CheckKVAntiQuantParaShapeLegal`` / ``CheckGqaAntiQuantPerChannel``: per-channel parameters of an NZ
+        cache with 3, 2 or 1 dims are checked against the input layout's own shape: BNSD (N2, 1, D), BSND and
+        TND (N2, D), BSH (N2*D,) (another layout string is not checked there)."""
+        shape = tuple(shape)
+        if len(shape) not in (1, 2, 3):
+            return
+        want = {"BNSD": (self.n2, 1, self.d), "BSND": (self.n2, self.d), "TND": (self.n2, self.d),
+                "BSH": (self.n2 * self.d,)}.get(self.layout)
+        if want is not None and shape != want:
+            _fail("key_antiquant_scale", shape, f"per-channel antiquant parameters of an NZ cache with layout "
+                                                f"{self.layout} must be {list(want)}")
 
     def _actual_seq(self) -> None:
         p = self.p
