@@ -245,7 +245,8 @@ def test_bad_per_channel_shape_names_the_parameter_and_the_shapes():
     with pytest.raises(ParamError) as info:
         fia(q, k, v, key_antiquant_scale=np.ones((3, 64), np.float16), value_antiquant_scale=np.ones((3, 64),
             np.float16), **kw)
-    assert info.value.param == "key_antiquant_scale" and "N2*D" in str(info.value)
+    # op_host's CheckKVAntiQuantPerChannel (the tiling mirror) lists the accepted per-channel shapes
+    assert info.value.param == "key_antiquant_scale" and "[1, 128]" in str(info.value), str(info.value)
 
 
 def test_short_per_token_table_is_refused():
@@ -258,17 +259,26 @@ def test_short_per_token_table_is_refused():
     assert info.value.param == "key_antiquant_scale" and ">= 300" in str(info.value)
 
 
-@pytest.mark.parametrize("extra, param", [
-    (dict(key_antiquant_mode=0, value_antiquant_mode=1), "value_antiquant_mode"),
-    (dict(key_antiquant_mode=4, value_antiquant_mode=4), "key_antiquant_mode"),   # modes 4/5: paged only
-])
-def test_unsimulated_antiquant_variants_name_their_parameter(extra, param):
+def test_per_channel_key_with_per_token_value_is_an_unsimulated_kernel():
+    """Modes 0/1 (the key per channel in the query's dtype, the value per token in fp32, as op_host requires)
+    are a separate kernel: refused by name."""
     rng = np.random.default_rng(14)
-    q, k, v, kw = _refusal(rng, **extra)
-    one = np.full((1,), 0.01, np.float16)
+    q, k, v, kw = _refusal(rng, key_antiquant_mode=0, value_antiquant_mode=1)
     with pytest.raises(UnsupportedParameterError) as info:
+        fia(q, k, v, key_antiquant_scale=np.full((1,), 0.01, np.float16),
+            value_antiquant_scale=np.full((2, 300), 0.01, np.float32), **kw)
+    assert info.value.param == "value_antiquant_mode"
+
+
+def test_paged_antiquant_modes_without_a_block_table_are_refused_as_op_host_does():
+    """Modes 4/5 keep their parameters in the paged cache: op_host's CheckKVAntiQuantMode refuses them without
+    one (aclnn 561002)."""
+    rng = np.random.default_rng(14)
+    q, k, v, kw = _refusal(rng, key_antiquant_mode=4, value_antiquant_mode=4)
+    one = np.full((1,), 0.01, np.float16)
+    with pytest.raises(ParamError) as info:
         fia(q, k, v, key_antiquant_scale=one, value_antiquant_scale=one, **kw)
-    assert info.value.param == param
+    assert info.value.param == "key_antiquant_mode"
 
 
 def test_v2_dequant_scales_run_and_a_sink_is_refused():
@@ -283,7 +293,7 @@ def test_v2_dequant_scales_run_and_a_sink_is_refused():
         fia_v2(q, k, v, dequant_scale_key=one, dequant_scale_value=one, learnable_sink=np.zeros(8, np.float16),
                num_query_heads=8, num_key_value_heads=2, input_layout="BNSD")
     assert info.value.param == "learnable_sink"
-    with pytest.raises(UnsupportedParameterError) as info:
+    with pytest.raises(ParamError) as info:   # paged modes without a block table: op_host's refusal, V2 names
         fia_v2(q, k, v, dequant_scale_key=one, dequant_scale_value=one, key_quant_mode=4, value_quant_mode=4,
                num_query_heads=8, num_key_value_heads=2, input_layout="BNSD")
     assert info.value.param == "key_quant_mode"

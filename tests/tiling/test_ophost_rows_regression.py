@@ -17,6 +17,9 @@
   (2, 128) with BNSD, which wants (N2, 1, D), ``CheckGqaAntiQuantPerChannel``). The oracle's logged reason
   was a DT_UNDEFINED size query: these UT-format rows give the scales no format, and op_host failed the
   format check first; with ND formats it names the two rules above.
+* Seed 2's rows: a per-channel key scale of 5 dims (``rand_arch22_2_00001``: ``CheckKVAntiQuantParaShapeLegal``
+  takes 1-4) and a paged TND call on the PFA route whose value D (64, read from a (blocks, block size, H)
+  cache as H / num_key_value_heads) does not pair with the query's and key's 128 (``rand_arch22_2_05206``).
 """
 
 from __future__ import annotations
@@ -98,4 +101,18 @@ def test_pfa_rejections_op_host_makes(rows_seed1, case, param):
                                          ("rand_arch22_1_06329", "key_antiquant_scale")])
 def test_ifa_nz_antiquant_rejections_op_host_makes(rows_seed1, case, param):
     rec = cvtile_record(rows_seed1[case], "arch22")
+    assert rec["got"] == "FAILED" and param in rec["error"], rec
+
+
+@pytest.fixture(scope="module")
+def rows_seed2(corpus_file):
+    with open(corpus_file("ut_tiling/fia_arch22.csv"), newline="") as fh:
+        corpus = list(csv.DictReader(fh))
+    return {r["case_name"]: r for r in random_rows("arch22", 10000, seed=2, corpus_rows=corpus)}
+
+
+@pytest.mark.parametrize("case, param", [("rand_arch22_2_00001", "key_antiquant_scale"),
+                                         ("rand_arch22_2_05206", "query")])
+def test_antiquant_rank_and_paged_tnd_head_dims_op_host_refuses(rows_seed2, case, param):
+    rec = cvtile_record(rows_seed2[case], "arch22")
     assert rec["got"] == "FAILED" and param in rec["error"], rec

@@ -429,8 +429,7 @@ class _IfaCall:
                                            "key_antiquant_scale")
         if self.anti_quant and not self.rope:
             split = self._split_antiquant_params()
-            if split and self.kv_nz and p.key_antiquant_mode == 0 and p.value_antiquant_mode == 0:
-                self._gqa_nz_per_channel(p.key_antiquant_scale.shape)
+            self._antiquant_param(split)
 
     def _split_antiquant_params(self) -> bool:
         """``CheckKeyAndValueAntiquantOffset``: unless the key is per channel and the value per token (modes 0/1),
@@ -454,18 +453,102 @@ class _IfaCall:
                                                             f"shape ({tuple(ks.shape)})")
         return True
 
-    def _gqa_nz_per_channel(self, shape) -> None:
+    def _antiquant_param(self, split: bool) -> None:
+        """``ProcessAntiQuantMode`` / ``CheckAntiQuantParam`` for the scale (the key's, when key and value carry
+        their own) and its offset: the effective mode (split: the key's mode, 2 meaning per channel per head,
+        3-5 per token; key 0 with value 1 is mode 2; combined: ``antiquant_mode`` in 0..2), the offset of the
+        scale's rank, the per-channel shapes (``CheckKVAntiQuantParaShapeLegal``: per tensor (A,), per channel
+        (A, N2, 1, D), (A, 1, N2, D), (A, N2, D) or (A, N2*D) with A = 1 for split parameters, else 2; an NZ
+        cache's own shapes; per tensor per head (N2,)) and the dtypes (per channel: the query's; per token:
+        float32; the offset: the scale's). Per-token shapes are not mirrored."""
+        p = self.p
+        if split:
+            km, vm = p.key_antiquant_mode, p.value_antiquant_mode
+            if (km, vm) == (0, 1):
+                mode, per_head, paged_params = 2, False, False
+            elif km != vm:
+                _fail("value_antiquant_mode", vm, f"the key's and the value's antiquant modes must be equal "
+                                                  f"(or 0 and 1), got {km} and {vm}")
+            elif self.kv_nz and km not in (0, 1):
+                _fail("key_antiquant_mode", km, "an NZ cache takes antiquant mode 0 or 1")
+            elif self.kv_nz and self.layout == "TND" and km == 1:
+                _fail("key_antiquant_mode", km, "an NZ cache with TND takes no per-token antiquant")
+            elif km not in range(6):
+                _fail("key_antiquant_mode", km, "antiquant modes are 0-5")
+            else:
+                mode = {0: 0, 1: 1, 2: 0, 3: 1, 4: 1, 5: 1}[km]
+                per_head, paged_params = km in (2, 3, 5), km in (4, 5)
+                if paged_params and not self.paged:
+                    _fail("key_antiquant_mode", km, "antiquant modes 4/5 manage their parameters in the paged "
+                                                    "cache: they need a block_table")
+            scale, offset, sname, oname = (p.key_antiquant_scale, p.key_antiquant_offset, "key_antiquant_scale",
+                                           "key_antiquant_offset")
+        else:
+            mode, per_head, paged_params = p.antiquant_mode, False, False
+            if mode not in (0, 1, 2):
+                _fail("antiquant_mode", mode, "antiquant_mode must be 0, 1 or 2")
+            scale, offset, sname, oname = p.antiquant_scale, p.antiquant_offset, "antiquant_scale", "antiquant_offset"
+        if not present(scale):
+            return
+        if present(offset) and len(offset.shape) != len(scale.shape):
+            _fail(oname, tuple(offset.shape), f"{oname} must have the rank of {sname} ({len(scale.shape)})")
+        for name, t in ((sname, scale), (oname, offset)):
+            if present(t):
+                self._antiquant_shape(name, tuple(t.shape), mode, per_head, paged_params, 1 if split else 2, split)
+        if mode == 0 and scale.dtype != self.q_dtype:
+            _fail(sname, scale.dtype, f"per-channel antiquant scales have the query's dtype ({self.q_dtype})")
+        if mode == 1 and scale.dtype != "float32":
+            _fail(sname, scale.dtype, "per-token antiquant scales are float32")
+        if mode == 2 and split:   # key per channel, value per token
+            if scale.dtype != self.q_dtype:
+                _fail(sname, scale.dtype, f"the per-channel key scale has the query's dtype ({self.q_dtype})")
+            vs = p.value_antiquant_scale
+            if vs.dtype != "float32":
+                _fail("value_antiquant_scale", vs.dtype, "the per-token value scale is float32")
+            vo = p.value_antiquant_offset
+            if present(vo) and vo.dtype != vs.dtype:
+                _fail("value_antiquant_offset", vo.dtype, "the value's antiquant offset has its scale's dtype")
+        if present(offset) and offset.dtype != scale.dtype:
+            _fail(oname, offset.dtype, f"{oname} has the dtype of {sname} ({scale.dtype})")
+
+    def _antiquant_shape(self, name: str, s: tuple, mode: int, per_head: bool, paged_params: bool, a: int,
+                         split: bool) -> None:
+        if mode == 0 and self.kv_nz and len(s) in (1, 2, 3):
+            if split:
+                self._gqa_nz_per_channel(name, s)
+            elif len(s) in (2, 3):
+                self._per_channel_shape(name, s, a)
+            return
+        if per_head and not paged_params:
+            if mode == 0 and s != (self.n2,):
+                _fail(name, s, f"per-tensor per-head antiquant parameters are ({self.n2},)")
+            return
+        if mode == 1:
+            return
+        if len(s) == 1:
+            if s != (a,):
+                _fail(name, s, f"per-tensor antiquant parameters are ({a},)")
+        elif len(s) in (2, 3, 4):
+            self._per_channel_shape(name, s, a)
+        else:
+            _fail(name, s, f"per-channel antiquant parameters have 1-4 dims, not {len(s)}")
+
+    def _per_channel_shape(self, name: str, s: tuple, a: int) -> None:
+        """``CheckKVAntiQuantPerChannel``: (A, N2, 1, D), (A, 1, N2, D), (A, N2, D) or (A, N2*D)."""
+        n2, d = self.n2, self.d
+        if s not in ((a, n2, 1, d), (a, 1, n2, d), (a, n2, d), (a, n2 * d)):
+            _fail(name, s, f"per-channel antiquant parameters are [{a}, {n2}, 1, {d}], [{a}, 1, {n2}, {d}], "
+                           f"[{a}, {n2}, {d}] or [{a}, {n2 * d}]")
+
+    def _gqa_nz_per_channel(self, name: str, shape: tuple) -> None:
         """``CheckKVAntiQuantParaShapeLegal`` / ``CheckGqaAntiQuantPerChannel``: per-channel parameters of an NZ
         cache with 3, 2 or 1 dims are checked against the input layout's own shape: BNSD (N2, 1, D), BSND and
         TND (N2, D), BSH (N2*D,) (another layout string is not checked there)."""
-        shape = tuple(shape)
-        if len(shape) not in (1, 2, 3):
-            return
         want = {"BNSD": (self.n2, 1, self.d), "BSND": (self.n2, self.d), "TND": (self.n2, self.d),
                 "BSH": (self.n2 * self.d,)}.get(self.layout)
         if want is not None and shape != want:
-            _fail("key_antiquant_scale", shape, f"per-channel antiquant parameters of an NZ cache with layout "
-                                                f"{self.layout} must be {list(want)}")
+            _fail(name, shape, f"per-channel antiquant parameters of an NZ cache with layout {self.layout} must be "
+                               f"{list(want)}")
 
     def _actual_seq(self) -> None:
         p = self.p

@@ -396,8 +396,8 @@ def _tnd(p, layout: str, paged: bool) -> None:
     """``CheckInputShapeWhenLayoutIsTND`` and ``CheckActSeqWhenLayoutIsTND`` (TND and NTD_TND on the PFA
     route): both length lists with values, T of query (and of an unpaged key/value) equal to the last
     cumulative length, heads consistent (a paged (blocks, block size, H) cache has the attribute's heads),
-    the head dim pairs (192, 192, 192|128) or equal 128 / 64 (with rope: 128 + rope 64), no value D 192 with
-    G > 1 or NTD_TND, a bf16 query; then as many query as kv lengths, none negative, none decreasing (kv:
+    the head dim pairs (192, 192, 192|128) or equal 128 / 64 (with rope: 128 + rope 64; a paged cache's D read
+    as op_host reads it, ``_paged_head_dim``), no value D 192 with G > 1 or NTD_TND, a bf16 query; then as many query as kv lengths, none negative, none decreasing (kv:
     unless paged)."""
     lists = (("actual_seq_lengths", p.actual_seq_lengths), ("actual_seq_lengths_kv", p.actual_seq_lengths_kv))
     for name, t in lists:
@@ -414,15 +414,19 @@ def _tnd(p, layout: str, paged: bool) -> None:
         return                                # the rank rules above have refused it
     if q[t_axis] != aq[-1]:
         _fail("query", q, f"with {layout} T of query must equal the last actual_seq_lengths ({aq[-1]})")
+    dims = None
     if paged:
         kn, vn = ((p.num_key_value_heads if len(t) == 3 else (t[1] if len(t) > 1 else 0)) for t in (k, v))
         _tnd_heads(p, layout, q[n_axis], kn, vn)
+        if all(len(t) in (3, 4, 5) for t in (k, v)):
+            dims = (q[2], _paged_head_dim(k, p.num_key_value_heads), _paged_head_dim(v, p.num_key_value_heads), kn)
     elif len(k) == 3 and len(v) == 3:
         if k[t_axis] != akv[-1] or v[t_axis] != akv[-1]:
             _fail("key", k, f"with {layout} T of key and value must equal the last actual_seq_lengths_kv ({akv[-1]})")
-        kn = k[n_axis]
-        _tnd_heads(p, layout, q[n_axis], kn, v[n_axis])
-        qd, kd, vd = q[2], k[2], v[2]
+        _tnd_heads(p, layout, q[n_axis], k[n_axis], v[n_axis])
+        dims = (q[2], k[2], v[2], k[n_axis])
+    if dims is not None:
+        qd, kd, vd, kn = dims
         g = q[n_axis] // kn
         if present(p.query_rope) or present(p.key_rope):
             if (qd, kd, vd) != (128, 128, 128):
@@ -444,6 +448,14 @@ def _tnd(p, layout: str, paged: bool) -> None:
     for name, vals in (("actual_seq_lengths", aq), ("actual_seq_lengths_kv", None if paged else akv)):
         if vals is not None and any(b < a for a, b in zip(vals, vals[1:])):
             _fail(name, vals, f"with {layout} the cumulative lengths must not decrease")
+
+
+def _paged_head_dim(t, n_kv: int) -> int:
+    """``GetDFromInputShape`` of a paged cache: NZ (blocks, N, D/16, block size, 16), BBH (blocks, block size,
+    H = N * D) with N the num_key_value_heads attribute, BNBD (blocks, N, block size, D)."""
+    if len(t) == 5:
+        return t[4] * t[2]
+    return t[2] // n_kv if len(t) == 3 else t[3]
 
 
 def _tnd_heads(p, layout: str, qn: int, kn: int, vn: int) -> None:
