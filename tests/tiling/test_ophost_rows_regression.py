@@ -35,11 +35,16 @@ from cvtile.tiling.platform import ut_platform
 from cvtile.tiling.random_calls import random_rows
 
 
-@pytest.fixture(scope="module")
-def rows_seed0(corpus_file):
+def _rows(corpus_file, seed: int) -> dict:
+    """The generator's 10,000 arch22 rows of ``seed`` (mutating the UT corpus), by case name."""
     with open(corpus_file("ut_tiling/fia_arch22.csv"), newline="") as fh:
         corpus = list(csv.DictReader(fh))
-    return {r["case_name"]: r for r in random_rows("arch22", 10000, seed=0, corpus_rows=corpus)}
+    return {r["case_name"]: r for r in random_rows("arch22", 10000, seed=seed, corpus_rows=corpus)}
+
+
+@pytest.fixture(scope="module")
+def rows_seed0(corpus_file):
+    return _rows(corpus_file, 0)
 
 
 #: op_host's answers (tiling key, block dim, workspace bytes) for the rows, from the oracle
@@ -83,9 +88,7 @@ def test_legacy_pfa_workspace_is_marked_unmodelled(rows_seed0):
 
 @pytest.fixture(scope="module")
 def rows_seed1(corpus_file):
-    with open(corpus_file("ut_tiling/fia_arch22.csv"), newline="") as fh:
-        corpus = list(csv.DictReader(fh))
-    return {r["case_name"]: r for r in random_rows("arch22", 10000, seed=1, corpus_rows=corpus)}
+    return _rows(corpus_file, 1)
 
 
 @pytest.mark.parametrize("case, param", [("rand_arch22_1_02287", "atten_mask"),
@@ -106,9 +109,7 @@ def test_ifa_nz_antiquant_rejections_op_host_makes(rows_seed1, case, param):
 
 @pytest.fixture(scope="module")
 def rows_seed2(corpus_file):
-    with open(corpus_file("ut_tiling/fia_arch22.csv"), newline="") as fh:
-        corpus = list(csv.DictReader(fh))
-    return {r["case_name"]: r for r in random_rows("arch22", 10000, seed=2, corpus_rows=corpus)}
+    return _rows(corpus_file, 2)
 
 
 @pytest.mark.parametrize("case, param", [("rand_arch22_2_00001", "key_antiquant_scale"),
