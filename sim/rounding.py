@@ -324,18 +324,6 @@ def _cvt_f16_f32(typingctx, u):
     return types.float32(types.uint16), codegen
 
 
-@intrinsic
-def _cvt_round_f16(typingctx, x):
-    """float32 -> float32 through fp16 (``fpext(fptrunc(x))``: VCVTPS2PH then VCVTPH2PS)."""
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.fpext(builder.fptrunc(args[0], ir.HalfType()), ir.FloatType())
-
-    return types.float32(types.float32), codegen
-
-
 @njit(inline="always")
 def hard_f16_bits_to_f32(u):
     """:func:`soft_f16_bits_to_f32` by the hardware conversion; a NaN keeps its payload (and so stays signalling
@@ -355,8 +343,9 @@ def hard_f32_to_f16_bits(x):
 
 @njit(inline="always")
 def hard_round_to_f16(x):
-    """:func:`soft_round_to_f16` by the hardware conversions (bit-identical, NaNs included)."""
-    return _cvt_round_f16(np.float32(x))
+    """:func:`soft_round_to_f16` by the hardware conversions (bit-identical, NaNs included): VCVTPS2PH then
+    VCVTPH2PS (LLVM folds the bit casts between them)."""
+    return _cvt_f16_f32(_cvt_f32_f16(np.float32(x)))
 
 
 def _hardware_f16() -> bool:

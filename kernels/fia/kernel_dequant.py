@@ -120,11 +120,8 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
         s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, 0, D, DV, LAYOUT, CACHE)
-        if GROUP:   # the (S', D) rows of kv head n2's (B, N2, S', D) scale tables
-            ksr, kor, vsr, vor = ks[b, n2], ko, vs[b, n2], vo
-        else:
-            ksr, kor, vsr, vor = param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET,
-                                            PAGED_PARAMS)
+        ksr, kor, vsr, vor = param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET,
+                                        PAGED_PARAMS, GROUP)
         with ct.cube():
             q1 = ct.load(qv[ct.ds(m0, M, valid=mrows), 0:D])
         with ct.vector():

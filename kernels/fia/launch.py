@@ -12,7 +12,7 @@ one left-up band per batch; an explicit mask to [Bm, S1, S2]; the tree mask of
 sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
 launches ``fia_attention`` (for an int8 or int4 key/value cache ``fia_antiquant``, the A2/A3 MSD kernel, or on
-Ascend950 ``fia_dequant``, which dequantises K/V before the cube; ``fia_fullquant`` for full int8 quantisation) on ``used_cores`` cores, then
+Ascend950 ``fia_dequant``, which dequantises K/V before the cube and also takes FP8 and MXFP4 caches; ``fia_fullquant`` for full int8 quantisation) on ``used_cores`` cores, then
 ``fia_fd_combine`` on
 the vector cores that the tiling's SplitFD gave work.
 
@@ -102,7 +102,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
 
     ``antiquant``: a ``golden.antiquant.AntiquantSpec`` for an int8 (or int4, unpacked to int8 values: its
     ``int4``) key/value cache: the call runs ``fia_antiquant`` (MSD with ``msd_digit_count`` digits) instead of
-    ``fia_attention``.
+    ``fia_attention``; on arch35 ``fia_dequant``, which also takes an FP8 or FP4 cache (widened on the host,
+    ``float_cache_widened``).
 
     ``fullquant``: a ``fullquant.FullQuantSpec`` for int8 query, key and value: the call runs ``fia_fullquant``
     (the output is fp16 unless post-quantised)."""

@@ -53,7 +53,8 @@ Semantics decisions (with their sources)
 
 Scope: post-quant (int8 output) is applied as the chip rounds it (:mod:`.quant`);
 an int8 or int4 KV cache with its antiquant parameters (modes 0-5, :mod:`.antiquant`; an int4
-cache as int4 or as op_api's int32 packing, :mod:`.int4`) is dequantised exactly in float64, with P
+cache as int4 or as op_api's int32 packing, :mod:`.int4`; on arch35 also an FP8 E4M3 cache, and an FP4 E2M1
+one with per-token-group E8M0 scales, mode 6) is dequantised exactly in float64, with P
 unrounded (A2/A3: the chip's MSD split keeps P to ~1e-7), or for an arch35 ``target`` (Ascend950's dequant
 kernel) with each dequant step rounded to the query's dtype and P rounded as ``p_dtype`` says; the split rope (``query_rope`` / ``key_rope``) joins
 each head's rope values to its D, one dot product over D + D_rope (:mod:`.rope`); the query's dequant
@@ -194,7 +195,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
 
     Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
     ``learnable_sink``). ``quant_scale2`` / ``quant_offset2`` post-quantise the
-    output to int8 (:mod:`.quant`); an int8 or int4 key/value with its antiquant scale (and offset) is
+    output to int8 (:mod:`.quant`); an int8 or int4 (on arch35 also FP8 or FP4) key/value with its antiquant
+    scale (and offset) is
     dequantised exactly, ``(x + offset) · scale`` (:mod:`.antiquant`), and P is then never rounded (``p_dtype``
     is ignored: the A2/A3 chip splits the fp32 P into int8 or int4 digits instead of rounding it; on arch35 see
     ``target`` below); ``query_rope`` /
