@@ -66,8 +66,9 @@ class CheckMode:
         slot element read before this core group wrote it is one too. Cost: a pass over each such tile per
         reader; one shadow word per workspace element touched.
     write_once
-        Counts the writes of every element of every user tensor the kernel stores into. An element written
-        twice, or (for a *pure output*: a tensor no launch of the session reads) never written while others
+        Counts the writes of every element of every user tensor the kernel stores into and does not read
+        back (a tensor it reads too is its own scratch, such as FIA's GM accumulator, rewritten by design;
+        races still judges it). An element written twice, or (for a *pure output*: a tensor no launch of the session reads) never written while others
         of the tensor are, is a ``WriteOnceError`` with the number of such elements, the first index and the
         store's line. Cost: one atomic compare-and-swap per stored element (shared with ``races``).
     races

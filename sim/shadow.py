@@ -486,8 +486,10 @@ class ShadowPlan:
         if mode.races or mode.write_once:
             for p, v in params:
                 if p.kind == "tensor" and v.id in stored:
+                    # write-once judges what the kernel only writes: a tensor it also reads back is its own
+                    # scratch (FIA's GM accumulator) or updated in place, rewritten by design
                     tensors.append(TrackedTensor(p.name, v.id, mode.races, mode.races and v.id in read,
-                                                 mode.write_once, stored[v.id]))
+                                                 mode.write_once and v.id not in read, stored[v.id]))
         if mode.races or mode.uninit:
             for (p, v), ch in zip([pv for pv in params if pv[0].kind == "workspace"], data):
                 item = ch.tile.dtype.itemsize

@@ -40,10 +40,15 @@ C2(i) (ascendc_backend.md §3: "C1(i) | V1(i-1), C2(i-1) | V2(i-2)").
   ``depth`` slots (the preload depth); fewer slots than stages is a
   compile-time error.
 
-A loop is pipelined only when its step is a positive constant, every op in
-it belongs to one program's stage, and it has no GM stores or loads of its
-own outside channel spans; otherwise it is left as it is (still correct:
-the flags order the programs either way).
+A loop is pipelined only when its step is a positive constant and every op in
+it belongs to one program's stage; otherwise it is left as it is (still
+correct: the flags order the programs either way). A GM tensor the loop
+stores to outside channel spans (a core's scratch rows, such as FIA's GM
+accumulator) is its program's own memory: every op of that program's loop
+that reads or writes it is put in one stage (the latest of theirs), so its
+accesses keep their order across iterations. (A GM tensor both sides touch
+is ordered by a GM-order channel of split_cv, and a loop holding one is not
+pipelined.)
 
 Invariants
 ----------
@@ -109,11 +114,28 @@ def _pipelinable(loop: Op) -> bool:
     if not (isinstance(step, Value) and isinstance(step.const, int) and step.const > 0):
         return False
     for o in walk(loop.blocks[0]):
-        if o.kind == "store" and not o.attrs.get("handoff"):
-            return False   # a GM store of the kernel's own: reordering it across iterations is not proven safe
         if o.attrs.get("channels") and not o.attrs.get("handoff"):
             return False   # a span of a GM-order channel
     return True
+
+
+# ------------------------------------------------------------------ the loop's own GM memory
+
+def _gm_tensors(op: Op) -> set:
+    """Ids of the GM tensors an op (with its nested ops) reads or writes through a window."""
+    return {w.tensor.id for o in [op] + [x for b in op.blocks for x in walk(b)] for w in o.windows.values()}
+
+
+def _memory_groups(body: Block) -> list:
+    """Per scratch tensor of the body, the top-level ops that touch it (they must share a stage)."""
+    groups = []
+    scratch = {o.windows["window"].tensor.id for o in walk(body)
+               if o.kind == "store" and not o.attrs.get("handoff")}
+    for tid in scratch:
+        ops = [op for op in body.ops[:-1] if tid in _gm_tensors(op)]
+        if len(ops) > 1:
+            groups.append(ops)
+    return groups
 
 
 # ------------------------------------------------------------------ stages
@@ -204,13 +226,21 @@ def _reads(op: Op, maker: dict):
 
 def _fix_recurrences(body: Block, st: dict) -> bool:
     """Readers of a carried value no earlier than the stage that makes its next value; then readers of every
-    value no earlier than its maker (stages only grow)."""
+    value no earlier than its maker, and the accesses of each scratch GM tensor in one stage (stages only
+    grow)."""
     ops = body.ops[:-1]
     maker = {r.id: op for op in ops for r in op.results}
     carried = body.args[1:]
     ys = body.ops[-1].args
-    for _ in range(len(ops) + 2):
+    groups = [[op for op in g if id(op) in st] for g in _memory_groups(body)]
+    for _ in range(2 * len(ops) + 2):
         changed = False
+        for g in groups:    # a scratch tensor's accesses in one stage: the latest of theirs
+            top = max((st[id(op)] for op in g), default=0)
+            for op in g:
+                if st[id(op)] != top:
+                    st[id(op)] = top
+                    changed = True
         for op in ops:
             if id(op) not in st:
                 continue

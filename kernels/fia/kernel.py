@@ -16,7 +16,11 @@ last: a flash-decode part of the legacy IFA route starts anywhere and ends in a 
     V2  go = go · dm + o                  (vector)
 
 and at the end of the row: out = go / gl (cast to the output dtype), lse =
-gm + log(gl). A row split across cores (flash decode) instead writes its
+gm + log(gl). With GM_ACC (a tall row block, whose fp32 accumulator would crowd
+UB: ``launch.gm_accumulator``) go lives in the core's workspace rows
+``ws_acc[core]``, as op_host's vec2 workspace holds it: zeroed at the row's
+start, V2 reads, updates and writes it back (row chunk by row chunk), and the
+row's end reads it once; the numbers are the same (fp32 in, fp32 out). A row split across cores (flash decode) instead writes its
 partial (go / gl, gm, gl) to the workspace slot of its piece, and
 ``fia_fd_combine`` merges the pieces of each split row: M = max mᵢ,
 wᵢ = exp(mᵢ - M)·lᵢ, L = Σ wᵢ, O = Σ (wᵢ / L)·Oᵢ, lse = M + log L.
@@ -420,13 +424,14 @@ def prefix_part(kv0, n, cut, straddle, h):
 
 
 @ct.inline
-def kv_step(q1, kv, vv, kpv, vpv, plen, a, m, jj, gm, gl, go, sk, last, scale, b, n2, s1, q0, k0, m0, mrows, qpos,
-            lo, hi, qhead, mask, pse, blocks, mod0, mod1, mod2, mod3, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND,
-            MASK, SCORE_MOD, MASK_MOD, NCAP, SPARSE, SINK, P_DTYPE, PREFIX):
+def kv_step(q1, kv, vv, kpv, vpv, plen, a, m, jj, gm, gl, go, wacc, sk, last, scale, b, n2, s1, q0, k0, m0, mrows,
+            qpos, lo, hi, qhead, mask, pse, blocks, mod0, mod1, mod2, mod3, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW,
+            BAND, MASK, SCORE_MOD, MASK_MOD, NCAP, SPARSE, SINK, P_DTYPE, PREFIX, GM_ACC):
     """One KV step of a row task: the m KV positions from position a of the batch's attended sequence (the
     system prefix first when PREFIX: positions below plen read the prefix views kpv / vpv, the others the
     batch's own kv / vv at a - plen). C1, V1 (scale, pse, score_mod, band, mask, mask_mod, online softmax),
-    C2, V2; returns the updated (gm, gl, go)."""
+    C2, V2; returns the updated (gm, gl, go). GM_ACC: the accumulator lives in the core's workspace rows wacc
+    (V2 reads, updates and writes them back; go passes through unchanged)."""
     with ct.cube():
         if PREFIX:
             if a < plen:
@@ -474,20 +479,23 @@ def kv_step(q1, kv, vv, kpv, vpv, plen, a, m, jj, gm, gl, go, sk, last, scale, b
         else:
             o = ct.mma(p, vv[ct.ds(a, S2, valid=m), 0:DV])
     with ct.vector():
-        go = go * dm[:, None] + o
+        if GM_ACC:
+            ct.store(wacc, ct.load(wacc) * dm[:, None] + o)
+        else:
+            go = go * dm[:, None] + o
     return gm, gl, go
 
 
 @ct.jit
-def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
-                  pre, nxt, mod0, mod1, mod2, mod3, blocks, qs2, qo2, kp, vp, plen, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
+def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, ws_acc, tasks, task_ptr, qlen, kvlen,
+                  qoff, kvoff, pre, nxt, mod0, mod1, mod2, mod3, blocks, qs2, qo2, kp, vp, plen, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
                   ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, M: ct.constexpr, PSE: ct.constexpr,
                   PSE_ONE_ROW: ct.constexpr, SINK: ct.constexpr,
                   S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr, BAND: ct.constexpr, MASK: ct.constexpr,
                   LSE: ct.constexpr, FD: ct.constexpr, P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr,
                   SCORE_MOD: ct.constexpr = None, MASK_MOD: ct.constexpr = None, NCAP: ct.constexpr = 0,
                   SPARSE: ct.constexpr = False, POSTQ: ct.constexpr = 0, QOFF: ct.constexpr = False,
-                  PREFIX: ct.constexpr = False):
+                  PREFIX: ct.constexpr = False, GM_ACC: ct.constexpr = False):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
@@ -515,9 +523,12 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
         with ct.cube():
             q1 = ct.load(qv[ct.ds(m0, M, valid=mrows), 0:D])
         with ct.vector():
-            gm = ct.full((M,), -ct.inf, ct.float32, valid=mrows)
-            gl = ct.zeros((M,), ct.float32, valid=mrows)
-            go = ct.zeros((M, DV), ct.float32, valid=(mrows, DV))
+            gm, gl, go = empty_state(M, DV, mrows)
+            wacc = 0
+            if GM_ACC:   # the running accumulator in the core's workspace rows (op_host's vec2 workspace)
+                wacc = ws_acc[core, ct.ds(0, M, valid=mrows), 0:DV]
+                ct.store(wacc, go)
+                go = 0.0
             qpos, lo, hi, qhead = 0, 0, 0, 0     # (placeholders of what the features below do not need)
             if BAND or SCORE_MOD is not None or MASK_MOD is not None:
                 qpos = query_positions(m0, mrows, s1, M, ORDER, G)
@@ -542,17 +553,19 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                 cut, straddle = prefix_cut(kv0, n, plen)
                 for h in range(1 + straddle):
                     a, m = prefix_part(kv0, n, cut, straddle, h)
-                    gm, gl, go = kv_step(q1, kv, vv, kpv, vpv, plen, a, m, jj, gm, gl, go, sk,
+                    gm, gl, go = kv_step(q1, kv, vv, kpv, vpv, plen, a, m, jj, gm, gl, go, wacc, sk,
                                          last and h == straddle, scale, b, n2, s1, q0, k0, m0, mrows, qpos, lo, hi,
                                          qhead, mask, pse, blocks, mod0, mod1, mod2, mod3, ORDER, G, M, S2, D, DV,
                                          PSE, PSE_ONE_ROW, BAND, MASK, SCORE_MOD, MASK_MOD, NCAP, SPARSE, SINK,
-                                         P_DTYPE, PREFIX)
+                                         P_DTYPE, PREFIX, GM_ACC)
             else:
-                gm, gl, go = kv_step(q1, kv, vv, kv, vv, 0, kv0, n, jj, gm, gl, go, sk, last, scale, b, n2, s1,
-                                     q0, k0, m0, mrows, qpos, lo, hi, qhead, mask, pse, blocks, mod0, mod1, mod2,
+                gm, gl, go = kv_step(q1, kv, vv, kv, vv, 0, kv0, n, jj, gm, gl, go, wacc, sk, last, scale, b, n2,
+                                     s1, q0, k0, m0, mrows, qpos, lo, hi, qhead, mask, pse, blocks, mod0, mod1, mod2,
                                      mod3, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, SCORE_MOD,
-                                     MASK_MOD, NCAP, SPARSE, SINK, P_DTYPE, PREFIX)
+                                     MASK_MOD, NCAP, SPARSE, SINK, P_DTYPE, PREFIX, GM_ACC)
         with ct.vector():
+            if GM_ACC:
+                go = ct.load(wacc)
             ok, glsafe, res = normalised(go, gl)
             row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, tasks[t, 10], b,
                          n2, s1, q0, m0, mrows, OUT_LAYOUT, ORDER, TOKEN, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)

@@ -279,16 +279,19 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             **_post_quant_consts(postq, quant_offset2), serial=serial, order=order)
     elif rows:
         def attend(tab, tab_ptr, height):
+            gm_acc = gm_accumulator(plat, height, dv)
+            ws_acc = np.zeros((ncores, height, dv) if gm_acc else (1, 1, 1), np.float32)
             fia_attention.on(plat)[ncores](
-                q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, tab, tab_ptr, qlen, kvlen, qoff, kvoff,
+                q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, ws_acc, tab, tab_ptr, qlen, kvlen, qoff,
+                kvoff,
                 pre, nxt, *hook_args["tensors"], qs2, qo2, kp, vp, int(shared_prefix_len) if prefix else 0,
                 np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
                 ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=height, PSE=pse_shift is not None,
                 PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, SINK=learnable_sink is not None,
                 S2=s2_tile, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
                 FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), **hook_args["consts"],
-                **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
-                order=order)
+                **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}),
+                **({"GM_ACC": True} if gm_acc else {}), serial=serial, order=order)
         launch_in_row_passes(attend, tasks, ptr, height)
     nvec = 0
     if tiling.fd_tasks:
@@ -475,6 +478,14 @@ def m_capacity(tiling: FiaTiling, rows) -> int:
     most = max(most, max((ft.m_rows for ft in tiling.fd_tasks), default=1))
     cap = min(tiling.m_base, -(-most // 16) * 16)
     return max(cap, most)
+
+
+def gm_accumulator(plat, rows: int, dv: int) -> bool:
+    """Whether ``fia_attention`` keeps a row block's fp32 accumulator in its GM workspace (``GM_ACC``): when one
+    vector core's half of it (rows / 2 x dv fp32) would take more than a quarter of UB, the score pass beside it
+    would run in row chunks too small to pay their instruction heads. op_host reserves the vec2 workspace for
+    it (``mm2_out`` / ``vec2_out`` in the tiling's workspace layout)."""
+    return -(-rows // 2) * dv * 4 > plat.ub_usable // 4
 
 
 #: columns of the kernels' task table: b, n2, first folded row, rows, S2 block run [j0, j1), workspace slot (-1:

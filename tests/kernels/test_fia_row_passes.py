@@ -1,10 +1,11 @@
 """Every tiling op_host emits fits the simulated FIA kernel: row passes, and a sweep of the extreme configurations.
 
 op_host tiles prefills with an M base of 512 rows. The chip keeps such a task's fp32 accumulator in its GM
-workspace (``vec2_out``); the simulated kernel holds it in UB, which for a head dim of 192 and more does not fit
-(512 rows x D 192 fp32 is 384 KiB against 192 KiB of UB). ``launch.launch_in_row_passes`` then takes each row
-task in passes of fewer rows (``row_pass_heights``), each pass writing its rows of the task's flash-decode
-workspace slot from its own first row (the task table's last column). Every row's arithmetic is unchanged.
+workspace (``vec2_out``), and so does the simulated kernel (``launch.gm_accumulator``), but some tiles still do
+not fit on chip: at a head dim of 512 the 512-row query block alone fills L1 (512 KiB of fp16), and on the 950
+the hand-off slots live in UB. ``launch.launch_in_row_passes`` then takes each row task in passes of fewer rows
+(``row_pass_heights``), each pass writing its rows of the task's flash-decode workspace slot from its own first
+row (the task table's last column). Every row's arithmetic is unchanged.
 
 The sweep calls the operator over the tiling's extreme configurations (head dims 64-512, GQA ratios up to 128,
 long KV, masks, pse, sink, lse, paged KV with 512-position blocks, both arches) with the launches recorded and
@@ -87,13 +88,13 @@ def test_split_row_passes_keeps_each_task_on_its_core_in_order():
     assert table[:, 6].tolist() == [-1, -1, -1, 3, -1]
 
 
-def test_head_dim_256_prefill_runs_in_row_passes_and_matches_the_golden():
-    """B1 N1 S1 512 S2 2048 D 256 on A2: op_host's M base 512 (one 512-row task) does not fit UB; the kernel
-    takes it in row passes, and the tiling splits the KV over 4 cores (flash decode), so the passes write their
-    rows of each workspace slot from their own first row."""
+def test_head_dim_512_prefill_runs_in_row_passes_and_matches_the_golden():
+    """B1 N1 S1 512 S2 2048 D 512 on A2: op_host's M base 512 (one 512-row task) does not fit on chip; the
+    kernel takes it in row passes, and the tiling splits the KV over cores (flash decode), so the passes write
+    their rows of each workspace slot from their own first row."""
     from cvtile.kernels import compare, fia_golden_lowp
 
-    (q, k, v, kw, (out, lse)), launches = _call(A2, nq=1, nkv=1, s1=512, s2=2048, d=256, lse=True, run=True)
+    (q, k, v, kw, (out, lse)), launches = _call(A2, nq=1, nkv=1, s1=512, s2=2048, d=512, lse=True, run=True)
     attention = [launch for launch in launches if launch.kernel.name == "fia_attention"]
     assert attention and _tile_rows(attention[0]) < 512
     assert any(launch.kernel.name == "fia_fd_combine" for launch in launches)

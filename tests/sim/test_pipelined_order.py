@@ -181,6 +181,79 @@ def test_a_pipelined_loop_equals_program_order_bitwise():
     assert [c.name for c in ck.compilation.final.channels] == ["C1V1", "V1C2", "C2V2"]
 
 
+@ct.jit
+def roundtrip_scratch(x, w, ws, out, n, R: ct.constexpr, C: ct.constexpr):
+    """``roundtrip`` with the accumulator in the core's GM scratch rows ws[b] (FIA's GM_ACC)."""
+    b = ct.block_idx()
+    with ct.vector():
+        ct.store(ws[b, 0:R, 0:C], ct.zeros((R, C), ct.float32))
+    for i in range(0, n):
+        with ct.cube():
+            s = ct.mma(ct.load(x[b, i, 0:R, 0:C]), ct.load(w[0:C, 0:C]))
+        with ct.vector():
+            p = ct.cast(s * 0.5, ct.float16)
+        with ct.cube():
+            o = ct.mma(p, ct.load(w[0:C, 0:C]))
+        with ct.vector():
+            ct.store(ws[b, 0:R, 0:C], ct.load(ws[b, 0:R, 0:C]) + o)
+    with ct.vector():
+        ct.store(out[b, 0:R, 0:C], ct.load(ws[b, 0:R, 0:C]))
+
+
+@ct.jit
+def scratch_to_cube(x, w, ws, out, n, R: ct.constexpr, C: ct.constexpr):
+    """``roundtrip`` whose vector first writes GM rows the cube reads (the 950 dequant kernel's shape): the
+    flags order those accesses within an iteration, nothing across iterations."""
+    b = ct.block_idx()
+    with ct.vector():
+        acc = ct.zeros((R, C), ct.float32)
+    for i in range(0, n):
+        with ct.vector():
+            ct.store(ws[b, 0:R, 0:C], ct.cast(ct.load(x[b, i, 0:R, 0:C]) * 0.5, ct.float16))
+        with ct.cube():
+            s = ct.mma(ct.load(ws[b, 0:R, 0:C]), ct.load(w[0:C, 0:C]))
+        with ct.vector():
+            p = ct.cast(s * 0.5, ct.float16)
+        with ct.cube():
+            o = ct.mma(p, ct.load(w[0:C, 0:C]))
+        with ct.vector():
+            acc = acc + o
+    with ct.vector():
+        ct.store(out[b, 0:R, 0:C], acc)
+
+
+def test_a_loop_with_its_own_gm_scratch_is_pipelined_with_the_scratch_in_one_stage():
+    """regression: a loop that stores to GM rows of its own (FIA's accumulator at a tall M) was left
+    unpipelined; its scratch accesses now share the latest stage, and the result is bitwise roundtrip's."""
+    x, w, out, n = _roundtrip_args()
+    ref = np.zeros_like(out)
+    roundtrip[2](x, w, ref, n, R=R, C=C)
+    ws = np.zeros((2, R, C), np.float32)
+    for order in ("program", "pipelined"):
+        got = np.zeros_like(out)
+        roundtrip_scratch[2](x, w, ws, got, n, R=R, C=C, order=order)
+        assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), order
+    ck = roundtrip_scratch.compile(x, w, ws, out, n, R=R, C=C)
+    text = ck.ir_after("pipeline")
+    assert text.count("pipelined(2 stages)") == 2
+    loop = next(op for op in walk(ck.compilation.final.programs()["aiv"]) if op.kind == "for")
+    stage1 = loop.blocks[0].ops
+    scratch = [op for op in walk(loop.blocks[0]) if op.kind in ("load", "store") and
+               op.windows["window"].tensor.name == "ws"]
+    assert len(scratch) == 2
+    stage_ifs = [op for op in stage1 if op.kind == "if" and any(s in walk(op.blocks[0]) for s in scratch)]
+    assert len(stage_ifs) == 1, "the scratch load and store run in one stage"
+
+
+def test_a_loop_whose_gm_rows_the_other_program_reads_is_not_pipelined():
+    """The cube's reads of GM rows the vector wrote are ordered by a GM-order channel within the iteration only:
+    such a loop stays as written."""
+    x, w, out, n = _roundtrip_args()
+    ws = np.zeros((2, R, C), np.float16)
+    ck = scratch_to_cube.compile(x, w, ws, out, n, R=R, C=C)
+    assert "pipelined(" not in ck.ir_after("pipeline")
+
+
 def test_preload_depth_beyond_the_slots_is_a_compile_time_error():
     x, w, out, n = _roundtrip_args()
     ck = roundtrip.compile(x, w, out, n, R=R, C=C)
