@@ -16,6 +16,7 @@ from cvtile.dsl import ascendc as A
 from cvtile.dsl.jit import record_launches
 from cvtile.kernels import compare
 from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia
+from cvtile.kernels.fia.kernel import fia_attention
 from cvtile.kernels.golden.fia import fia_golden_lowp
 
 
@@ -78,7 +79,8 @@ def test_prefix_with_the_ifa_flash_decode_split_regression():
         _check(q, k, v, actual_shared_prefix_len=[250], **kw)
     names = [r.kernel.name for r in rec.launches]
     assert names == ["fia_attention", "fia_fd_combine"], names
-    tasks = rec.launches[0].args[11]   # the task table: prefix piece [0, 250) then the own parts
+    tasks = rec.launches[0].args[list(fia_attention.signature.parameters).index("tasks")]
+    # the task table: prefix piece [0, 250) then the own parts
     assert sorted({(int(t[7]), int(t[8])) for t in tasks}) == [(0, 250), (250, 800), (800, 1350)]
 
 
