@@ -24,6 +24,9 @@
   over the per-batch query lengths (``rand_arch22_2_07021``: 399 and 1720 rows, 5 blocks, launch 5; the
   sOuter planner said 9) and, with every query length 1 and G <= 16, the whole group as one unit
   (``rand_arch22_2_07141``: G 16, one unit, launch 1; the planner said 16).
+* Seed 3's rows: the PFA route checks the token windows against each batch's actual lengths (sparse 0 with
+  a mask: |pre_tokens| below the batch's KV length, ``rand_arch22_3_01402``: pre_tokens -1 with KV lengths
+  0).
 """
 
 from __future__ import annotations
@@ -141,3 +144,14 @@ def test_pfa_tnd_branch_folds_the_group_only_for_one_token_queries(rows_seed2):
     rows = tile_fia(FiaParams.from_csv_row(rows_seed2["rand_arch22_2_07021"]), ut_platform("arch22"))
     assert rows.decision("g_fold").value == 1 and rows.decision("s1_block").value == 512
     assert sorted(t.m_rows for c in rows.cores for t in c.tasks) == [184, 399, 512, 512, 512]
+
+
+@pytest.fixture(scope="module")
+def rows_seed3(corpus_file):
+    return _rows(corpus_file, 3)
+
+
+def test_pfa_token_window_against_the_batch_kv_length(rows_seed3):
+    rec = cvtile_record(rows_seed3["rand_arch22_3_01402"], "arch22")
+    assert rec["got"] == "FAILED" and "pre_tokens" in rec["error"] and "batch 0 (0)" in rec["error"], rec
+
