@@ -68,9 +68,9 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
     fd, fwhy = ifa_is_flash_decode(cores=cores, perf_mode=perf, batch=v.batch, n2=v.n2, g=v.g, s1=v.s1,
                                    max_s2=max_s2, paged=v.paged, rope=rope, gqa_mtp=kv_nz)
     d.decide("flash_decode", fd, fwhy + " (IFATiling::IsFlashDecode)")
-    s2 = v.s2 if v.s2 else 1024
+    s2 = v.s2 if v.s2 else 1024      # the block sizing's S2 (an empty key sizes as 1024); the KV itself is v.s2
     q = per_batch_lengths(v.batch, v.s1, None)
-    kv = per_batch_lengths(v.batch, s2, v.actual_kv, cumulative=v.accum_kv)
+    kv = per_batch_lengths(v.batch, v.s2, v.actual_kv, cumulative=v.accum_kv)
     d.q_lens, d.kv_lens = q, kv
     rows = v.g * v.s1
     d.m_base = rows

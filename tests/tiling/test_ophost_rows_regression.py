@@ -26,7 +26,8 @@
   (``rand_arch22_2_07141``: G 16, one unit, launch 1; the planner said 16).
 * Seed 3's rows: the PFA route checks the token windows against each batch's actual lengths (sparse 0 with
   a mask: |pre_tokens| below the batch's KV length, ``rand_arch22_3_01402``: pre_tokens -1 with KV lengths
-  0).
+  0); and the legacy IFA route sizes its staging areas with G even when the key and value are empty (the
+  mirror's G was 0 there: ``rand_arch22_3_06156``, 16,818,176 bytes against 17,145,856).
 """
 
 from __future__ import annotations
@@ -155,3 +156,8 @@ def test_pfa_token_window_against_the_batch_kv_length(rows_seed3):
     rec = cvtile_record(rows_seed3["rand_arch22_3_01402"], "arch22")
     assert rec["got"] == "FAILED" and "pre_tokens" in rec["error"] and "batch 0 (0)" in rec["error"], rec
 
+
+def test_ifa_with_empty_kv_sizes_its_staging_with_g(rows_seed3):
+    rec = cvtile_record(rows_seed3["rand_arch22_3_06156"], "arch22")
+    assert rec["got"] == "SUCCESS" and rec["route"].startswith("ifa/"), rec
+    assert (rec["tiling_key"], rec["block_dim"], rec["workspace"]) == (10000000000022220, 20, 17145856)
