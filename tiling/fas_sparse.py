@@ -67,7 +67,7 @@ from .errors import AclnnStatus, ParamError
 from .fas_params import INT32_MAX, FasParams, FasView
 
 __all__ = ["SparseInfo", "normalise_sparse", "fixed_s2_range", "varlen_s2_range", "fixed_loads", "prefix_loads",
-           "varlen_loads", "SPARSE_NAMES", "ALL", "NONE", "ANY", "CAUSAL", "BAND", "PREFIX", "BAND_COMPRESS",
+           "varlen_loads", "varlen_load", "SPARSE_NAMES", "ALL", "NONE", "ANY", "CAUSAL", "BAND", "PREFIX", "BAND_COMPRESS",
            "RIGHT_DOWN_CAUSAL", "RIGHT_DOWN_CAUSAL_BAND", "BAND_LEFT_UP_CAUSAL", "align_up", "cdiv"]
 
 ALL, NONE, ANY, CAUSAL, BAND, PREFIX, BAND_COMPRESS, RIGHT_DOWN_CAUSAL, RIGHT_DOWN_CAUSAL_BAND, \
@@ -411,6 +411,13 @@ def _varlen_real_size(sp: SparseInfo, s1_basic: int, s2_max: int, q: int, kv: in
     return min(size, kv)
 
 
+def varlen_load(size: int) -> int:
+    """The load of one S1 block that sees ``size`` KV positions in the varlen splits (the FAS and the legacy PFA
+    ``InitSparseValidArray``): the whole 1024s, plus the ``COF`` entry of the remainder counted in 128s."""
+    rem = size % 1024
+    return size // 1024 * 1024 + (_COF[cdiv(rem, 128) - 1] if rem > 0 else 0)
+
+
 def varlen_loads(sp: SparseInfo, v: FasView, s1_basic: int) -> list[int]:
     """The varlen ``InitSparseValidArray``: one load per (batch, kv head, group, S1 block), batch-major."""
     out = []
@@ -419,8 +426,6 @@ def varlen_loads(sp: SparseInfo, v: FasView, s1_basic: int) -> list[int]:
         q, kv = v.q_lens[b], v.kv_lens[b]
         row = []
         for j in range(cdiv(q, s1_basic)):
-            size = _varlen_real_size(sp, s1_basic, v.s2, q, kv, b, j)
-            rem = size % 1024
-            row.append(size // 1024 * 1024 + (_COF[cdiv(rem, 128) - 1] if rem > 0 else 0))
+            row.append(varlen_load(_varlen_real_size(sp, s1_basic, v.s2, q, kv, b, j)))
         out.extend(row * n2g)
     return out

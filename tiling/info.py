@@ -19,7 +19,7 @@ partial list, ``s2_per_batch`` the per-batch lengths the core split reads).
 Invariants
 ----------
 * ``n2_size >= 1`` and ``g_size * n2_size == n1_size`` once parsing succeeded
-  (unless ``empty_tensor_flag``, where parsing stops after B and S1).
+  (unless ``empty_tensor_flag``, where parsing stops after B, S1 and G = ``n1_size // n2_size``).
 * ``s1_per_batch`` / ``s2_per_batch`` have ``b_size`` entries: a 1-element
   actual-length list broadcasts, TND/NTD lists are de-cumulated, a missing list
   means the tensor's S; ``s2_per_batch`` excludes the system prefix.
@@ -408,13 +408,15 @@ class _Parser:
         self._max_workspace()
         self._batch_size()
         self._s1_size()
+        # G is the head ratio even for an empty-tensor call: the legacy IFA tiling, which takes some of those,
+        # sizes its staging areas with it
+        info.g_size = info.n1_size // info.n2_size
         if info.empty_tensor_flag:
             return
         info.k_t_size = _u32(self.k_shape.get("T")) if self.k_shape.has("T") else 0
         if info.n1_size % info.n2_size != 0 and self.strict_heads:
             raise _fail("num_heads", info.n1_size,
                         f"num_heads must be a multiple of num_key_value_heads ({info.n2_size})")
-        info.g_size = info.n1_size // info.n2_size
         self._s2_size()
         self._rope_head_dim()
 

@@ -20,7 +20,8 @@ same "cut when ``weight - dif > dif``" greedy as the arch35 catch-all, over cube
 cores with ``sOuter * 2`` rows (the cube-view mode). Block sizes follow the
 documented defaults (sOuter 128, or 16 for S1 <= 16, 64 with PA; sInner 1024, 512
 when S2 <= 1024, 2048 for a maskless decode over S2 > 2048); the UB-fit shrink loop
-is not mirrored. The PFA key is not mirrored (``tiling_key`` 0).
+is not mirrored. The PFA key is not mirrored (``tiling_key`` 0). The TND-like layouts (``TND``,
+``NTD_TND``) take op_host's TND branch instead, with its own block sizes and split: :mod:`.pfa_tnd`.
 
 The TND split-fuse route ("fai") has its own planner, :func:`.plan_fai.plan_fai`
 (re-exported here under its old name).
@@ -41,6 +42,7 @@ from .result import CoreWork, FdTask, FdVectorWork, RowTask
 from .tiling_key import DTYPE_CODE, decode_ifa, encode_ifa
 from .workspace import LIBAPI_WORKSPACE, Workspace, fixed_workspace, ifa_staging_workspace
 from .plan_fai import plan_fai  # noqa: F401  (the split-fuse planner, re-exported)
+from . import pfa_tnd
 
 __all__ = ["plan_ifa", "plan_pfa", "plan_fai"]
 
@@ -66,9 +68,9 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
     fd, fwhy = ifa_is_flash_decode(cores=cores, perf_mode=perf, batch=v.batch, n2=v.n2, g=v.g, s1=v.s1,
                                    max_s2=max_s2, paged=v.paged, rope=rope, gqa_mtp=kv_nz)
     d.decide("flash_decode", fd, fwhy + " (IFATiling::IsFlashDecode)")
-    s2 = v.s2 if v.s2 else 1024
+    s2 = v.s2 if v.s2 else 1024      # the block sizing's S2 (an empty key sizes as 1024); the KV itself is v.s2
     q = per_batch_lengths(v.batch, v.s1, None)
-    kv = per_batch_lengths(v.batch, s2, v.actual_kv, cumulative=v.accum_kv)
+    kv = per_batch_lengths(v.batch, v.s2, v.actual_kv, cumulative=v.accum_kv)
     d.q_lens, d.kv_lens = q, kv
     rows = v.g * v.s1
     d.m_base = rows
@@ -265,6 +267,10 @@ def plan_pfa(d: Draft, plat: Platform) -> None:
     if v.empty:
         _plan_pfa_empty(d, plat)
         return
+    if pfa_tnd.tnd_like(v):
+        pfa_tnd.plan_pfa_tnd(d, plat)
+        _pfa_unmirrored(d)
+        return
     so, si, why = _pfa_blocks(v)
     m = so * 2
     d.m_base = d.decide("m_base", m, f"cube view: sOuter {so} x 2; " + why)
@@ -308,6 +314,11 @@ def plan_pfa(d: Draft, plat: Platform) -> None:
     d.cores = tuple(cores)
     d.used_cores = d.decide("used_cores", len(core_rows), f"head-major weighted split, total weight {total} over "
                                                           f"{plat.aic} cube cores (PromptFlashAttentionSplitNSNew)")
+    _pfa_unmirrored(d)
+
+
+def _pfa_unmirrored(d: Draft) -> None:
+    """No FD on the PFA prefill route; its key and workspace are not mirrored (said so, ``extras``)."""
     d.decide("flash_decode", False, "PFA prefill: no FD")
     d.decide("tiling_key", 0, "the legacy PFA tiling key is not mirrored by cvtile")
     d.extras["key_mirrored"] = False

@@ -158,6 +158,20 @@ def test_empty_kv_gives_zeros_and_inf_lse(bnsd):
     assert lse.shape == (2, 8, 64, 1) and np.all(lse == np.inf)
 
 
+@pytest.mark.parametrize("lengths", [None, [0, 0, 0, 0]])
+def test_empty_kv_on_the_legacy_ifa_route_runs_its_zero_kv_tasks(lengths):
+    # MHA decode with D 256 takes the legacy IFA tiling; with G from the heads (not 0) and B*N2 too large for FD
+    # it gives every (b, n2) a task, which must see no KV positions (the key's S is 0), not a 1024-position block
+    q = np.random.default_rng(0).random((4, 8, 1, 256)).astype(np.float16)
+    kv = np.zeros((4, 8, 0, 256), np.float16)
+    kw = dict(num_heads=8, input_layout="BNSD", softmax_lse_flag=True, actual_seq_lengths_kv=lengths)
+    _, t = plan_call(query=q, key=kv, value=kv, **kw)
+    assert t.route == "ifa" and not t.fd and t.kv_seqlens == (0, 0, 0, 0)
+    assert sum(len(c.tasks) for c in t.cores) == 32
+    out, lse = fia(q, kv, kv, **kw)
+    assert out.shape == q.shape and not out.any() and np.all(lse == np.inf)
+
+
 def test_target_keyword(bnsd):
     from cvtile.kernels import mask_template
 

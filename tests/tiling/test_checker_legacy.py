@@ -83,6 +83,17 @@ CASES = [
      "legacy_pfa", "actual_seq_lengths", INNER, "left padding"),
     ("pfa_prefix_pair", "pfa", dict(key_shared_prefix=T((1, 64, 1024), "int8")),
      "legacy_pfa", "value_shared_prefix", INNER, "come together"),
+    # the token windows (sparse 0 with a mask keeps the tokens as given; band mode per batch)
+    ("pfa_sparse0_pre_window", "pfa", dict(atten_mask=T((2, 128, 512), "bool"), pre_tokens=-512, next_tokens=1000),
+     "legacy_pfa", "pre_tokens", INNER, "S of key/value (512)"),
+    ("pfa_sparse0_pre_window_batch", "pfa", dict(atten_mask=T((2, 128, 512), "bool"), pre_tokens=-200,
+                                                 next_tokens=1000, actual_seq_lengths_kv=[100, 512]),
+     "legacy_pfa", "pre_tokens", INNER, "actual length of batch 0 (100)"),
+    ("pfa_sparse0_next_window", "pfa", dict(atten_mask=T((2, 128, 512), "bool"), pre_tokens=1000, next_tokens=-128),
+     "legacy_pfa", "next_tokens", INNER, "S of query (128)"),
+    ("pfa_band_pre_window", "pfa", dict(sparse_mode=4, atten_mask=T((2048, 2048), "bool"), pre_tokens=-128,
+                                        next_tokens=1000),
+     "legacy_pfa", "pre_tokens", INNER, "in band mode"),
 ]
 
 
@@ -103,6 +114,7 @@ def test_legacy_rule(verdict_kit, case):
     ("ifa", dict(actual_seq_lengths_kv=[100, 1024], atten_mask=T((2, 1, 1024), "bool")), "ifa"),
     ("pfa", {}, "pfa"),
     ("pfa", dict(atten_mask=T((2, 128, 512), "bool")), "pfa"),
+    ("pfa", dict(atten_mask=T((2, 128, 512), "bool"), pre_tokens=-200, next_tokens=1000), "pfa"),
     ("tnd", {}, "fai"),
     ("tnd", dict(sparse_mode=3, atten_mask=T((2048, 2048), "bool")), "fai"),
 ])

@@ -20,6 +20,14 @@
 * Seed 2's rows: a per-channel key scale of 5 dims (``rand_arch22_2_00001``: ``CheckKVAntiQuantParaShapeLegal``
   takes 1-4) and a paged TND call on the PFA route whose value D (64, read from a (blocks, block size, H)
   cache as H / num_key_value_heads) does not pair with the query's and key's 128 (``rand_arch22_2_05206``).
+* Seed 2's NTD_TND rows on the legacy PFA route take op_host's TND branch (``pfa_tnd``): 512-row S1 blocks
+  over the per-batch query lengths (``rand_arch22_2_07021``: 399 and 1720 rows, 5 blocks, launch 5; the
+  sOuter planner said 9) and, with every query length 1 and G <= 16, the whole group as one unit
+  (``rand_arch22_2_07141``: G 16, one unit, launch 1; the planner said 16).
+* Seed 3's rows: the PFA route checks the token windows against each batch's actual lengths (sparse 0 with
+  a mask: |pre_tokens| below the batch's KV length, ``rand_arch22_3_01402``: pre_tokens -1 with KV lengths
+  0); and the legacy IFA route sizes its staging areas with G even when the key and value are empty (the
+  mirror's G was 0 there: ``rand_arch22_3_06156``, 16,818,176 bytes against 17,145,856).
 """
 
 from __future__ import annotations
@@ -117,3 +125,39 @@ def rows_seed2(corpus_file):
 def test_antiquant_rank_and_paged_tnd_head_dims_op_host_refuses(rows_seed2, case, param):
     rec = cvtile_record(rows_seed2[case], "arch22")
     assert rec["got"] == "FAILED" and param in rec["error"], rec
+
+
+#: op_host's launch (block dim) for the legacy PFA route's TND-branch rows; their key and workspace are not mirrored
+PFA_TND_BLOCK_DIM = {"rand_arch22_2_07021": 5, "rand_arch22_2_07141": 1}
+
+
+@pytest.mark.parametrize("case", sorted(PFA_TND_BLOCK_DIM))
+def test_pfa_tnd_branch_launch_is_op_hosts(rows_seed2, case):
+    rec = cvtile_record(rows_seed2[case], "arch22")
+    assert rec["got"] == "SUCCESS" and rec["route"].startswith("pfa/"), rec
+    assert rec["block_dim"] == PFA_TND_BLOCK_DIM[case]
+
+
+def test_pfa_tnd_branch_folds_the_group_only_for_one_token_queries(rows_seed2):
+    folded = tile_fia(FiaParams.from_csv_row(rows_seed2["rand_arch22_2_07141"]), ut_platform("arch22"))
+    assert folded.decision("g_fold").value == 16 and folded.decision("s1_block").value == 16
+    assert [len(c.tasks) for c in folded.cores] == [1] and folded.cores[0].tasks[0].m_rows == 16
+    rows = tile_fia(FiaParams.from_csv_row(rows_seed2["rand_arch22_2_07021"]), ut_platform("arch22"))
+    assert rows.decision("g_fold").value == 1 and rows.decision("s1_block").value == 512
+    assert sorted(t.m_rows for c in rows.cores for t in c.tasks) == [184, 399, 512, 512, 512]
+
+
+@pytest.fixture(scope="module")
+def rows_seed3(corpus_file):
+    return _rows(corpus_file, 3)
+
+
+def test_pfa_token_window_against_the_batch_kv_length(rows_seed3):
+    rec = cvtile_record(rows_seed3["rand_arch22_3_01402"], "arch22")
+    assert rec["got"] == "FAILED" and "pre_tokens" in rec["error"] and "batch 0 (0)" in rec["error"], rec
+
+
+def test_ifa_with_empty_kv_sizes_its_staging_with_g(rows_seed3):
+    rec = cvtile_record(rows_seed3["rand_arch22_3_06156"], "arch22")
+    assert rec["got"] == "SUCCESS" and rec["route"].startswith("ifa/"), rec
+    assert (rec["tiling_key"], rec["block_dim"], rec["workspace"]) == (10000000000022220, 20, 17145856)

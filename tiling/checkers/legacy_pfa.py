@@ -32,10 +32,11 @@ tiling. In order, each broken rule rejects the call (status 561002):
    output: accepted, zero-filled, unless int8 is involved); nothing below applies to it.
 7. After it: key/value dtype and rank consistency; the head ratio (a divisor, at most 64); TND / NTD_TND
    lengths, T, heads, head dims and a bf16 query (``_tnd``); elsewhere query batch = key batch (unpaged);
-   sparse modes 1-4 need a mask; a paged block size is a multiple of 128 up to 1024; an fp16 query with
-   int8 key/value needs an antiquant scale.
+   sparse modes 1-4 need a mask; the sparse tokens (``_sparse_and_tokens``) and, for BSH / BSND / BNSD,
+   their windows against S and against each batch's actual lengths (``_token_windows``); a paged block size
+   is a multiple of 128 up to 1024; an fp16 query with int8 key/value needs an antiquant scale.
 
-Not mirrored (documented gap): the sparse-mode token rules, the per-mode quant shapes, the pse shape rule,
+Not mirrored (documented gap): the per-mode quant shapes, the pse shape rule,
 the learnable-sink TND rule and the paged TND input rules; calls reaching them are accepted here. The
 random-call comparison with the real op_host (``tiling.oracle``) counts what is left.
 """
@@ -318,11 +319,25 @@ def _prefix(p, contiguous: bool, paged: bool) -> None:
         return                                          # absent, empty, or a tiling sink: the prefix's S is used
     if len(plen.shape) != 1 or numel(plen.shape) != 1:
         _fail("actual_shared_prefix_len", list(plen.shape), "actual_shared_prefix_len must be a 1-element list")
-    s_axis = {"BNSD": 2, "NSD": 1, "SH": 0}.get(p.input_layout.split("_")[0], 1)
-    s_prefix = ks[s_axis] if len(ks) > s_axis else 0
+    s_prefix = _prefix_s(p)
     length = int(plen.data[0]) & 0xFFFFFFFF             # read as uint32: a negative length is out of range
     if length > s_prefix:
         _fail("actual_shared_prefix_len", int(plen.data[0]), f"must be in [0, {s_prefix}] (S of the shared prefix)")
+
+
+def _prefix_s(p) -> int:
+    """S of the shared prefix (``prefixSeqInnerSize``; 0 without one)."""
+    ks = p.key_shared_prefix.shape if present(p.key_shared_prefix) else ()
+    s_axis = {"BNSD": 2, "NSD": 1, "SH": 0}.get(p.input_layout.split("_")[0], 1)
+    return ks[s_axis] if len(ks) > s_axis else 0
+
+
+def _prefix_len(p) -> int:
+    """``actualSharedPrefixLen`` (after ``_prefix``'s checks): the given length, else S of the prefix."""
+    plen = p.actual_shared_prefix_len
+    if present(p.key_shared_prefix) and present(plen) and numel(plen.shape) > 0 and plen.data is not None:
+        return int(plen.data[0]) & 0xFFFFFFFF
+    return _prefix_s(p)
 
 
 #: ``SetInputLayout`` of the PFA tiling: the input_layout values it knows (any other is refused).
@@ -380,7 +395,9 @@ def check_after_empty(p, contiguous: bool) -> None:
         _bsnd_shapes(p, contiguous, paged)
     else:
         mask_and_pse(p, 0, 0, 0)
-    _sparse_and_tokens(p)
+    pre, nxt = _sparse_and_tokens(p)
+    if p.input_layout not in ("TND", "NTD_TND"):
+        _token_windows(p, contiguous, paged, pre, nxt)
     if (p.query.dtype == "float16" and p.key.dtype == "int8" and not present(p.key_antiquant_scale)
             and not present(p.value_antiquant_scale) and not present(p.antiquant_scale)):
         _fail("antiquant_scale", None, "an fp16 query with int8 key/value needs antiquant_scale")
@@ -543,10 +560,10 @@ def mask_and_pse(p, b: int, s: int, s_kv: int) -> None:
                 _fail("pse_shift", ps, f"pse_shift must be [1 or {b}, {p.num_heads}, >= {s}, >= {s_kv}]")
 
 
-def _sparse_and_tokens(p) -> None:
+def _sparse_and_tokens(p) -> tuple[int, int]:
     """The sparse-mode range (0-4; TND / NTD_TND take 0, 3, 4, no mask with 0, value D 64 or 128 with 4) and
     the token rules on the tokens the mode implies (band: not both negative; the next-token line above the
-    pre-token line; sparse 0 with a mask: |next| < S of query)."""
+    pre-token line); returns those tokens (op_host's ``sparsePreTokens`` / ``sparseNextTokens``)."""
     sp = p.sparse_mode
     if sp not in (0, 1, 2, 3, 4):
         _fail("sparse_mode", sp, "the PFA route takes sparse_mode 0-4")
@@ -565,7 +582,7 @@ def _sparse_and_tokens(p) -> None:
     if sp == 4 and pre < 0 and nxt < 0:
         _fail("pre_tokens", pre, "band mode takes no negative pre_tokens and next_tokens together")
     if has_mask:
-        pre, nxt = {1: (big, 0), 2: (big, big), 3: (big, nxt)}.get(sp, (pre, nxt))
+        pre, nxt = {1: (big, big), 2: (big, 0), 3: (big, nxt)}.get(sp, (pre, nxt))   # all / left-up / right-down
     elif sp == 0:
         pre, nxt = big, big
     if sp == 0 and (present(p.query_padding_size) or present(p.kv_padding_size)):
@@ -574,6 +591,72 @@ def _sparse_and_tokens(p) -> None:
         _fail("pre_tokens", pre, f"pre_tokens and next_tokens ({nxt}) must not both be negative")
     if -nxt > pre:
         _fail("next_tokens", nxt, f"the next-token line must lie above the pre-token line (pre_tokens {pre})")
+    return pre, nxt
+
+
+def _token_windows(p, contiguous: bool, paged: bool, pre: int, nxt: int) -> None:
+    """The token windows ``RunBigKernelTilingWithParams`` checks against the lengths (BSH / BSND / BNSD, the
+    tokens of ``_sparse_and_tokens``; ``prefix`` is ``actualSharedPrefixLen``): with sparse 0, |next| < S of
+    query and |pre| < S of key/value + prefix for a negative token; band mode (4) with an int8 output takes no
+    negative token; then per batch (``_batch_windows``)."""
+    dims = _q_kv_dims(p, paged)
+    if dims is None:
+        return
+    b, s, s_kv = dims
+    if not contiguous:
+        s_kv = max((_list_s(p, i) for i in range(len(p.key_list))), default=0)
+    prefix = _prefix_len(p)
+    sp = p.sparse_mode
+    if sp == 0 and nxt < 0 and -nxt >= s:
+        _fail("next_tokens", nxt, f"with sparse_mode 0 |next_tokens| must be smaller than S of query ({s})")
+    if sp == 0 and pre < 0 and -pre >= s_kv + prefix:
+        _fail("pre_tokens", pre, f"with sparse_mode 0 |pre_tokens| must be smaller than S of key/value ({s_kv}) "
+                                 f"plus the shared prefix ({prefix})")
+    if sp == 4 and p.attention_out.dtype == "int8" and (pre < 0 or nxt < 0):
+        _fail("pre_tokens" if pre < 0 else "next_tokens", pre if pre < 0 else nxt,
+              "band mode with an int8 output takes no negative pre_tokens or next_tokens")
+    for i in range(b):
+        _batch_windows(p, i, _actual(p.actual_seq_lengths, i, s),
+                       _actual(p.actual_seq_lengths_kv, i, s_kv if contiguous else _list_s(p, i)), s, prefix, pre, nxt)
+
+
+def _batch_windows(p, i: int, q: int, kv: int, s: int, prefix: int, pre: int, nxt: int) -> None:
+    """The per-batch windows of ``RunBigKernelTilingWithParams`` (batch ``i``, actual lengths ``q`` / ``kv``):
+    sparse 0: |next| < q (when q is not S) and |pre| < kv + prefix for a negative token; an int8 output with a
+    non-empty ``quant_offset2`` needs every query row to see a key (the batch's tokens, right-down causal
+    next = kv + prefix - q, band both shifted by kv + prefix - q); band: |next| < kv + prefix and |pre| < q."""
+    sp = p.sparse_mode
+    if sp == 0 and q != s and nxt < 0 and -nxt >= q:
+        _fail("next_tokens", nxt, f"with sparse_mode 0 |next_tokens| must be smaller than the query's actual "
+                                  f"length of batch {i} ({q})")
+    if sp == 0 and pre < 0 and -pre >= kv + prefix:
+        _fail("pre_tokens", pre, f"with sparse_mode 0 |pre_tokens| must be smaller than the key/value's actual "
+                                 f"length of batch {i} ({kv}) plus the shared prefix ({prefix})")
+    shift = kv + prefix - q
+    bpre, bnxt = {3: (2147483647, shift), 4: (pre - shift, nxt + shift)}.get(sp, (pre, nxt))
+    quant_offset = present(p.quant_offset2) and numel(p.quant_offset2.shape) > 0
+    if p.attention_out.dtype == "int8" and quant_offset and (bpre + shift < 0 or bnxt < 0):
+        _fail("quant_offset2", list(p.quant_offset2.shape), f"an int8 output with quant_offset2 needs every query "
+                                                           f"row of batch {i} to see a key (sparse_mode {sp})")
+    if sp == 4 and nxt < 0 and -nxt >= kv + prefix:
+        _fail("next_tokens", nxt, f"in band mode |next_tokens| must be smaller than the key/value's actual length "
+                                  f"of batch {i} ({kv}) plus the shared prefix ({prefix})")
+    if sp == 4 and pre < 0 and -pre >= q:
+        _fail("pre_tokens", pre, f"in band mode |pre_tokens| must be smaller than the query's actual length of "
+                                 f"batch {i} ({q})")
+
+
+def _actual(t, i: int, default: int) -> int:
+    """Entry ``i`` of an actual-length list as the PFA tiling reads it: one entry for every batch, the default
+    (S) when the list is absent or has no values."""
+    if not present(t) or not t.data:
+        return default
+    return int(t.data[i] if len(t.data) > 1 else t.data[0]) & 0xFFFFFFFF
+
+
+def _list_s(p, i: int) -> int:
+    """S of key tensor ``i`` of a key/value list (axis 1 for BSH / BSND, else 2)."""
+    return dim(p.key_list[i].shape, 1 if p.input_layout in ("BSH", "BSND") else 2)
 
 
 def _heads_in_shapes(p, paged: bool) -> None:
