@@ -3,7 +3,8 @@
 Property: a call is either accepted or refused with a typed ``ParamError`` / ``UnsupportedParameterError``
 that names a parameter; never another exception. The default tier checks 500 drawn calls at the check and
 tiling layer (``prepare_fia``: the API's binding checks, the op_host mirror and the plan, without a kernel
-launch, so each call costs milliseconds). The ``fuzz`` tier (``-m fuzz``, ``CVTILE_FUZZ_EXAMPLES``, default
+launch, so each call costs milliseconds; ``CVTILE_FUZZ_PLAN_EXAMPLES=10000`` runs 10,000 of them in a few
+minutes). The ``fuzz`` tier (``-m fuzz``, ``CVTILE_FUZZ_EXAMPLES``, default
 10,000) runs the whole call on the simulator and requires an accepted call to match the float64 golden
 within the dtype's tolerance and to be finite where the golden is; each new kernel specialisation costs a
 30-120 s compile, so that tier takes hours on a cold cache. A failure shrinks to a minimal call
@@ -47,7 +48,8 @@ def _typed(exc: Exception) -> bool:
 
 
 @seed(20261202)
-@settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(os.environ.get("CVTILE_FUZZ_PLAN_EXAMPLES", "500")), deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
 @given(fia_calls())
 def test_every_call_is_planned_or_refused_with_a_typed_error(kw):
     kw, optional, attrs, target = _split(kw)
