@@ -12,11 +12,11 @@ arch, and each row is compared on
 
 * **verdict**: cvtile accepts exactly the rows op_host accepts;
 * **key**: the tiling key, for rows both accept (not for the legacy PFA route's
-  non-empty plans, whose key the mirror does not model: ``key_mirrored`` False);
+  non-empty plans outside its TND branch, whose key the mirror does not model: ``key_mirrored`` False);
 * **block_dim**: the block dim op_host sets for the launch (``FiaTiling.block_dim``;
   how many cores get work is ``used_cores``, reported beside it);
-* **workspace**: the workspace size in bytes op_host asks for (not for the legacy PFA route's non-empty
-  plans either: ``workspace_mirrored`` False; the rows left out are counted as "not modelled").
+* **workspace**: the workspace size in bytes op_host asks for (not for those legacy PFA plans either:
+  ``workspace_mirrored`` False; the rows left out are counted as "not modelled").
 
 A row that crashes op_host is reported and not counted (an upstream bug, not a
 disagreement); so is a rejection the x86 build cannot decide (op_host's log says a

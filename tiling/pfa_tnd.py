@@ -22,7 +22,19 @@ sizes, units and core split:
   ``InitSparseValidArrayTND``: the KV positions a unit sees (its batch's KV length; with right-down causal,
   ``S1 block * (j + 1) + kv_b - q_b`` clipped to [0, kv_b]) on the 1024 / ``COF`` scale.
 
-The key and the workspace of the branch are not mirrored (as for the rest of the legacy PFA route).
+* **Key** (the end of the branch in ``RunBigKernelTilingWithParams``, plus FIA's ``10^18`` in
+  ``TilingProcess4PFA``): ``4 * 10^18`` + the template (3 for a value head dim <= 128 without a mask tensor,
+  2 with one; 1 and 0 above 128) + the query layout's distance from ``TND`` in op_host's layout enum times
+  ``10^5`` (NTD_TND: 2) + the paged cache (``BBH`` / ``BNBD`` 1, ``NZ`` 2) times ``10^7``
+  (:func:`.tiling_key.encode_pfa_tnd`).
+* **Workspace** (the same function): per cube core, three score tiles of a whole S2 step (``nRatio *
+  gBase * S1 block * S2 block``, ``SetTensorSizeParams``' ``bmm1ResUbSize`` times ``nRatio``) and four
+  output tiles (``S1 block * align16(query D)``), in the softmax dtype: 4 bytes, 2 for an fp16 query in
+  high-performance mode (odd ``inner_precise`` other than 4, not forced to high precision by a pse
+  tensor) or an int8 query (the ``softmaxDataTypeSize`` choice of the parameter checks); times the AIC
+  count, plus the 16 MiB reserve (:func:`.workspace.pfa_tnd_workspace`).
+
+Unlike the rest of the legacy PFA route, the branch's key and workspace are mirrored.
 
 Invariants
 ----------
@@ -38,9 +50,11 @@ from .fas_sparse import align_up, cdiv, varlen_load
 from .fas_split import varlen_starts
 from .platform import Platform, tsch_num_blocks
 from .result import CoreWork, RowTask
+from .tiling_key import decode_pfa_tnd, encode_pfa_tnd
+from .workspace import pfa_tnd_workspace
 
-__all__ = ["tnd_like", "tnd_s1_block", "tnd_s2_step", "tnd_g_fold", "tnd_units", "tnd_block_dim", "tnd_loads",
-           "plan_pfa_tnd"]
+__all__ = ["tnd_like", "tnd_s1_block", "tnd_s2_step", "tnd_s2_block", "tnd_n_ratio", "tnd_g_fold", "tnd_units",
+           "tnd_block_dim", "tnd_loads", "tnd_softmax_bytes", "tnd_key_fields", "plan_pfa_tnd"]
 
 #: the most cube cores the split gives runs to (``MAX_AIC_NUM``)
 MAX_AIC_RUNS = 24
@@ -59,18 +73,47 @@ def tnd_s1_block(v_dim: int, max_q: int) -> int:
     return min(512 if v_dim <= 128 else 256, align_up(max_q, 16))
 
 
+def tnd_s2_block(max_kv: int) -> int:
+    """The S2 basic block of ``MatchTemplate``: 128 KV positions, at most the longest KV aligned up to 16."""
+    return min(128, align_up(max_kv, 16))
+
+
+def tnd_n_ratio(v_dim: int, max_kv: int) -> int:
+    """``nRatio``: 4 S2 blocks a step for a value head dim <= 128, else 8, at most the number of blocks
+    (``MatchTemplate`` and the clip after it; 0 without KV)."""
+    return min(4 if v_dim <= 128 else 8, cdiv(max_kv, tnd_s2_block(max_kv)))
+
+
 def tnd_s2_step(v_dim: int, max_kv: int) -> int:
-    """The KV positions of one S2 step: ``min(128, alignedS2)`` times ``nRatio`` (4 for a value head dim <= 128,
-    else 8; at most the number of such blocks) (``MatchTemplate`` and the ``nRatio`` clip after it)."""
-    basic = min(128, align_up(max_kv, 16))
-    ratio = min(4 if v_dim <= 128 else 8, cdiv(max_kv, basic))
-    return basic * ratio
+    """The KV positions of one S2 step: the S2 basic block times ``nRatio``."""
+    return tnd_s2_block(max_kv) * tnd_n_ratio(v_dim, max_kv)
 
 
 def tnd_g_fold(q_lens: tuple, g: int, rope: bool, lse: bool) -> int:
     """The rows of G one unit holds (``gBaseSize``): all G when every batch has one query token, G <= 16 and
     there is no rope tensor and no LSE output; else 1 (each head its own unit)."""
     return g if all(q == 1 for q in q_lens) and g <= G_FOLD_MAX and not rope and not lse else 1
+
+
+def tnd_softmax_bytes(q_dtype: str, inner_precise: int, pse: bool) -> int:
+    """``softmaxDataTypeSize`` on A2/A3: 2 for an int8 query, or an fp16 one in high-performance mode (bit 0 of
+    ``inner_precise``, 4 being approximate; a pse tensor forces an fp16 query to high precision); else 4."""
+    fast = inner_precise != 4 and inner_precise & 1 == 1 and not (pse and q_dtype == "float16")
+    return 2 if q_dtype == "int8" or (q_dtype == "float16" and fast) else 4
+
+
+#: op_host's layout enum distance of the TND-like query layouts from ``TND`` (the key's 10^5 digit)
+_LAYOUT_FROM_TND = {"TND": 0, "NTD_TND": 2}
+#: the paged caches' digit of the key (``KVCACHE_ND_TILING_KEY`` / ``KVCACHE_NZ_TILING_KEY``)
+_PAGED_CACHE = {"BnBsH": 1, "BnNBsD": 1, "NZ": 2}
+
+
+def tnd_key_fields(v_dim: int, mask: bool, input_layout: str, paged_cache: str | None) -> dict:
+    """The digits of the branch's key (:func:`.tiling_key.encode_pfa_tnd`): template ``(2 if v_dim <= 128 else
+    0) + (0 if mask else 1)``, the layout digit, and the paged cache digit (``paged_cache``: its layout, or None)."""
+    return {"template": (2 if v_dim <= 128 else 0) + (0 if mask else 1),
+            "q_layout": _LAYOUT_FROM_TND[input_layout],
+            "kv_cache": _PAGED_CACHE.get(paged_cache, 0) if paged_cache else 0}
 
 
 def tnd_units(q_lens: tuple, s1_block: int, n2: int, g_outer: int) -> int:
@@ -135,6 +178,26 @@ def plan_pfa_tnd(d: Draft, plat: Platform) -> None:
                             f"{cores} cube cores, balanced by load (PromptFlashAttentionTiling::SetSparseParamsTND)")
     d.block_dim = d.decide("block_dim", launch, f"CalcTschNumBlocks(2 * {cores}, {plat.aic}, {plat.aiv}): two "
                                                 "vector slices per cube core (SetMultiCoreParamsTND, isSameAB)")
+    _key_and_workspace(d, plat, s1_block, g_base)
+
+
+def _key_and_workspace(d: Draft, plat: Platform, s1_block: int, g_base: int) -> None:
+    v = d.view
+    max_kv = max(d.kv_lens, default=0)
+    fields = tnd_key_fields(v.v_dim, v.mask, v.input_layout, v.kv_layout if v.paged else None)
+    d.tiling_key = d.decide("tiling_key", encode_pfa_tnd(fields),
+                            "4 * 10^18 + template (Dv <= 128: 3, 2 with a mask; else 1, 0) + layout - TND at 10^5 "
+                            "+ paged cache at 10^7 (RunBigKernelTilingWithParams, TND branch; FIA's TilingProcess4PFA "
+                            "adds 10^18)")
+    d.key_fields = decode_pfa_tnd(d.tiling_key)
+    sm = d.decide("softmax_bytes", tnd_softmax_bytes(v.q_dtype, v.inner_precise, v.pse),
+                  "softmax dtype: 2 bytes for an int8 query or an fp16 one in high-performance mode, else 4")
+    d.workspace = pfa_tnd_workspace(aic=plat.aic, s1_block=s1_block, s2_block=tnd_s2_block(max_kv),
+                                    n_ratio=tnd_n_ratio(v.v_dim, max_kv), g_base=g_base,
+                                    d_aligned=align_up(v.qk_dim, 16), softmax_bytes=sm)
+    d.decide("workspace_bytes", d.workspace.total, "16 MiB + AIC * (3 score tiles of a whole S2 step + 4 output "
+                                                   "tiles of S1 block x align16(D)) in the softmax dtype "
+                                                   "(RunBigKernelTilingWithParams, TND branch)")
 
 
 def _tasks(d: Draft, grid: BlockGrid, lo: int, hi: int, s1_block: int, g_outer: int):

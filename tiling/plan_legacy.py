@@ -20,8 +20,9 @@ same "cut when ``weight - dif > dif``" greedy as the arch35 catch-all, over cube
 cores with ``sOuter * 2`` rows (the cube-view mode). Block sizes follow the
 documented defaults (sOuter 128, or 16 for S1 <= 16, 64 with PA; sInner 1024, 512
 when S2 <= 1024, 2048 for a maskless decode over S2 > 2048); the UB-fit shrink loop
-is not mirrored. The PFA key is not mirrored (``tiling_key`` 0). The TND-like layouts (``TND``,
-``NTD_TND``) take op_host's TND branch instead, with its own block sizes and split: :mod:`.pfa_tnd`.
+is not mirrored. The PFA key and workspace are not mirrored (``tiling_key`` 0, ``key_mirrored`` and
+``workspace_mirrored`` False). The TND-like layouts (``TND``, ``NTD_TND``) take op_host's TND branch
+instead, with its own block sizes, split, key and workspace, all mirrored: :mod:`.pfa_tnd`.
 
 The TND split-fuse route ("fai") has its own planner, :func:`.plan_fai.plan_fai`
 (re-exported here under its old name).
@@ -268,8 +269,8 @@ def plan_pfa(d: Draft, plat: Platform) -> None:
         _plan_pfa_empty(d, plat)
         return
     if pfa_tnd.tnd_like(v):
-        pfa_tnd.plan_pfa_tnd(d, plat)
-        _pfa_unmirrored(d)
+        pfa_tnd.plan_pfa_tnd(d, plat)       # its key and workspace too
+        d.decide("flash_decode", False, "PFA prefill: no FD")
         return
     so, si, why = _pfa_blocks(v)
     m = so * 2

@@ -35,6 +35,13 @@ KV cache NZ, dtype (fp16 1, bf16 2), lse out, inner_precise 1 (low precision), q
 layout (TND 2), an unused digit, paged cache, learnable sink; ``mode`` is 1 for
 flash decode, 2 for the one-token decoding split, else 0.
 
+**arch22 legacy PFA, TND branch** (``PromptFlashAttentionTiling::RunBigKernelTilingWithParams`` with a
+TND-like layout, called by FIA's ``TilingProcess4PFA``) is decimal with a base of ``4 * 10^18`` (the
+branch's ``3 * 10^18`` plus FIA's ``10^18`` for the PFA route), plus three digits: the template at 10^0
+(value head dim <= 128: 3 without a mask tensor, 2 with one; above 128: 1 and 0), the query layout at
+10^5 (its distance from ``TND`` in op_host's layout enum: TND 0, NTD_TND 2) and the paged cache at 10^7
+(none 0, BBH / BNBD 1, NZ 2).
+
 Invariants
 ----------
 * ``decode(encode(fields)) == fields`` for every encoding (round trip; tests check it).
@@ -45,7 +52,8 @@ from __future__ import annotations
 
 __all__ = ["ARCH22_DIGITS", "IFA_DIGITS", "ARCH35_FIELDS", "DTYPE_CODE", "encode_arch22", "decode_arch22",
            "encode_ifa", "decode_ifa", "encode_arch35", "decode_arch35", "decode_key", "UNCHECKED_KEY",
-           "ARCH22_EMPTY_TENSOR_KEY", "FAI_DIGITS", "FAI_BASE", "encode_fai", "decode_fai"]
+           "ARCH22_EMPTY_TENSOR_KEY", "FAI_DIGITS", "FAI_BASE", "encode_fai", "decode_fai", "PFA_TND_BASE",
+           "PFA_TND_DIGITS", "encode_pfa_tnd", "decode_pfa_tnd"]
 
 UNCHECKED_KEY = 18446744073709551615            # the UT corpus's "key not checked" marker (uint64 max)
 ARCH22_EMPTY_TENSOR_KEY = 10 ** 17 + 20
@@ -60,6 +68,10 @@ IFA_DIGITS = ("q_layout", "q_dtype", "kv_dtype", "out_dtype", "origin_dtype", "f
 
 FAI_DIGITS = ("mask", "kv_nz", "dtype", "lse", "inner_low_prec", "q_layout", "unused", "paged", "sink")
 FAI_BASE = 5 * 10 ** 18
+
+#: (field, decimal position) of the legacy PFA TND-branch key
+PFA_TND_DIGITS = (("template", 0), ("q_layout", 5), ("kv_cache", 7))
+PFA_TND_BASE = 4 * 10 ** 18
 
 #: (name, bit width), least significant first
 ARCH35_FIELDS = (("inout_layout", 8), ("config", 10), ("pse_mode", 4), ("quant_mode", 5), ("has_mask", 1),
@@ -131,6 +143,24 @@ def decode_fai(key: int) -> dict:
     return out
 
 
+def encode_pfa_tnd(fields: dict) -> int:
+    """Legacy PFA TND-branch key from the digits of :data:`PFA_TND_DIGITS`."""
+    value = PFA_TND_BASE
+    for name, pos in PFA_TND_DIGITS:
+        d = int(fields.get(name, 0))
+        if not 0 <= d <= 9:
+            raise ValueError(f"tiling key digit {name}={d} is not a decimal digit")
+        value += d * 10 ** pos
+    return value
+
+
+def decode_pfa_tnd(key: int) -> dict:
+    out = {"base": key // 10 ** 18}
+    out.update({name: (key // 10 ** pos) % 10 for name, pos in PFA_TND_DIGITS})
+    out.update(mask=out["template"] % 2 == 0, v_dim_le_128=out["template"] >= 2)
+    return out
+
+
 def encode_arch35(fields: dict) -> int:
     value, shift = 0, 0
     for name, width in ARCH35_FIELDS:
@@ -153,10 +183,13 @@ def decode_arch35(key: int) -> dict:
 
 
 def decode_key(key: int, arch: str, *, family: str | None = None) -> dict:
-    """Decode a key of ``arch`` (``family`` "ifa" / "fai" picks the legacy IFA / split-fuse encoding on arch22;
-    without it a key of 5 * 10^18 and up is read as split-fuse)."""
+    """Decode a key of ``arch`` (``family`` "ifa" / "fai" / "pfa_tnd" picks the legacy IFA / split-fuse / legacy
+    PFA TND-branch encoding on arch22; without it a key of 5 * 10^18 and up is read as split-fuse, one of
+    4 * 10^18 and up as the PFA TND branch)."""
     if arch == "arch35":
         return decode_arch35(key)
+    if family == "pfa_tnd" or (family is None and key // 10 ** 18 == 4):
+        return decode_pfa_tnd(key)
     if family == "fai" or (family is None and key // 10 ** 18 == 5):
         return decode_fai(key)
     if family == "ifa" or (family is None and key // 10 ** 17 == 0 and key >= 10 ** 16):

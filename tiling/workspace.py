@@ -28,6 +28,11 @@ align(D) * G*S1`` elements (``msd``: the antiquant iteration count, 1 without); 
 mode, 6 in DD mode, 2 in MLA mode and 1 otherwise. Sizes that op_host computes through a ``float`` are
 rounded to float32 here too.
 
+The legacy PFA route's TND branch (``PromptFlashAttentionTiling::RunBigKernelTilingWithParams``) sizes one
+workspace per cube core: three copies of the S2 step's scores (``nRatio * gBase * S1 block * S2 block``
+elements) and four of the output rows (``S1 block * align16(D)``), all in the softmax dtype (4 bytes, 2 for
+an fp16 query in high-performance mode or an int8 query), times the AIC count, plus the 16 MiB reserve.
+
 arch35 templates: ``bmm2`` / ``vec2`` staging only when ``Dv > 128`` (3 slots per
 core: preload 2 + 1), FD areas per used core: ``2 * M * Dv`` partial outputs and
 ``2 * M * 8`` sums and maxes; paged attention adds 256 bytes per vector core. The
@@ -43,7 +48,8 @@ from __future__ import annotations
 
 __all__ = ["LIBAPI_WORKSPACE", "Workspace", "ifa_staging_workspace", "arch22_gqa_workspace", "arch22_mla_workspace",
            "arch35_gqa_workspace",
-           "arch35_mla_workspace", "arch35_impl_workspace", "arch35_max_gqa_workspace", "fixed_workspace"]
+           "arch35_mla_workspace", "arch35_impl_workspace", "arch35_max_gqa_workspace", "fixed_workspace",
+           "pfa_tnd_workspace"]
 
 LIBAPI_WORKSPACE = 16 * 1024 * 1024
 FP32 = 4
@@ -159,6 +165,17 @@ def ifa_staging_workspace(ws: Workspace, *, perf_mode: int, cores: int, s_inner:
     ws.add("ifa_query_pre", pre * via_float((q_pre if rope else bmm2) * cores * qpre_e))
     ws.add("ifa_n_update", pre * g_max * cores * 4).add("ifa_softmax_sum", pre * g_max * cores * 4)
     return ws
+
+
+def pfa_tnd_workspace(*, aic: int, s1_block: int, s2_block: int, n_ratio: int, g_base: int, d_aligned: int,
+                      softmax_bytes: int) -> Workspace:
+    """The legacy PFA TND branch (the workspace set in ``RunBigKernelTilingWithParams``; the score tile is
+    ``SetTensorSizeParams``' ``bmm1ResUbSize``): per cube core 3 score tiles of the whole S2 step and 4 output
+    tiles, in the softmax dtype."""
+    scores = n_ratio * g_base * s1_block * s2_block * softmax_bytes
+    out = s1_block * d_aligned * softmax_bytes
+    ws = Workspace().add("libapi", LIBAPI_WORKSPACE)
+    return ws.add("pfa_scores", 3 * scores * aic).add("pfa_out", 4 * out * aic)
 
 
 def _dv_block(dv: int) -> int:

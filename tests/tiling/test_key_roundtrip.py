@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cvtile.tiling.tiling_key import (ARCH22_DIGITS, ARCH35_FIELDS, IFA_DIGITS, decode_arch22, decode_arch35,
-                                      decode_ifa, decode_key, encode_arch22, encode_arch35, encode_ifa)
+from cvtile.tiling.tiling_key import (ARCH22_DIGITS, ARCH35_FIELDS, IFA_DIGITS, PFA_TND_DIGITS, decode_arch22,
+                                      decode_arch35, decode_ifa, decode_key, decode_pfa_tnd, encode_arch22,
+                                      encode_arch35, encode_ifa, encode_pfa_tnd)
 
 digit = st.integers(0, 9)
 
@@ -30,6 +31,16 @@ def test_ifa_round_trip(mode, perf, digits):
     dec = decode_ifa(key)
     assert {k: dec[k] for k in fields} == fields
     assert encode_ifa(dec) == key
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(digit, min_size=len(PFA_TND_DIGITS), max_size=len(PFA_TND_DIGITS)))
+def test_pfa_tnd_round_trip(digits):
+    fields = {name: d for (name, _), d in zip(PFA_TND_DIGITS, digits)}
+    key = encode_pfa_tnd(fields)
+    dec = decode_pfa_tnd(key)
+    assert {k: dec[k] for k in fields} == fields and dec["base"] == 4
+    assert encode_pfa_tnd(dec) == key and decode_key(key, "arch22") == dec
 
 
 @st.composite
