@@ -9,6 +9,10 @@ from cvtile.tiling.params import TensorMeta as T
 
 INNER, NULL = int(AclnnStatus.INNER_TILING_ERROR), int(AclnnStatus.PARAM_NULLPTR)
 
+#: the "tnd" base with a bf16 query, fp32 key / value and inner_precise 1: the legacy PFA route's TND branch
+_PFA_TND = dict(query=T((96, 8, 128), "bfloat16"), key=T((192, 2, 128), "float32"),
+                value=T((192, 2, 128), "float32"), attention_out=T((96, 8, 128), "bfloat16"), inner_precise=1)
+
 # (id, base, overrides, checker, param, status, rule fragment); all on the arch22 UT platform
 CASES = [
     # legacy entry
@@ -94,6 +98,13 @@ CASES = [
     ("pfa_band_pre_window", "pfa", dict(sparse_mode=4, atten_mask=T((2048, 2048), "bool"), pre_tokens=-128,
                                         next_tokens=1000),
      "legacy_pfa", "pre_tokens", INNER, "in band mode"),
+    # the TND branch (a bf16 query with fp32 key/value takes the PFA route)
+    ("pfa_tnd_empty_mask_sparse0", "tnd", dict(_PFA_TND, atten_mask=T((2048, 0), "int8")),
+     "legacy_pfa", "atten_mask", INNER, "not even an empty one"),
+    ("pfa_tnd_paged_kv_all_zero", "tnd", dict(_PFA_TND, key=T((3, 2, 128, 128), "float32"),
+                                              value=T((3, 2, 128, 128), "float32"), block_table=T((3, 2), "int32"),
+                                              block_size=128, actual_seq_lengths_kv=[0, 0, 0]),
+     "legacy_pfa", "actual_seq_lengths_kv", INNER, "some KV length must be positive"),
 ]
 
 
@@ -117,6 +128,9 @@ def test_legacy_rule(verdict_kit, case):
     ("pfa", dict(atten_mask=T((2, 128, 512), "bool"), pre_tokens=-200, next_tokens=1000), "pfa"),
     ("tnd", {}, "fai"),
     ("tnd", dict(sparse_mode=3, atten_mask=T((2048, 2048), "bool")), "fai"),
+    ("tnd", _PFA_TND, "pfa"),
+    ("tnd", dict(_PFA_TND, key=T((3, 2, 128, 128), "float32"), value=T((3, 2, 128, 128), "float32"),
+                 block_table=T((3, 2), "int32"), block_size=128, actual_seq_lengths_kv=[0, 1, 0]), "pfa"),
 ])
 def test_legacy_route_accepts(verdict_kit, base, over, route):
     info = verdict_kit.accept("arch22", base, **over)

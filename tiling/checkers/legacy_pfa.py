@@ -415,7 +415,8 @@ def _tnd(p, layout: str, paged: bool) -> None:
     cumulative length, heads consistent (a paged (blocks, block size, H) cache has the attribute's heads),
     the head dim pairs (192, 192, 192|128) or equal 128 / 64 (with rope: 128 + rope 64; a paged cache's D read
     as op_host reads it, ``_paged_head_dim``), no value D 192 with G > 1 or NTD_TND, a bf16 query; then as many query as kv lengths, none negative, none decreasing (kv:
-    unless paged)."""
+    unless paged); a paged cache with every KV length 0 fails later, in the TND branch's ``SetMatMulTiling``
+    (an S2 basic block of 0)."""
     lists = (("actual_seq_lengths", p.actual_seq_lengths), ("actual_seq_lengths_kv", p.actual_seq_lengths_kv))
     for name, t in lists:
         if not present(t):
@@ -465,6 +466,9 @@ def _tnd(p, layout: str, paged: bool) -> None:
     for name, vals in (("actual_seq_lengths", aq), ("actual_seq_lengths_kv", None if paged else akv)):
         if vals is not None and any(b < a for a, b in zip(vals, vals[1:])):
             _fail(name, vals, f"with {layout} the cumulative lengths must not decrease")
+    if paged and max(akv) == 0:
+        _fail("actual_seq_lengths_kv", akv, f"with {layout} and a paged cache some KV length must be positive (the "
+                                            "TND branch's matmul tiling fails on an empty S2 block)")
 
 
 def _paged_head_dim(t, n_kv: int) -> int:
@@ -570,9 +574,9 @@ def _sparse_and_tokens(p) -> tuple[int, int]:
     has_mask = present(p.atten_mask) and numel(p.atten_mask.shape) > 0
     if p.input_layout in ("TND", "NTD_TND") and has_mask and sp in (1, 2):
         _fail("sparse_mode", sp, f"with {p.input_layout} the PFA route takes sparse_mode 0, 3 or 4")
-    if p.input_layout in ("TND", "NTD_TND") and has_mask and sp == 0:
+    if p.input_layout in ("TND", "NTD_TND") and present(p.atten_mask) and sp == 0:     # even an empty one
         _fail("atten_mask", list(p.atten_mask.shape), f"with {p.input_layout} and sparse_mode 0 the PFA route "
-                                                      "takes no attention mask")
+                                                      "takes no attention mask, not even an empty one")
     if p.input_layout in ("TND", "NTD_TND") and sp == 4 and legacy_value(p).shape and \
             legacy_value(p).shape[-1] not in (64, 128):
         _fail("value", list(legacy_value(p).shape), f"with {p.input_layout} and sparse_mode 4 the value head dim "
