@@ -105,6 +105,11 @@ CASES = [
                                               value=T((3, 2, 128, 128), "float32"), block_table=T((3, 2), "int32"),
                                               block_size=128, actual_seq_lengths_kv=[0, 0, 0]),
      "legacy_pfa", "actual_seq_lengths_kv", INNER, "some KV length must be positive"),
+    ("pfa_tnd_paged_block_table_narrow", "tnd", dict(_PFA_TND, key=T((3, 2, 128, 128), "float32"),
+                                                     value=T((3, 2, 128, 128), "float32"),
+                                                     block_table=T((3, 1), "int32"), block_size=128,
+                                                     actual_seq_lengths_kv=[0, 129, 0]),
+     "legacy_pfa", "block_table", INNER, "[3, >= 2]"),
 ]
 
 

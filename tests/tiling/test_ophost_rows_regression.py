@@ -36,8 +36,8 @@
   0); and the legacy IFA route sizes its staging areas with G even when the key and value are empty (the
   mirror's G was 0 there: ``rand_arch22_3_06156``, 16,818,176 bytes against 17,145,856).
 * Seed 4's rows: the PFA route's TND check refuses any mask tensor with sparse_mode 0, an empty one too
-  (``rand_arch22_4_03347``: a (2048, 0) mask), and a paged TND call whose KV lengths are all 0 fails in the
-  TND branch's matmul tiling (``rand_arch22_4_02222``: an S2 basic block of 0; op_host logs no reason).
+  (``rand_arch22_4_03347``: a (2048, 0) mask), and a paged TND call whose KV lengths are all 0 has no valid
+  block (``rand_arch22_4_02222``: ``CheckPAWhenBaseApi`` fails without a log).
 """
 
 from __future__ import annotations

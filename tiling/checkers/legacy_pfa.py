@@ -415,8 +415,7 @@ def _tnd(p, layout: str, paged: bool) -> None:
     cumulative length, heads consistent (a paged (blocks, block size, H) cache has the attribute's heads),
     the head dim pairs (192, 192, 192|128) or equal 128 / 64 (with rope: 128 + rope 64; a paged cache's D read
     as op_host reads it, ``_paged_head_dim``), no value D 192 with G > 1 or NTD_TND, a bf16 query; then as many query as kv lengths, none negative, none decreasing (kv:
-    unless paged); a paged cache with every KV length 0 fails later, in the TND branch's ``SetMatMulTiling``
-    (an S2 basic block of 0)."""
+    unless paged); with a paged cache, the block rules of ``_tnd_block_table``."""
     lists = (("actual_seq_lengths", p.actual_seq_lengths), ("actual_seq_lengths_kv", p.actual_seq_lengths_kv))
     for name, t in lists:
         if not present(t):
@@ -466,9 +465,23 @@ def _tnd(p, layout: str, paged: bool) -> None:
     for name, vals in (("actual_seq_lengths", aq), ("actual_seq_lengths_kv", None if paged else akv)):
         if vals is not None and any(b < a for a, b in zip(vals, vals[1:])):
             _fail(name, vals, f"with {layout} the cumulative lengths must not decrease")
-    if paged and max(akv) == 0:
-        _fail("actual_seq_lengths_kv", akv, f"with {layout} and a paged cache some KV length must be positive (the "
-                                            "TND branch's matmul tiling fails on an empty S2 block)")
+    if paged:
+        _tnd_block_table(p, layout, len(aq), akv)
+
+
+def _tnd_block_table(p, layout: str, b: int, akv: list) -> None:
+    """``CheckPAWhenBaseApi`` (TND / NTD_TND with a paged cache; ``akv`` are per-batch lengths): the blocks
+    the batches need (``ceil(kv / block_size)`` each) must not all be 0 (op_host fails without a log), and
+    the block table is ``[B, >= the most blocks one batch needs]``."""
+    if p.block_size <= 0:
+        return                                 # the block size rule refuses it
+    blocks = [-(-kv // p.block_size) for kv in akv]
+    if sum(blocks) == 0:
+        _fail("actual_seq_lengths_kv", akv, f"with {layout} and a paged cache some KV length must be positive")
+    bt = p.block_table.shape
+    if len(bt) == 2 and (bt[0] != b or bt[1] < max(blocks)):
+        _fail("block_table", list(bt), f"with {layout} the block table must be [{b}, >= {max(blocks)}] (the most "
+                                       f"blocks of {p.block_size} one batch's KV needs)")
 
 
 def _paged_head_dim(t, n_kv: int) -> int:
