@@ -260,12 +260,13 @@ def _print_result(r) -> None:
 
 def pass_rule(reports: dict) -> str:
     """The rule PASS stands for, with the allowed fraction outside tolerance (``kernels.precision.compare``)."""
-    from .kernels.precision import MAX_OUTLIER
+    from .kernels.precision import MAX_OUTLIER, OUTLIER_FLOOR
 
     ratios = sorted({rep["max_fail_ratio"] for rep in reports.values()})
     allowed = " / ".join(f"{100 * x:.2f}%" for x in ratios) or "0%"
-    return (f"pass rule (each output: at most {allowed} of its elements outside rtol/atol, none off by a "
-            f"relative error of {MAX_OUTLIER:g} or more, no non-finite value where the golden differs)")
+    return (f"pass rule (each output: at most {allowed} of its elements outside rtol/atol, none with "
+            f"|a-g| / max(|a|, |g|, {OUTLIER_FLOOR:.4g}) of {MAX_OUTLIER:g} or more, no non-finite value where the "
+            f"golden differs)")
 
 
 def _cases(args) -> int:

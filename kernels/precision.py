@@ -78,7 +78,8 @@ import numpy as np
 
 from .golden.dtypes import canonical_dtype, to_numpy
 
-__all__ = ["Report", "compare", "tolerance", "TOLERANCES", "MAX_FAIL_RATIO", "MAX_OUTLIER", "DoubleBenchmark",
+__all__ = ["Report", "compare", "tolerance", "TOLERANCES", "MAX_FAIL_RATIO", "MAX_OUTLIER", "OUTLIER_FLOOR",
+           "DoubleBenchmark",
            "Benchmarked", "BenchmarkReport", "compare_double_benchmark", "DOUBLE_BENCHMARK_THRESHOLDS"]
 
 TOLERANCES = {
@@ -92,7 +93,8 @@ TOLERANCES = {
 MAX_FAIL_RATIO = 0.005
 #: Gross-outlier bound on |a-g| / max(|a|, |g|, 2**-14/0.005) (upstream max_diff_hd).
 MAX_OUTLIER = 10.0
-_OUTLIER_FLOOR = (1.0 / (1 << 14)) / 0.005
+#: the denominator's floor of that bound (near-zero goldens: the fp16 normal minimum over the fp16 rtol)
+OUTLIER_FLOOR = (1.0 / (1 << 14)) / 0.005
 
 
 def tolerance(dtype: Any) -> tuple[float, float]:
@@ -193,7 +195,7 @@ def compare(actual, golden, dtype: Any, *, rtol: float | None = None, atol: floa
         max_abs = float(diff.max()) if fin.any() else 0.0
         rel_ok = fin & (g != 0)
         max_rel = float((diff[rel_ok] / np.abs(g[rel_ok])).max()) if rel_ok.any() else 0.0
-        denom = np.maximum(np.maximum(np.abs(np.where(fin, a, 0.0)), np.abs(np.where(fin, g, 0.0))), _OUTLIER_FLOOR)
+        denom = np.maximum(np.maximum(np.abs(np.where(fin, a, 0.0)), np.abs(np.where(fin, g, 0.0))), OUTLIER_FLOOR)
         outlier_vals = np.where(close, 0.0, np.where(nonfinite_bad, np.inf, diff / denom))
         worst_outlier = float(outlier_vals.max())
         n_bad = int(np.count_nonzero(nonfinite_bad))
