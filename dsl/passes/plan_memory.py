@@ -26,10 +26,12 @@ the budget is judged on the split programs).
 * Slots. On the 950 a hand-off lands in the receiving core's own memory: its
   ``depth`` slots are a UB buffer of each AIV (cube -> vector; its rows of a
   row-split tile) or an L1 buffer (vector -> cube) for the whole program.
-* Ping-pong. A tile loaded (MTE2) inside a pipelined loop gets two copies, so
-  the next iteration's copy can land while this one is read; a program whose
-  plan does not fit with them is planned again without (single copies), and
-  only then is over budget.
+* Ping-pong. A tile loaded (MTE2) inside a pipelined loop gets two copies, the
+  room the next iteration's copy needs to land while this one is read; a
+  program whose plan does not fit with them is planned again without (single
+  copies), and only then is over budget. The second copy is reserved only: no
+  backend addresses it yet and insert_sync orders the copies as one buffer,
+  so the loads still wait for the previous iteration's reads.
 * Lifetimes are ``liveness.Liveness``; a buffer lives over the union of its
   values' ranges; a result may take the place of an operand it reads for the
   last time only with the same size and element width (in place, never a

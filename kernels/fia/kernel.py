@@ -20,8 +20,9 @@ gm + log(gl). With GM_ACC (a tall row block, whose fp32 accumulator would crowd
 UB: ``launch.gm_accumulator``) go lives in the core's workspace rows
 ``ws_acc[core]``, as op_host's vec2 workspace holds it: zeroed at the row's
 start, V2 reads, updates and writes it back (row chunk by row chunk), and the
-row's end reads it once; the numbers are the same (fp32 in, fp32 out). A row split across cores (flash decode) instead writes its
-partial (go / gl, gm, gl) to the workspace slot of its piece, and
+row's end reads it once; the numbers are the same (fp32 in, fp32 out).
+
+A row split across cores (flash decode) instead writes its partial (go / gl, gm, gl) to the workspace slot of its piece, and
 ``fia_fd_combine`` merges the pieces of each split row: M = max mᵢ,
 wᵢ = exp(mᵢ - M)·lᵢ, L = Σ wᵢ, O = Σ (wᵢ / L)·Oᵢ, lse = M + log L.
 
