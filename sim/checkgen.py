@@ -304,14 +304,23 @@ class CheckedGen(_Gen):
             for r in self._flag_rows(True):
                 self.emit(f"vc_join(vcq, vch, vc, {_i64(r)}, np.int64({op.attrs['id']}), role)")
 
-    def _event_slot(self, op) -> int:
-        return self.events.setdefault((op.attrs["event"], op.attrs["id"]), len(self.events))
+    def _event_slot(self, op) -> str:
+        """The counter of an event op (a ping-pong pair's: the one of its iteration's id)."""
+        k = self.events.setdefault((op.attrs["event"], op.attrs["id"]), len(self.events))
+        if not op.args:
+            return str(k)
+        odd = self.events.setdefault((op.attrs["event"], op.attrs["id_odd"]), len(self.events))
+        return f"({odd} if {self.ref(op.args[0])} % 2 else {k})"
+
+    @staticmethod
+    def _event_ids(op) -> str:
+        return f"id {op.attrs['id']}" + (f" or {op.attrs['id_odd']}" if op.args else "")
 
     def op_event_set(self, op):
         if not self.mode.flags:
             return
         k = self._event_slot(op)
-        site = self.site(f"intra-core event {op.attrs['event']} (id {op.attrs['id']}) is set here and not waited "
+        site = self.site(f"intra-core event {op.attrs['event']} ({self._event_ids(op)}) is set here and not waited "
                          f"before the {self.core or 'core'} program ends", op, ("outstanding",))
         self.info.sites[site] = ("event", op.attrs["event"])
         self.emit(f"ev_set(evc, np.int64({k}), np.int64({site}))")
@@ -320,7 +329,7 @@ class CheckedGen(_Gen):
         if not self.mode.flags:
             return
         k = self._event_slot(op)
-        site = self.site(f"waits on intra-core event {op.attrs['event']} (id {op.attrs['id']}) that no earlier set "
+        site = self.site(f"waits on intra-core event {op.attrs['event']} ({self._event_ids(op)}) that no earlier set "
                          f"of the {self.core or 'core'} program raised (the pipe would wait forever)", op)
         self.info.sites[site] = ("event", op.attrs["event"])
         self.emit(f"ev_wait(evc, np.int64({k}), np.int64({site}))")

@@ -14,7 +14,10 @@ backend reads nothing else: not the kernel library, not the tiling mirror.
 * Each program becomes an ``if ASCEND_IS_AIV { ... }`` / ``if ASCEND_IS_AIC
   { ... }`` block with its own ``TPipe`` and one ``TBuf`` per space; a tile
   value is a ``LocalTensor`` at its planned byte offset in that space
-  (``<space>[offset].ReinterpretCast<T>()``), named after the DSL variable.
+  (``<space>[offset].ReinterpretCast<T>()``), named after the DSL variable;
+  a ping-pong buffer's tile is at ``offset + ping * copy``, the copy its
+  loop's iteration parity picks (plan_memory), and its events' ids follow the
+  same ping.
 * UB tiles are row-major with the capacity's column count as row pitch; the
   rows a vector op touches are the valid rows (``ValidExtents``), the columns
   the whole pitch (the pad columns hold values nobody stores). Row reductions
@@ -354,7 +357,9 @@ class _Lowering(CubeRules):
         name = self.namer.ident(v.name or buf.name or "t")
         space = _SPACE_VAR[buf.space]
         self.spaces_used.setdefault(buf.space, 0)
-        self.emit(f"LocalTensor<{ct}> {name} = {space}[{buf.offset}].ReinterpretCast<{ct}>();")
+        at = str(buf.offset) if buf.parity is None else \
+            f"{buf.offset} + {self.ref(buf.parity)} * {buf.bytes // buf.copies}"   # this iteration's copy
+        self.emit(f"LocalTensor<{ct}> {name} = {space}[{at}].ReinterpretCast<{ct}>();")
         self.names[v.id] = name
         return name
 
@@ -1150,12 +1155,19 @@ class _Lowering(CubeRules):
         self.emit("}")
 
     # ------------------------------------------------------------------ sync
+    def event_id(self, op) -> str:
+        """An event's id: a constant, or for a ping-pong pair the even or odd iteration's id by its ping."""
+        eid = op.attrs["id"]
+        if not op.args:
+            return str(eid)
+        return f"{eid} + {op.attrs['id_odd'] - eid} * {self.ref(op.args[0])}"
+
     def op_event_set(self, op):
-        self.emit(f"SetFlag<HardEvent::{op.attrs['event']}>({op.attrs['id']});")
+        self.emit(f"SetFlag<HardEvent::{op.attrs['event']}>({self.event_id(op)});")
         self.api |= {"SetFlag", "HardEvent"}
 
     def op_event_wait(self, op):
-        self.emit(f"WaitFlag<HardEvent::{op.attrs['event']}>({op.attrs['id']});")
+        self.emit(f"WaitFlag<HardEvent::{op.attrs['event']}>({self.event_id(op)});")
         self.api |= {"WaitFlag", "HardEvent"}
 
     def op_barrier(self, op):

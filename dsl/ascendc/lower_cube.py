@@ -27,7 +27,7 @@ Model
   piece before the slot is released.
 * Synchronisation. insert_sync sees an mma as one M op; the MTE2 / MTE1 / M / FIX steps inside it are
   ordered here with events of ids 6 and 7 (one per ping-pong copy; insert_sync uses 0 and 1 + loop depth,
-  checked): a FIX -> M fence first (L0C may still be read by an earlier Fixpipe), primed ``M_MTE1`` credits
+  checked; its parity pairs, 4 + depth, are AIV events only): a FIX -> M fence first (L0C may still be read by an earlier Fixpipe), primed ``M_MTE1`` credits
   per L0 copy, an ``MTE1 -> MTE2`` fence before each GM -> L1 stream (every earlier LoadData is done),
   ``MTE2_MTE1`` and ``MTE1_M`` pairs per piece (``M_FIX`` / ``FIX_M`` per L0C piece when streaming out),
   and at the end the credits drained and an ``MTE1 -> MTE2`` fence, so nothing the mma read or wrote on

@@ -41,7 +41,13 @@ itself across the back edge: a dependency of an iteration's early op on the
 previous iteration's late op gets a pair inside the body (the set after the
 producer's last op, the wait before the consumer; id 1 + the loop's depth, so
 nested loops' pairs stay apart), one set before the loop and one wait after
-it, so every set meets one wait. Events
+it, so every set meets one wait. When every hazard of such a pair is on a
+buffer whose two copies the loop's iterations alternate (plan_memory's
+ping-pong), the dependency is on the iteration two back: the pair's id is
+``1 + depth`` on even iterations and ``4 + depth`` on odd ones (the event
+ops take the loop's ``ping`` as operand and carry ``id_odd``), two sets
+before the loop and two waits after it; so the next iteration's load into
+the other copy need not wait for this iteration's reads. Events
 change no numbers (a core's pipes run in program order in the simulator); the
 Ascend C backend prints them and the CPU twin checks their pairing.
 
@@ -156,8 +162,9 @@ HARD_EVENTS = {"MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1", "MTE2_V", "V_MTE2",
                "MTE3_MTE1", "MTE1_MTE3", "MTE1_V", "MTE2_M", "M_MTE2", "V_MTE1", "M_FIX", "FIX_M", "MTE3_MTE2",
                "MTE2_MTE3", "S_V", "V_S", "S_MTE2", "MTE2_S", "S_MTE3", "MTE3_S", "MTE2_FIX", "FIX_MTE2", "FIX_S",
                "M_S", "FIX_MTE3", "MTE1_FIX", "FIX_MTE1"}
-#: the event id of forward (same-iteration) pairs; a loop's back-edge pairs use BACK_ID + its depth
-FORWARD_ID, BACK_ID = 0, 1
+#: the event id of forward (same-iteration) pairs; a loop's back-edge pairs use BACK_ID + its depth, and on
+#: odd iterations PARITY_ID + its depth when they alternate two copies
+FORWARD_ID, BACK_ID, PARITY_ID = 0, 1, 4
 
 
 def insert_events(kernel: Kernel, platform) -> dict:
@@ -253,13 +260,13 @@ class _EventBlock:
             for key, pipe in reads:
                 w = last_write.get(key)
                 if w is not None:
-                    self._hazard(w[0], pipe, w[1], i, needs, barriers)
+                    self._hazard(w[0], pipe, w[1], i, needs, barriers, key)
             for key, pipe in writes:
                 w = last_write.get(key)
                 if w is not None:
-                    self._hazard(w[0], pipe, w[1], i, needs, barriers)
+                    self._hazard(w[0], pipe, w[1], i, needs, barriers, key)
                 for rp, ri in readers.get(key, {}).items():
-                    self._hazard(rp, pipe, ri, i, needs, barriers)
+                    self._hazard(rp, pipe, ri, i, needs, barriers, key)
             for key, pipe in reads:
                 readers.setdefault(key, {})[pipe] = i
             for key, pipe in writes:
@@ -268,14 +275,14 @@ class _EventBlock:
         return needs, barriers
 
     @staticmethod
-    def _hazard(src, dst, at, i, needs, barriers):
+    def _hazard(src, dst, at, i, needs, barriers, key):
         if src == dst:
             if src == "V" and at >= 0:
                 barriers[i] = max(barriers.get(i, -1), at)
             return
         if src == "S" or dst == "S":
             return   # scalar reads of GM tables: inputs the kernel does not write
-        needs.setdefault(i, []).append((src, dst, at))
+        needs.setdefault(i, []).append((src, dst, at, key))
 
     def _forward(self, block: Block) -> None:
         """Same-iteration hazards of one block: a set and its wait right before the consumer (the set is issued
@@ -288,7 +295,7 @@ class _EventBlock:
         fenced = -1                      # the V ops before this index are behind a PipeBarrier<PIPE_V>
         for i in range(len(ops)):
             loc = ops[i].loc
-            for src, dst, at in needs.get(i, []):
+            for src, dst, at, _ in needs.get(i, []):
                 if at < 0 or covered.get((src, dst), -1) >= at:
                     continue
                 before.setdefault(i, []).append(self._event("event_set", src, dst, FORWARD_ID, loc))
@@ -324,16 +331,19 @@ class _EventBlock:
                    {k: {p: i - len(ops) for p, i in d.items()} for k, d in readers.items()})
         needs, _ = self._needs(ops, shifted)         # pass 2: producers from pass 1 have negative indices
         pipes_of = [self._pipes(op) for op in ops]
-        pairs = {}
+        pairs, single = {}, set()
         for i, lst in needs.items():
-            for src, dst, at in lst:
-                if at < 0 and (src, dst) not in pairs:
-                    pairs[(src, dst)] = i
+            for src, dst, at, key in lst:
+                if at < 0:
+                    pairs.setdefault((src, dst), i)
+                    if not self._alternates(key, loop):
+                        single.add((src, dst))
         if not pairs:
             return
         before: dict[int, list] = {}
         after: dict[int, list] = {}
         prime, drain = [], []
+        ping = self._ping(loop)
         for (src, dst), i in pairs.items():
             producers = [x for x in range(len(ops)) if src in pipes_of[x]]
             j = max(producers)
@@ -344,10 +354,14 @@ class _EventBlock:
             if eid > 7:
                 raise CompilationError(f"loops nest {self.depth + 1} deep with cross-iteration pipe hazards: the "
                                        f"hardware has event ids 0-7 for {src}_{dst}", loop.loc)
-            before.setdefault(i, []).append(self._event("event_wait", src, dst, eid, loc))
-            after.setdefault(j, []).append(self._event("event_set", src, dst, eid, loc))
-            prime.append(self._event("event_set", src, dst, eid, loc))
-            drain.append(self._event("event_wait", src, dst, eid, loc))
+            if (src, dst) in single or ping is None or PARITY_ID + self.depth > 7:
+                ids, par = [eid], None
+            else:     # every hazard is on a copy the iterations alternate: wait for the iteration two back
+                ids, par = [eid, PARITY_ID + self.depth], ping
+            before.setdefault(i, []).append(self._event("event_wait", src, dst, eid, loc, par, ids[-1]))
+            after.setdefault(j, []).append(self._event("event_set", src, dst, eid, loc, par, ids[-1]))
+            prime += [self._event("event_set", src, dst, e, loc) for e in ids]
+            drain += [self._event("event_wait", src, dst, e, loc) for e in ids]
             self.counts["events"] += 1
         out = []
         for i, op in enumerate(ops):
@@ -358,6 +372,18 @@ class _EventBlock:
         body.ops = [o for o in out if o.kind != "yield"] + y
         k = outer.ops.index(loop)
         outer.ops[k:k + 1] = prime + [loop] + drain
+
+    def _alternates(self, key, loop: Op) -> bool:
+        """Whether ``key`` is a buffer whose two copies ``loop``'s iterations alternate (plan_memory)."""
+        if self.plan is None or key[0] != "buf":
+            return False
+        return any(id(b) == key[1] and b.parity_loop is loop for b in self.plan.buffer_of.values())
+
+    def _ping(self, loop: Op):
+        """The parity value plan_memory put at the top of ``loop``'s body when a buffer of it alternates."""
+        if self.plan is None:
+            return None
+        return next((b.parity for b in self.plan.buffer_of.values() if b.parity_loop is loop), None)
 
     def _pipes(self, op: Op) -> set:
         out = set()
@@ -371,8 +397,12 @@ class _EventBlock:
         out |= {p for _, p in r + w}
         return out
 
-    def _event(self, kind, src, dst, eid, loc) -> Op:
+    def _event(self, kind, src, dst, eid, loc, ping=None, odd=None) -> Op:
+        """An event op; with ``ping`` its id is ``eid`` on even iterations and ``odd`` on odd ones."""
         name = f"{src}_{dst}"
         if name not in HARD_EVENTS:
             raise CompilationError(f"no hardware event orders pipe {src} before {dst} ({name})", loc)
-        return Op(kind, [], [], {"src": src, "dst": dst, "id": eid, "event": name}, (), loc, self.scope)
+        attrs = {"src": src, "dst": dst, "id": eid, "event": name}
+        if ping is not None:
+            attrs["id_odd"] = odd
+        return Op(kind, [ping] if ping is not None else [], [], attrs, (), loc, self.scope)

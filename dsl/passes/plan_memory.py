@@ -26,12 +26,22 @@ the budget is judged on the split programs).
 * Slots. On the 950 a hand-off lands in the receiving core's own memory: its
   ``depth`` slots are a UB buffer of each AIV (cube -> vector; its rows of a
   row-split tile) or an L1 buffer (vector -> cube) for the whole program.
-* Ping-pong. A tile loaded (MTE2) inside a pipelined loop gets two copies, the
-  room the next iteration's copy needs to land while this one is read; a
-  program whose plan does not fit with them is planned again without (single
-  copies), and only then is over budget. The second copy is reserved only: no
-  backend addresses it yet and insert_sync orders the copies as one buffer,
-  so the loads still wait for the previous iteration's reads.
+* Ping-pong. In the AIV program, a UB buffer that moves data (it holds a
+  load's result, MTE2, or a store's source, MTE3) and whose values are all
+  made and last read inside one iteration of an innermost loop with a
+  constant step (a row-chunk loop, a loop of vector work) gets two copies,
+  picked by the iteration's parity: the loop's body starts with
+  ``ping = ((iv - lo) // step) % 2`` and the buffer's address is
+  ``offset + ping * copy`` (``Buffer.parity``). So the next iteration's load
+  lands in the other copy while this one's is still read, and this one's
+  store drains while the next is computed; insert_sync orders each copy
+  against the iteration two back (``parity`` events). Both copies are
+  reserved over the whole loop (the other iteration's copy is in flight
+  while this one's ops run). A program whose plan does not fit with them
+  gives them up loop by loop, the loop whose second copies take the most
+  bytes first (single copies, its parity ops removed), and is over budget
+  only without any. Cube tiles get no copies: the cube's operands
+  already stream through the ping-pong staging pieces below.
 * Lifetimes are ``liveness.Liveness``; a buffer lives over the union of its
   values' ranges; a result may take the place of an operand it reads for the
   last time only with the same size and element width (in place, never a
@@ -57,7 +67,7 @@ from dataclasses import dataclass, field
 from ..errors import BudgetError
 from ..ir import Block, Kernel, Op, Value, walk
 from ..liveness import Liveness
-from ..types import L0A, L0B, L0C, L1, UB, TileType
+from ..types import INDEX, L0A, L0B, L0C, L1, UB, TileType
 
 __all__ = ["plan_memory", "MemoryPlan", "Buffer", "SpacePlan", "MmaPlan", "plan_mma", "check_plan",
            "SPACES_OF"]
@@ -83,6 +93,8 @@ class Buffer:
     offset: int = 0          # byte address in its space
     loc: object = None
     values: list = field(default_factory=list)   # ids of the values it holds
+    parity: object = None    # the ping Value whose parity picks the copy (two copies, a loop's ping-pong)
+    parity_loop: object = None   # the loop whose iterations alternate the copies
 
 
 @dataclass
@@ -193,10 +205,19 @@ def plan_kernel(kernel: Kernel, platform) -> MemoryPlan:
     plans, mma_plans, buffer_of = {}, [], {}
     for core, body in progs.items():
         slots = [ch for ch in kernel.channels if ch.kind == "data" and ch.route == "onchip" and ch.dst == core]
-        spaces, mmas, of = _plan_program(body, SPACES_OF[core], platform, slots)
-        if not all(sp.fits for sp in spaces.values()):
-            # ping-pong is an overlap optimisation: a program that does not fit with it is planned without
-            spaces, mmas, of = _plan_program(body, SPACES_OF[core], platform, slots, pingpong=False)
+        pings = _insert_pings(body) if core == "aiv" else {}
+        while True:
+            spaces, mmas, of = _plan_program(body, SPACES_OF[core], platform, slots, pings)
+            if not pings or all(sp.fits for sp in spaces.values()):
+                break
+            # ping-pong is an overlap optimisation: a program that does not fit with it gives it up, loop by
+            # loop, the loop whose second copies take the most bytes first
+            extra = {key: sum(b.bytes // 2 for sp in spaces.values() for b in sp.all if b.parity_loop is loop)
+                     for key, (loop, _, _) in pings.items()}
+            worst = max(extra, key=extra.get)
+            _remove_pings({worst: pings.pop(worst)})
+        _remove_pings({k: v for k, v in pings.items()
+                       if not any(b.parity_loop is v[0] for sp in spaces.values() for b in sp.all)})
         plans[core] = spaces
         mma_plans += mmas
         buffer_of.update(of)
@@ -248,13 +269,12 @@ def share_groups(body: Block, lv: Liveness) -> _Groups:
     return groups
 
 
-def _plan_program(body: Block, spaces: tuple, platform, slots=(), pingpong: bool = True):
+def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | None = None):
     lv = Liveness(body)
     groups = share_groups(body, lv)
     skip: set[int] = set()           # values that are no buffer of their own (views, staging, streams)
     staged: dict[int, list] = {}      # id(mma op) -> streamed operand notes
     mmas = []
-    pipelined = _pipelined_values(body) if pingpong else set()
     for op in walk(body):
         if op.kind == "copy" and op.attrs.get("staged"):
             skip.add(op.results[0].id)
@@ -288,6 +308,7 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pingpong: bool
         members.setdefault(groups.find(vid), []).append(v)
     buffers = []
     of = {}
+    ponged = _ping_pong_groups(members, skip, lv, pings or {})
     for root, vals in members.items():
         vals = [v for v in vals if v.id not in skip]
         if not vals:
@@ -298,15 +319,18 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pingpong: bool
         start = min(lv.def_pos.get(v.id, 0) for v in vals)
         end = max(lv.end.get(v.id, lv.def_pos.get(v.id, 0) + 1) for v in vals)
         origin = _origin(rep, lv)
-        copies = 2 if any(v.id in pipelined for v in vals) else 1
+        pong = ponged.get(root)
+        copies = 2 if pong else 1
         t: TileType = rep.type
         size = _align(t.nbytes, platform.align(t.space.name))
         note = "resident" if t.space is not UB else ""
-        if copies == 2:
-            note = "ping-pong (pipelined loop)"
+        if pong:
+            loop, ping, (start, end) = pong
+            note = f"ping-pong (loop at line {loop.loc.line if loop.loc else '?'})"
         b = Buffer(rep.name or (origin.kind if origin else "arg"), origin.loc.line if origin and origin.loc else 0,
                    t.space.name, t.shape, t.dtype.name, copies, copies * size, start, max(end, start + 1), note,
-                   loc=origin.loc if origin else None, values=[v.id for v in vals])
+                   loc=origin.loc if origin else None, values=[v.id for v in vals],
+                   parity=pong[1] if pong else None, parity_loop=pong[0] if pong else None)
         buffers.append(b)
         for v in vals:
             of[v.id] = b
@@ -420,15 +444,104 @@ def _last_read_before(arg: Value, y: Value, lv: Liveness) -> bool:
     return last_read(arg, {y.id}) <= limit
 
 
-def _pipelined_values(body: Block) -> set:
-    """Tiles loaded inside a pipelined loop (their buffers get two copies)."""
-    out = set()
+# ------------------------------------------------------------------ ping-pong copies
+
+def _insert_pings(body: Block) -> dict:
+    """id(loop) -> (loop, ping Value, its ops) for every innermost loop with a constant positive step that
+    moves UB data (a load into UB or a store from it): the body starts with ping = ((iv - lo) // step) % 2."""
+    out = {}
     for op in walk(body):
-        if op.kind == "for" and op.attrs.get("stages", 1) > 1:
-            for inner in walk(op.blocks[0]):
-                if inner.kind == "load" and inner.results[0].type.space in (UB, L1):
-                    out.add(inner.results[0].id)
+        if op.kind != "for" or any(o.kind == "for" for o in walk(op.blocks[0])):
+            continue
+        lo, _, step = op.args[:3]
+        if not (isinstance(step.const, int) and step.const > 0):
+            continue
+        if not any(o.kind in ("load", "store") and _moves_ub(o) for o in walk(op.blocks[0])):
+            continue
+        loop_body = op.blocks[0]
+        ops: list = []
+
+        def sbin(kind, a, b, name=None):
+            if not isinstance(b, Value):
+                c = Op("const", [], [Value(INDEX, const=b)], {"value": b}, (), op.loc, None)
+                ops.append(c)
+                b = c.result
+            o = Op("sbin", [a, b], [Value(INDEX, name)], {"op": kind}, (), op.loc, None)
+            ops.append(o)
+            return o.result
+
+        k = loop_body.args[0] if lo.const == 0 else sbin("sub", loop_body.args[0], lo)
+        ping = sbin("mod", sbin("floordiv", k, step), 2, "ping")
+        loop_body.ops[0:0] = ops
+        out[id(op)] = (op, ping, ops)
     return out
+
+
+def _remove_pings(pings: dict) -> None:
+    for loop, _, ops in pings.values():
+        body = loop.blocks[0]
+        drop = {id(o) for o in ops}
+        body.ops = [o for o in body.ops if id(o) not in drop]
+
+
+def _moves_ub(op: Op) -> bool:
+    t = (op.results[0] if op.kind == "load" else op.args[-1]).type
+    return isinstance(t, TileType) and t.space is UB
+
+
+def _ping_pong_groups(members: dict, skip: set, lv: Liveness, pings: dict) -> dict:
+    """root -> (loop, ping, (start, end)) for the UB buffers that alternate two copies in one of ``pings``'
+    loops: every value made by an op of the loop's body and read only there (never carried out by its
+    yield), and one of them a load's result or a store's source. A group made in place over such a
+    buffer's value read for the last time (same size and width) joins that buffer (``members`` is merged):
+    the in-place chain of a loaded tile keeps one address, the iteration's copy. They live over the whole
+    loop."""
+    if not pings:
+        return {}
+    inside = {}                  # id(op) -> the loop whose body holds it
+    span = {}
+    for key, (loop, ping, _) in pings.items():
+        ops = list(walk(loop.blocks[0]))
+        for o in ops:
+            inside[id(o)] = loop
+        span[id(loop)] = (lv.pos[id(loop)], max(lv.pos[id(o)] for o in ops) + 1)
+    local = {}                   # root -> (loop, its values): the groups made and read in one iteration
+    for root, vals in members.items():
+        vals = [v for v in vals if v.id not in skip]
+        if not vals or vals[0].type.space is not UB:
+            continue
+        loops = {id(inside.get(id(lv.def_op.get(v.id)))) for v in vals}
+        loop = inside.get(id(lv.def_op.get(vals[0].id)))
+        if loop is None or len(loops) != 1:
+            continue
+        y = loop.blocks[0].ops[-1]
+        if all(inside.get(id(u)) is loop and u is not y for v in vals for u in lv.users.get(v.id, [])):
+            local[root] = (loop, vals)
+    root_of = {v.id: root for root, (_, vals) in local.items() for v in vals}
+    ponged = {root for root, (_, vals) in local.items()
+              if any((v.owner is not None and v.owner.kind == "load")
+                     or any(u.kind == "store" and u.args[-1] is v for u in lv.users.get(v.id, [])) for v in vals)}
+    chain = {root: root for root in ponged}   # a ponged group -> the buffer it shares
+    grown = True
+    while grown:                 # in-place successors of a ponged buffer's values take its copy
+        grown = False
+        for root, (loop, vals) in local.items():
+            if root in chain:
+                continue
+            for v in vals:
+                op = lv.def_op.get(v.id)
+                src = next((a for a in (op.args if op is not None and op.kind in _INPLACE else ())
+                            if a.is_tile and root_of.get(a.id) in chain and local[root_of[a.id]][0] is loop
+                            and lv.end.get(a.id) == lv.def_pos[v.id] and a.type.nbytes == v.type.nbytes
+                            and a.type.dtype.bits == v.type.dtype.bits), None)
+                if src is not None:
+                    chain[root] = chain[root_of[src.id]]
+                    grown = True
+                    break
+    for root, head in chain.items():
+        if root != head:
+            members[head] += members.pop(root)
+    return {head: (local[head][0], pings[id(local[head][0])][1], span[id(local[head][0])]) for head in ponged}
 
 
 def _mma_sources(op: Op):

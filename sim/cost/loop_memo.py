@@ -41,6 +41,8 @@ def _roots(op) -> list:
         out.append(op.args[0])
     elif op.kind == "sload":
         out.append(op.args[1])
+    elif op.kind in ("event_set", "event_wait"):
+        out += op.args           # a ping-pong pair's ping picks its id
     elif op.defn.category == "tile":
         out += [v for v in op.args if not v.is_tile]
         for w in op.windows.values():

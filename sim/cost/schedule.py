@@ -15,7 +15,8 @@ MTE1, M, FIX, V, MTE3; S is the issue unit itself), as on the chip:
 * a tile op is issued at the issue clock (which advances by one scalar op) and
   starts when its pipe is free: ``start = max(issue, pipe_free[pipe])``; it
   holds the pipe for its duration (``durations``);
-* ``event_set{src, dst}`` fires when pipe src has finished its earlier work;
+* ``event_set{src, dst}`` fires when pipe src has finished its earlier work
+  (its id is ``id_odd`` when its ``ping`` operand is odd: a ping-pong pair);
   ``event_wait`` holds pipe dst until the matching set fired (sets and waits
   pair in FIFO order per (src, dst, id), as the hardware counts them);
   ``barrier`` holds later work of its pipe (all pipes for PIPE_ALL) until the
@@ -340,7 +341,7 @@ def _compile_block(block, launch, relevant: set) -> list:
         elif kind == "yield":
             steps.append((_S_YIELD, tuple(_getter(x) for x in op.args)))
         elif cat == "sync":
-            steps.append((_S_SYNC, op))
+            steps.append((_S_SYNC, op, _getter(op.args[0]) if op.args else None))
         else:
             steps.append((_S_TILE, _TileStep(op, launch)))
     return steps
@@ -413,21 +414,22 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
             elif tag == _S_YIELD:
                 return [g(vals) for g in st[1]]
             else:
-                yield from _sync(st[1])
+                yield from _sync(st[1], st[2])
         return []
 
-    def _sync(op):
+    def _sync(op, ping):
         kind = op.kind
         a = op.attrs
+        eid = a["id_odd"] if ping is not None and ping(vals) % 2 else a.get("id")
         if kind == "event_set":
-            key = (a["src"], a["dst"], a["id"])
+            key = (a["src"], a["dst"], eid)
             when = max(clock.t, clock.free[a["src"]]) + cost.event_latency_cycles
             clock.events.setdefault(key, deque()).append((when, clock.last[a["src"]]))
         elif kind == "event_wait":
-            key = (a["src"], a["dst"], a["id"])
+            key = (a["src"], a["dst"], eid)
             q = clock.events.get(key)
             if not q:
-                raise ModelError(f"cost model: event {a['src']}->{a['dst']} id {a['id']} is waited before it is "
+                raise ModelError(f"cost model: event {a['src']}->{a['dst']} id {eid} is waited before it is "
                                  f"set in program order ({role})", op.loc)
             when, src_span = q.popleft()
             dst = a["dst"]

@@ -335,3 +335,26 @@ def test_every_gallery_variant_runs_on_the_twin(tmp_path, name):
     with record_launches() as rec:
         attention(q, k, v, **kw)
     _check_launches(tmp_path, rec.launches)
+
+
+@needs_gxx
+def test_ping_pong_copies_are_addressed_by_parity_and_run_on_the_twin(tmp_path):
+    """A row-chunk loop's loaded and stored tiles alternate two UB copies: the C addresses the iteration's copy
+    (``offset + ping * copy``), its back-edge events take the even or odd id by the same ping, and the twin
+    (which refuses a second SetFlag on a pending id and a wait with nothing pending) runs it within the
+    example's tolerance of the simulator (its division rounds as the twin's may not: not bitwise)."""
+    softmax_rows = _example("02_softmax_rows").softmax_rows   # rows of 8192 columns: chunked
+    x = (np.random.default_rng(3).standard_normal((32, 8192)) * 4).astype(np.float16)
+    with record_launches() as rec:
+        softmax_rows[1](x, np.zeros_like(x), R=32, C=8192, BR=32)
+    ck = rec.launches[0].kernel
+    t = next(b for b in ck.compilation.final.memory.spaces["UB"].all if b.copies == 2)
+    src = ck.ascendc
+    assert f"ub[{t.offset} + ping * {t.bytes // 2}]" in src
+    assert re.search(r"WaitFlag<HardEvent::V_MTE2>\(\d \+ 3 \* ping\);", src), src
+    from cvtile.kernels.precision import tolerance
+
+    res = A.emit(str(tmp_path), [A.Launch.of(r) for r in rec.launches], tolerance=tolerance)
+    A.check_project(str(tmp_path), res["kernels"])
+    report = A.run_project(str(tmp_path), "arch22")
+    assert report.startswith("PASS"), report

@@ -19,6 +19,7 @@ import pytest
 
 import cvtile.dsl as ct
 from cvtile.cases import DEFAULT_CASES, make_inputs
+from cvtile.dsl.ir import walk
 from cvtile.dsl.jit import record_launches
 from cvtile.kernels.fia.cost import fia_cost, useful_flops
 from cvtile.sim.cost import ModelError, estimate, estimate_calls, write_chrome_trace
@@ -250,3 +251,25 @@ def test_tflops_are_reported_only_for_an_unmasked_call(default_reports):
     decode = default_reports["gqa-decode-flash-decode"].to_dict()["launches"][0]
     assert decode["tflops"] is not None and decode["tflops"] > 0
     assert not math.isnan(decode["tflops"])
+
+
+def test_a_chunk_loops_next_load_overlaps_this_chunks_vector_work():
+    """The loaded and stored tiles of a row-chunk loop alternate two copies (plan_memory), so the events let
+    chunk k+1's load (MTE2) run while chunk k is computed (V) and chunk k's store (MTE3) drain while k+1 is:
+    the schedule overlaps them, as the chip's double-buffered queues do."""
+    softmax_rows = _example("02_softmax_rows").softmax_rows   # rows of 8192 columns: chunked
+    x = np.zeros((32, 8192), np.float16)
+    ck = softmax_rows.compile(x, np.zeros_like(x), R=32, C=8192, BR=32)
+    assert any(op.attrs.get("chunk") for op in walk(ck.compilation.final.body))
+    lc = estimate(ck, 1, [x, np.zeros_like(x)], record="all")
+    spans = [s for _, _, ss in lc.recorded for s in ss if s.role == "aiv0"] or \
+        [s for _, _, ss in lc.recorded for s in ss]
+    loads = sorted((s for s in spans if s.op is not None and s.op.kind == "load"), key=lambda s: s.start)
+    exps = sorted((s for s in spans if s.op is not None and s.op.kind == "ewise" and s.op.attrs["op"] == "exp"),
+                  key=lambda s: s.start)
+    widen = sorted((s for s in spans if s.op is not None and s.op.kind == "cast" and s.op.attrs["to"] == "float32"),
+                   key=lambda s: s.start)    # each chunk's first vector op
+    stores = sorted((s for s in spans if s.op is not None and s.op.kind == "store"), key=lambda s: s.start)
+    assert len(loads) >= 8 and len(loads) == len(exps) == len(widen) == len(stores)
+    assert all(loads[k + 1].start < exps[k].end for k in range(1, len(loads) - 1))
+    assert all(stores[k].end > widen[k + 1].start for k in range(1, len(stores) - 1))
