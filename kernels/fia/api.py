@@ -395,10 +395,16 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
 
 def _antiquant_kv_extent(arrays: dict, attrs: dict, tiling) -> int:
     """The per-token parameters' least S': the attended positions (a shared prefix first) from the batch's first
-    KV position in its tensor (the end of the tensor with left padding)."""
+    KV position in its tensor (the end of the tensor with left padding); with a shared prefix on Ascend950 the
+    prefix's length and the key's S (the prefix reads from the table's start, the own KV its last S of key
+    entries: ``kernel_dequant``)."""
     longest = max(tiling.kv_seqlens or [0])
     if tiling.route == "ifa":   # IFATiling counts the batch's own KV; the prefix comes before it
         longest += _shared_prefix_len(arrays, attrs)
+    if tiling.arch == "arch35" and "key_shared_prefix" in arrays:
+        k = arrays["key"]
+        longest = max(_shared_prefix_len(arrays, attrs),
+                      k.shape[2] if parse_layout(attrs["input_layout"]).qkv == "BNSD" else k.shape[1])
     if "kv_padding_size" in arrays:
         k = arrays["key"]
         longest = k.shape[2] if parse_layout(attrs["input_layout"]).qkv == "BNSD" else k.shape[1]

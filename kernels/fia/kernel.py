@@ -39,7 +39,8 @@ for split rows, in the combine.
 
 System prefix (PREFIX: key/value_shared_prefix, its first ``plen`` positions
 shared by every batch): a batch attends to ``plen`` prefix positions followed
-by its own KV, and the tiling's KV lengths and S2 blocks count both. A block
+by its own KV, and the KV lengths the kernel gets (``run_fia`` adds the prefix
+where the tiling counts the own KV) and S2 blocks count both. A block
 reads the prefix views below ``plen`` and the batch's views after it; the one
 block that straddles ``plen`` is taken in two steps (the prefix rows, then
 the batch's), where the chip copies both into one L1 block (one softmax step):

@@ -25,13 +25,20 @@ paged 4, 5) the (S2,) parameters of the block's KV positions (``kernel_antiquant
 first KV position plus the position, or through the block table); the group kind an (S2, D) block of kv head
 n2's (S', D) row of the (B, N2, S', D) tables, at the same positions.
 
+System prefix (PREFIX, dense caches: op_host takes no prefix with a paged one): a batch attends to the plen
+prefix positions (batch 0 of key/value_shared_prefix, quantised as the cache is), then its own KV, as
+``fia_attention`` walks them (the rows' S2 blocks span both, a block straddling plen is two steps); the
+prefix's blocks dequantise with the same parameters. Per-token parameters are read as the 950 template reads
+them: the prefix's positions at [0, plen) of the table, the own KV's S' - S of key into it (``pbase``, whatever
+plen is), where the A2/A3 MSD kernel reads them right after the prefix's.
+
 Invariants
 ----------
 * The task tables, GQA fold, masks, pse, lse, flash-decode slots, paged-cache views and post-quant are
   ``fia_attention``'s (``kernel.py``) and the antiquant spec is ``golden.antiquant``'s, so this kernel, the MSD
   kernel and the golden read one interpretation of the parameters.
-* Not here (the API refuses them by name): a system prefix, a learnable sink, token layouts (TND/NTD), NZ caches,
-  tensor lists and score/mask hooks.
+* Not here (the API refuses them by name): a learnable sink, token layouts (TND/NTD), NZ caches, tensor lists
+  and score/mask hooks.
 * A row with no visible key gives 0 and lse ``EMPTY_LSE``.
 """
 
@@ -39,8 +46,8 @@ from __future__ import annotations
 
 import cvtile.dsl as ct
 
-from .kernel import band_and_mask, band_bounds, batch_extent, empty_state, fold_rows, normalised, pse_rows, \
-    row_epilogue, sink_softmax_step, task_fields, task_span
+from .kernel import band_and_mask, band_bounds, batch_extent, empty_state, fold_rows, kv_rows, normalised, \
+    prefix_cut, prefix_part, pse_rows, row_epilogue, sink_softmax_step, task_fields, task_span
 from .kernel_antiquant import cache_rows, param_rows
 
 __all__ = ["fia_dequant"]
@@ -74,15 +81,37 @@ def block_params(table, n2, a, m, S2, COLS, QT, PER_TOKEN):
 
 
 @ct.inline
-def dq_step(q1, kv, vv, wsk, wsv, core, a, m, gm, gl, go, scale, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ks, ko, vs, vo,
-            ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP, P_DTYPE):
-    """One KV step over the m positions from position a of the batch's KV (k0: the batch's first position in
-    its tensor, where the masks, pse and per-token parameters start too): V0, C1, V1, V0', C2, V2; returns the
-    updated (gm, gl, go). The dequantised blocks reach the cube through the core's workspaces wsk / wsv."""
+def stage_block(ws, core, kv, kpv, plen, pbase, k0, a, m, n2, ps, po, S2, COLS, QT, PER_TOKEN, OFFSET, GROUP, PREFIX):
+    """Dequantise the m cache rows of positions a.. of the batch's attended sequence into the core's workspace
+    ws[core] (``dequantised``). Without PREFIX the batch's own rows at a, their per-token parameters at k0 + a;
+    with it (the block lies on one side of plen: ``prefix_cut``) the prefix's rows kpv at a, parameters at a, or
+    the own rows at a - plen, parameters at k0 + pbase + a - plen (the chip's own-KV parameters start S' - S of
+    key into the table: ``launch._own_params_start``)."""
+    rows = ct.ds(0, S2, valid=m)
+    if PREFIX:
+        if a < plen:
+            ct.store(ws[core, rows, 0:COLS], dequantised(ct.load(kpv[ct.ds(a, S2, valid=m), 0:COLS]), ps, po, n2,
+                                                         a, m, S2, COLS, QT, PER_TOKEN, OFFSET, GROUP))
+        else:
+            ct.store(ws[core, rows, 0:COLS], dequantised(ct.load(kv[ct.ds(a - plen, S2, valid=m), 0:COLS]), ps, po,
+                                                         n2, k0 + pbase + a - plen, m, S2, COLS, QT, PER_TOKEN,
+                                                         OFFSET, GROUP))
+    else:
+        ct.store(ws[core, rows, 0:COLS], dequantised(ct.load(kv[ct.ds(a, S2, valid=m), 0:COLS]), ps, po, n2, k0 + a,
+                                                     m, S2, COLS, QT, PER_TOKEN, OFFSET, GROUP))
+
+
+@ct.inline
+def dq_step(q1, kv, vv, kpv, vpv, plen, pbase, wsk, wsv, core, a, m, gm, gl, go, scale, b, n2, s1, q0, k0, m0, mrows,
+            lo, hi, mask, pse, ks, ko, vs, vo, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET,
+            GROUP, P_DTYPE, PREFIX):
+    """One KV step over the m positions from position a of the batch's attended sequence (the system prefix's
+    first when PREFIX: ``stage_block``; k0: the batch's first position in its tensor, where the masks, pse
+    and per-token parameters start too): V0, C1, V1, V0', C2, V2; returns the updated (gm, gl, go). The
+    dequantised blocks reach the cube through the core's workspaces wsk / wsv."""
     with ct.vector():
-        kq = ct.load(kv[ct.ds(a, S2, valid=m), 0:D])
-        ct.store(wsk[core, ct.ds(0, S2, valid=m), 0:D],
-                 dequantised(kq, ks, ko, n2, k0 + a, m, S2, D, q1.dtype, PER_TOKEN, OFFSET, GROUP))
+        stage_block(wsk, core, kv, kpv, plen, pbase, k0, a, m, n2, ks, ko, S2, D, q1.dtype, PER_TOKEN, OFFSET, GROUP,
+                    PREFIX)
     with ct.cube():
         s = ct.mma(q1, wsk[core, ct.ds(0, S2, valid=m), 0:D], trans_b=True)
     with ct.vector():
@@ -93,9 +122,8 @@ def dq_step(q1, kv, vv, wsk, wsv, core, a, m, gm, gl, go, scale, b, n2, s1, q0, 
         s = band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2, BAND, MASK)
         p, dm, gl, gm = sink_softmax_step(s, gm, gl, 0.0, False, False)
         p = ct.cast(p, P_DTYPE)
-        vq = ct.load(vv[ct.ds(a, S2, valid=m), 0:DV])
-        ct.store(wsv[core, ct.ds(0, S2, valid=m), 0:DV],
-                 dequantised(vq, vs, vo, n2, k0 + a, m, S2, DV, q1.dtype, PER_TOKEN, OFFSET, GROUP))
+        stage_block(wsv, core, vv, vpv, plen, pbase, k0, a, m, n2, vs, vo, S2, DV, q1.dtype, PER_TOKEN, OFFSET,
+                    GROUP, PREFIX)
     with ct.cube():
         o = ct.mma(p, wsv[core, ct.ds(0, S2, valid=m), 0:DV])
     with ct.vector():
@@ -105,13 +133,13 @@ def dq_step(q1, kv, vv, wsk, wsv, core, a, m, gm, gl, go, scale, b, n2, s1, q0, 
 
 @ct.jit
 def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
-                pre, nxt, ks, ko, vs, vo, qs2, qo2, wsk, wsv, scale, CACHE: ct.constexpr, LAYOUT: ct.constexpr,
-                OUT_LAYOUT: ct.constexpr, ORDER: ct.constexpr, G: ct.constexpr, M: ct.constexpr, PSE: ct.constexpr,
-                PSE_ONE_ROW: ct.constexpr, S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr,
-                BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr, FD: ct.constexpr,
+                pre, nxt, ks, ko, vs, vo, qs2, qo2, wsk, wsv, kp, vp, plen, pbase, scale, CACHE: ct.constexpr,
+                LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr, ORDER: ct.constexpr, G: ct.constexpr,
+                M: ct.constexpr, PSE: ct.constexpr, PSE_ONE_ROW: ct.constexpr, S2: ct.constexpr, D: ct.constexpr,
+                DV: ct.constexpr, BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr, FD: ct.constexpr,
                 P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr, PER_TOKEN: ct.constexpr, PER_HEAD: ct.constexpr,
                 OFFSET: ct.constexpr, POSTQ: ct.constexpr = 0, QOFF: ct.constexpr = False,
-                PAGED_PARAMS: ct.constexpr = False, GROUP: ct.constexpr = False):
+                PAGED_PARAMS: ct.constexpr = False, GROUP: ct.constexpr = False, PREFIX: ct.constexpr = False):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
@@ -119,9 +147,14 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
         kbase, kend, step = task_span(tasks, t)
         s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
-        kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, 0, D, DV, LAYOUT, CACHE)
+        kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, plen, D, DV, LAYOUT, CACHE)
         ksr, kor, vsr, vor = param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET,
                                         PAGED_PARAMS, GROUP)
+        kpv = kv
+        vpv = vv
+        if PREFIX:   # the batch's own KV follows the plen prefix positions (batch 0 of the prefix tensors)
+            kpv = kv_rows(kp, 0, n2, plen, 0, LAYOUT)
+            vpv = kv_rows(vp, 0, n2, plen, 0, LAYOUT)
         with ct.cube():
             q1 = ct.load(qv[ct.ds(m0, M, valid=mrows), 0:D])
         with ct.vector():
@@ -129,9 +162,19 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
             lo, hi = band_bounds(pre, nxt, b, m0, mrows, s1, M, ORDER, G, BAND)
         for jj in range(j0, j1):
             kv0 = kbase + jj * step
-            gm, gl, go = dq_step(q1, kv, vv, wsk, wsv, core, kv0, min(step, kend - kv0), gm, gl, go, scale, b, n2, s1, q0, k0, m0,
-                                 mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, ORDER, G, M, S2, D, DV, PSE,
-                                 PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP, P_DTYPE)
+            n = min(step, kend - kv0)
+            if PREFIX:   # a block straddling plen is two steps, the prefix's rows then the own KV's
+                cut, straddle = prefix_cut(kv0, n, plen)
+                for h in range(1 + straddle):
+                    a, m = prefix_part(kv0, n, cut, straddle, h)
+                    gm, gl, go = dq_step(q1, kv, vv, kpv, vpv, plen, pbase, wsk, wsv, core, a, m, gm, gl, go, scale,
+                                         b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, ORDER,
+                                         G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP,
+                                         P_DTYPE, PREFIX)
+            else:
+                gm, gl, go = dq_step(q1, kv, vv, kv, vv, 0, 0, wsk, wsv, core, kv0, n, gm, gl, go, scale, b, n2, s1,
+                                     q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, ORDER, G, M, S2, D,
+                                     DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP, P_DTYPE, PREFIX)
         with ct.vector():
             ok, glsafe, res = normalised(go, gl)
             row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, 0, b, n2, s1,

@@ -95,7 +95,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     ``quant_scale2`` / ``quant_offset2``: post-quant to an int8 output, one value each (per tensor) or one per
     output channel (N1 * DV values, in (N1, DV) order). ``key/value_shared_prefix``: the system prefix in the
     query's layout with batch 1, of which every batch attends to the first ``shared_prefix_len`` positions
-    before its own KV (the tiling's KV lengths include them).
+    before its own KV (the tiling's KV lengths include them, except IFATiling's and the arch35 catch-all's,
+    which count the own KV: the launch adds them there).
 
     ``hooks``: a ``variants.Hooks`` (score_mod / mask_mod compiled into the kernel's V1, block skipping by the
     host's block map); None runs the operator as it is.
@@ -150,6 +151,10 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                 tiling, steps, pstep = prefix_fd_tiling(tiling, int(shared_prefix_len),
                                                         kp.shape[2] if lay.qkv == "BNSD" else kp.shape[1], kvlen)
                 s2_tile = max(s2_tile, pstep)
+            kvlen = kvlen + int(shared_prefix_len)
+        elif tiling.arch == "arch35" and tiling.template == "FusedInferAttentionScoreTilingImpl":
+            # the arch35 catch-all counts each batch's own KV too; its row tasks' S2 blocks span the prefix
+            # and the own KV
             kvlen = kvlen + int(shared_prefix_len)
     else:
         kp, vp = np.zeros((1, 1, 1, 1), query.dtype), np.zeros((1, 1, 1, 1), query.dtype)
@@ -239,19 +244,23 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     ncores = len(cores)
     plat = kernel_platform(tiling)
     if rows and antiquant is not None and tiling.arch == "arch35":
-        _check_dequant_call(antiquant, lay.token, learnable_sink, hooks, prefix, cache)
+        _check_dequant_call(antiquant, lay.token, learnable_sink, hooks, cache)
         fia_dequant.on(plat)[ncores](
             q, *(float_cache_widened(x, q.dtype) for x in (k, v)), out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks,
             ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
             *_antiquant_tables(antiquant), qs2, qo2, np.zeros((ncores, s2_tile, d), q.dtype),
-            np.zeros((ncores, s2_tile, dv), q.dtype), np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv),
+            np.zeros((ncores, s2_tile, dv), q.dtype), *(float_cache_widened(x, q.dtype) for x in (kp, vp)),
+            int(shared_prefix_len) if prefix else 0,
+            _own_params_start(antiquant, k, lay.qkv) if prefix else 0, np.float32(scale), CACHE=cache,
+            LAYOUT=kernel_layout(lay.qkv),
             OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap, PSE=pse_shift is not None,
             PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=s2_tile, D=d, DV=dv, BAND=band,
             MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype,
             EMPTY_LSE=float(empty_lse), PER_TOKEN=antiquant.per_token,
             PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1, PAGED_PARAMS=antiquant.paged,
             OFFSET=antiquant.has_offset, **({"GROUP": True} if antiquant.per_group else {}),
-            **_post_quant_consts(postq, quant_offset2), serial=serial, order=order)
+            **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
+            order=order)
     elif rows and antiquant is not None:
         _check_antiquant_call(antiquant, lay.token, learnable_sink, hooks)
         fia_antiquant.on(plat)[ncores](
@@ -385,16 +394,22 @@ def float_cache_widened(x: np.ndarray, dtype) -> np.ndarray:
     return gather_bytes(table, x).reshape(x.shape)
 
 
-def _check_dequant_call(spec, token, sink, hooks, prefix: bool, cache: str):
+def _check_dequant_call(spec, token, sink, hooks, cache: str):
     """What the Ascend950 dequant kernel does not model (beyond the MSD kernel's refusals), refused by name."""
     _check_antiquant_call(spec, token, sink, hooks)
-    refused = (("key_shared_prefix", prefix, "a shared system prefix"),
-               ("key", cache not in ("dense", "BnBsH", "BnNBsD"), f"a {cache} key/value cache"))
-    for name, given, what in refused:
-        if given:
-            raise UnsupportedParameterError(name, "given", f"KV antiquant on Ascend950 with {what} is not "
-                                            "simulated: its dequant kernel takes dense or BnBsH/BnNBsD paged "
-                                            "int8 key/value")
+    if cache not in ("dense", "BnBsH", "BnNBsD"):
+        raise UnsupportedParameterError("key", "given", f"KV antiquant on Ascend950 with a {cache} key/value cache "
+                                        "is not simulated: its dequant kernel takes dense or BnBsH/BnNBsD paged "
+                                        "key/value")
+
+
+def _own_params_start(spec, k: np.ndarray, layout: str) -> int:
+    """Where the per-token parameters of a batch's own KV start with a shared prefix on Ascend950: S' - S of the
+    key (``kernel_dequant``: the prefix's positions read [0, plen), the own KV's the table's last S of key
+    entries); 0 for the other kinds, which read no position."""
+    if not spec.per_token:
+        return 0
+    return int(spec.key_scale.shape[-1]) - int(k.shape[2] if layout == "BNSD" else k.shape[1])
 
 
 def _hook_arguments(hooks, rows, tasks: np.ndarray, ptr: np.ndarray, tiling: FiaTiling, qlen, kvlen, group: int,

@@ -56,7 +56,9 @@ an int8 or int4 KV cache with its antiquant parameters (modes 0-5, :mod:`.antiqu
 cache as int4 or as op_api's int32 packing, :mod:`.int4`; on arch35 also an FP8 E4M3 cache, and an FP4 E2M1
 one with per-token-group E8M0 scales, mode 6) is dequantised exactly in float64, with P
 unrounded (A2/A3: the chip's MSD split keeps P to ~1e-7), or for an arch35 ``target`` (Ascend950's dequant
-kernel) with each dequant step rounded to the query's dtype and P rounded as ``p_dtype`` says; the split rope (``query_rope`` / ``key_rope``) joins
+kernel) with each dequant step rounded to the query's dtype and P rounded as ``p_dtype`` says (with a shared
+prefix, per-token parameters of the prefix's positions are the table's first; the own KV's follow them on
+A2/A3 and start S' - S of key into the table on arch35, as each chip reads them); the split rope (``query_rope`` / ``key_rope``) joins
 each head's rope values to its D, one dot product over D + D_rope (:mod:`.rope`); the query's dequant
 scale raises ``UnsupportedParameterError`` (a ``NotImplementedError``) naming the parameter. Full int8
 quantisation (``dequant_scale1``, ``quant_scale1``, ``dequant_scale2``) is :mod:`.fullquant`'s float64
@@ -331,16 +333,22 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
             kv_padding_size=kv_padding_size, prefix=prefix.length if prefix is not None else 0)
 
     aq = None
+    own_params = None   # where the own KV's per-token parameters start after a shared prefix (None: at its end)
     if antiquant:
         if token or isinstance(key, list):
             raise UnsupportedParameterError("antiquant_scale", "given", "KV antiquant is modelled for BSH/BSND/BNSD "
                                             "key/value, dense or paged (no TND/NTD, no tensor lists)")
+        kv_len = max((p.k0 + p.prefix + p.s_kv for p in plans), default=0)
+        if dequant_950 and prefix is not None:   # the prefix reads [0, plen), the own KV the last S of key
+            kv_len = max(prefix.length, source.capacity(0))
         aq = antiquant_spec(dict(aq_arrays, block_table=block_table), antiquant_mode=antiquant_mode,
                             key_antiquant_mode=key_antiquant_mode,
                             value_antiquant_mode=value_antiquant_mode, batch=batch, num_kv_heads=nkv, head_dim=d,
-                            kv_len=max((p.k0 + p.prefix + p.s_kv for p in plans), default=0))
+                            kv_len=kv_len)
         if dequant_950:
             aq = dataclasses.replace(aq, rounding=canonical_dtype(q_np.dtype))
+            if prefix is not None and aq.per_token:
+                own_params = aq.key_scale.shape[-1] - source.capacity(0)
     legacy = (not token) and is_legacy_decode(layouts.name, rows_total, d, dv, target)
     lse_empty = empty_row_lse(legacy_decode=legacy, kv_empty=kv_empty)
     left_padding = padding_value(query_padding_size, "query_padding_size") is not None or \
@@ -378,7 +386,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         with _blas_threads(1 if rows_max < SMALL_GEMM_ROWS else None):
             for plan in plans:
                 _run_batch(plan, q, token, source, prefix, masks, pse, sink, float(scale), group, nkv, p_dtype,
-                           out, lse, lse_empty, score_hook, attend_fn, aq)
+                           out, lse, lse_empty, score_hook, attend_fn, aq, own_params)
 
     if quant_scale2 is not None:   # post-quant: an int8 output (golden.quant)
         q8 = post_quant_int8(out, quant_scale2, quant_offset2, heads_axis=1, num_heads=num_heads)
@@ -431,9 +439,11 @@ def _int8_as_f64(t):
 
 def _run_batch(plan: BatchPlan, q, token: bool, source, prefix, masks: MaskEngine, pse, sink, scale: float,
                group: int, nkv: int, p_dtype, out, lse, lse_empty: float, score_hook=None, attend_fn=attend,
-               antiquant=None):
+               antiquant=None, own_params=None):
     """Compute one batch into ``out`` / ``lse`` (canonical layouts), chunked over kv heads and rows; an int8 KV
-    (int4 as its int8 values) is dequantised by ``antiquant`` (an ``AntiquantSpec``) as it is fetched."""
+    (int4 as its int8 values) is dequantised by ``antiquant`` (an ``AntiquantSpec``) as it is fetched.
+    ``own_params``: where the own KV's per-token parameters start after a shared prefix (None: right after the
+    prefix's)."""
     s1, s2 = plan.s1, plan.s2
     if s1 == 0:
         return
@@ -449,8 +459,9 @@ def _run_batch(plan: BatchPlan, q, token: bool, source, prefix, masks: MaskEngin
         n1 = min(nkv, n0 + heads_per_chunk)
         k_raw, v_raw = source.fetch(plan.b, n0, n1, plan.k0, plan.k0 + plan.s_kv)
         # per-token antiquant parameters are indexed by the position in the attended sequence (prefix first)
-        # from the batch's first KV position in its tensor (k0, left padding)
-        own = plan.k0 + plan.prefix
+        # from the batch's first KV position in its tensor (k0, left padding); on Ascend950 the own KV's start
+        # S' - S of key into the table whatever the prefix's length (own_params)
+        own = plan.k0 + (plan.prefix if own_params is None else own_params)
         if antiquant is not None:
             k = antiquant.dequantised(k_raw, "key", plan.b, n0, n1, own, own + plan.s_kv)
             v = antiquant.dequantised(v_raw, "value", plan.b, n0, n1, own, own + plan.s_kv)

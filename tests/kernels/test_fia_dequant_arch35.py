@@ -3,8 +3,10 @@
 The kernel (``kernels/fia/kernel_dequant.py``) dequantises each K and V block in the vector core, each step
 rounded to the query's dtype as the 950 template's vector does, and runs the non-quant flow on the result; the
 golden with ``target`` Ascend950 dequantises with the same roundings (``AntiquantSpec.rounding``) and rounds P
-to the query's dtype. Compared under the upstream rule of the query dtype's class. Two calls run in the default
-tier; the other layouts, modes and the pipelined order are in the slow tier.
+to the query's dtype. Compared under the upstream rule of the query dtype's class. With a shared prefix (dense
+caches only: op_host refuses it with a paged one) the prefix dequantises with the same parameters and the own
+KV's per-token parameters start S' - S of key into the table. The default tier runs a call of each cache kind
+and of the prefix; the other layouts, modes and the pipelined order are in the slow tier.
 """
 
 from __future__ import annotations
@@ -239,12 +241,55 @@ def test_e8m0_group_scales_load_as_bf16_powers_of_two():
     assert (got == got[..., :1]).all()
 
 
-def test_unsimulated_950_antiquant_variants_name_their_parameter():
-    rng = np.random.default_rng(7)
-    q, k, v, kw = _call(rng, s2=64)
-    aq = _channel(rng, 2, 128, np.float16, offset=False)
-    pre = rng.integers(-128, 128, (1, 2, 32, 128)).astype(np.int8)
-    kw.update(key_shared_prefix=pre, value_shared_prefix=pre.copy())
-    with pytest.raises(UnsupportedParameterError) as err:
-        fia(q, k, v, **aq, **kw)
+def _prefix(rng, n2, p, d, layout="BNSD"):
+    """An int8 shared prefix of p positions (batch 1) in the call's layout."""
+    kp, vp = (rng.integers(-128, 128, (1, n2, p, d)).astype(np.int8) for _ in range(2))
+    if layout == "BSH":
+        kp, vp = (x.transpose(0, 2, 1, 3).reshape(1, p, n2 * d) for x in (kp, vp))
+    return dict(key_shared_prefix=kp, value_shared_prefix=vp)
+
+
+def test_shared_prefix_per_channel_decode_with_a_block_straddling_its_end(judge_fia):
+    """The int8 prefix dequantises with the cache's per-channel parameters and offsets; 250 of its 300 positions
+    are attended, so one S2 block straddles the prefix's end (two steps, the prefix's rows then the own KV's)."""
+    rng = np.random.default_rng(16)
+    q, k, v, kw = _call(rng)
+    judge_fia(q, k, v, softmax_lse_flag=True, actual_shared_prefix_len=[250], **_prefix(rng, 2, 300, 128),
+              **_channel(rng, 2, 128, np.float16), **kw)
+
+
+def test_shared_prefix_per_token_params_of_the_own_kv_start_s_minus_s_of_key_into_the_table(judge_fia):
+    """Mode 1 with S' = S of key + 17: the prefix's positions read the table's first plen entries and the own KV's
+    start 17 (S' - S of key) into it, as the 950 template reads them, not right after the prefix's (A2/A3)."""
+    rng = np.random.default_rng(17)
+    q, k, v, kw = _call(rng)
+    tok = lambda lo, hi: rng.uniform(lo, hi, (2, 317)).astype(np.float32)   # noqa: E731
+    judge_fia(q, k, v, softmax_lse_flag=True, actual_shared_prefix_len=[250], **_prefix(rng, 2, 300, 128),
+              key_antiquant_scale=tok(0.004, 0.012), value_antiquant_scale=tok(0.004, 0.012),
+              key_antiquant_offset=tok(-3, 3), value_antiquant_offset=tok(-3, 3), key_antiquant_mode=1,
+              value_antiquant_mode=1, **kw)
+
+
+@pytest.mark.slow
+def test_shared_prefix_bsh_bf16_prefill_per_token_with_kv_lengths(judge_fia):
+    rng = np.random.default_rng(18)
+    q, k, v, kw = _call(rng, s1=3, s2=500, dtype=BF16, layout="BSH")
+    tok = lambda lo, hi: rng.uniform(lo, hi, (2, 500)).astype(np.float32)   # noqa: E731
+    judge_fia(q, k, v, softmax_lse_flag=True, actual_seq_lengths_kv=[500, 123], **_prefix(rng, 2, 200, 128, "BSH"),
+              key_antiquant_scale=tok(0.004, 0.012), value_antiquant_scale=tok(0.004, 0.012),
+              key_antiquant_offset=tok(-3, 3), value_antiquant_offset=tok(-3, 3), key_antiquant_mode=1,
+              value_antiquant_mode=1, **kw)
+
+
+def test_shared_prefix_with_a_paged_cache_is_refused_by_the_operator_checks():
+    """op_host takes no shared prefix with paged attention, on the 950 too: a ParamError naming the prefix."""
+    rng = np.random.default_rng(19)
+    b, n, n2, d, bs = 2, 8, 2, 128, 128
+    q = rng.uniform(-1, 1, (b, n, 1, d)).astype(np.float16)
+    kc, vc = (rng.integers(-128, 128, (b * 2, n2, bs, d)).astype(np.int8) for _ in range(2))
+    table = np.arange(b * 2).reshape(b, 2).astype(np.int32)
+    with pytest.raises(ParamError) as err:
+        fia(q, kc, vc, num_heads=n, num_key_value_heads=n2, input_layout="BNSD", scale=d ** -0.5, target=T950,
+            block_table=table, block_size=bs, actual_seq_lengths_kv=[200, 256], **_prefix(rng, n2, 64, d),
+            **_channel(rng, n2, d, np.float16))
     assert err.value.param == "key_shared_prefix", str(err.value)

@@ -1,7 +1,8 @@
 """The system prefix (key/value_shared_prefix, actual_shared_prefix_len) in the FIA kernel, against the golden.
 
-Every batch attends to the first ``plen`` prefix positions, then to its own KV: the tiling's KV lengths and S2
-blocks count both, the kernel reads the prefix views below ``plen`` and the batch's own after it (a block that
+Every batch attends to the first ``plen`` prefix positions, then to its own KV: the kernel's KV lengths and S2
+blocks count both (IFATiling's and the Ascend950 catch-all's KV lengths count the own KV: the launch adds the
+prefix), the kernel reads the prefix views below ``plen`` and the batch's own after it (a block that
 straddles ``plen`` is two steps). With the IFATiling flash-decode split the prefix pass is piece 0 of every split
 row (``kernels.fia.prefix_fd``). What is not simulated is refused by name: the Ascend C emission of the prefix
 kernel.
@@ -82,6 +83,15 @@ def test_prefix_with_the_ifa_flash_decode_split_regression():
     tasks = rec.launches[0].args[list(fia_attention.signature.parameters).index("tasks")]
     # the task table: prefix piece [0, 250) then the own parts
     assert sorted({(int(t[7]), int(t[8])) for t in tasks}) == [(0, 250), (250, 800), (800, 1350)]
+
+
+def test_prefix_on_the_ascend950_catch_all_tiling_regression():
+    """Bug: on Ascend950 (FusedInferAttentionScoreTilingImpl, whose KV lengths count each batch's own KV while
+    its row tasks' S2 blocks span the prefix too) the launch added the prefix to the kernel's KV lengths only
+    for IFATiling, and the kernel read a negative block extent (SimulationError)."""
+    rng = np.random.default_rng(8)
+    q, k, v, kw = _call(rng)
+    _check(q, k, v, actual_shared_prefix_len=[250], target="Ascend950", **kw)
 
 
 @pytest.mark.slow
