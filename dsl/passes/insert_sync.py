@@ -27,7 +27,9 @@ Every channel (split_cv; its spans marked by place_handoffs or split_cv in
 
 Intra-core events. Inside one core the pipes (MTE2, MTE1, M, FIX, V, MTE3,
 S) run in parallel, each in order. For every RAW, WAR and WAW on one memory
-(an on-chip buffer of the memory plan, or a GM tensor) between ops of two
+(an on-chip buffer of the memory plan, or a GM tensor; buffers whose
+addresses overlap are one memory: the plan places a buffer where a dead one
+was, and the pipes see addresses, not buffers) between ops of two
 pipes, the producer's pipe sets an event (``SetFlag<HardEvent::P_C>``) after
 the consumer is issued and the consumer's pipe waits for it (``WaitFlag``),
 right before the consumer; the set covers every earlier op of its pipe (pipes
@@ -47,7 +49,12 @@ ping-pong), the dependency is on the iteration two back: the pair's id is
 ``1 + depth`` on even iterations and ``4 + depth`` on odd ones (the event
 ops take the loop's ``ping`` as operand and carry ``id_odd``), two sets
 before the loop and two waits after it; so the next iteration's load into
-the other copy need not wait for this iteration's reads. Events
+the other copy need not wait for this iteration's reads. In a vector
+program a loop's back-edge pairs stay open across the iterations of the
+loops around it when nothing else there uses their ids: the primes move
+before the outermost such loop and the drains after it, so a chunk loop's
+first load waits for the same copy's last reader, not for all the vector
+work between two runs of the loop. Events
 change no numbers (a core's pipes run in program order in the simulator); the
 Ascend C backend prints them and the CPU twin checks their pairing.
 
@@ -216,12 +223,32 @@ def _accesses(op: Op, plan):
     return reads, writes
 
 
+def _aliases(plan) -> dict:
+    """Buffer key -> the keys of the buffers of its program and space whose addresses overlap it: a buffer the
+    plan placed where a dead one was (or that shares an in-place address) is the same memory to the pipes."""
+    out: dict = {}
+    if plan is None:
+        return out
+    for spaces in plan.programs.values():
+        for sp in spaces.values():
+            bufs = sorted(sp.all, key=lambda b: b.offset)
+            for i, a in enumerate(bufs):
+                for b in bufs[i + 1:]:
+                    if b.offset >= a.offset + a.bytes:
+                        break
+                    out.setdefault(("buf", id(a)), []).append(("buf", id(b)))
+                    out.setdefault(("buf", id(b)), []).append(("buf", id(a)))
+    return out
+
+
 class _EventBlock:
     def __init__(self, plan, scope, counts):
         self.plan = plan
         self.scope = scope
         self.counts = counts
         self.depth = 0          # loops around the block being ordered (a back-edge pair's id is 1 + depth)
+        self.aliases = _aliases(plan)
+        self.pair_of: dict = {}  # id(event op) -> the back-edge pair it belongs to (vector programs)
 
     def run(self, block: Block) -> None:
         self._block(block)
@@ -258,15 +285,17 @@ class _EventBlock:
             if not reads and not writes:
                 continue
             for key, pipe in reads:
-                w = last_write.get(key)
-                if w is not None:
-                    self._hazard(w[0], pipe, w[1], i, needs, barriers, key)
+                for k in (key, *self.aliases.get(key, ())):
+                    w = last_write.get(k)
+                    if w is not None:
+                        self._hazard(w[0], pipe, w[1], i, needs, barriers, k)
             for key, pipe in writes:
-                w = last_write.get(key)
-                if w is not None:
-                    self._hazard(w[0], pipe, w[1], i, needs, barriers, key)
-                for rp, ri in readers.get(key, {}).items():
-                    self._hazard(rp, pipe, ri, i, needs, barriers, key)
+                for k in (key, *self.aliases.get(key, ())):
+                    w = last_write.get(k)
+                    if w is not None:
+                        self._hazard(w[0], pipe, w[1], i, needs, barriers, k)
+                    for rp, ri in readers.get(k, {}).items():
+                        self._hazard(rp, pipe, ri, i, needs, barriers, k)
             for key, pipe in reads:
                 readers.setdefault(key, {})[pipe] = i
             for key, pipe in writes:
@@ -323,6 +352,7 @@ class _EventBlock:
             self._block(body)
         finally:
             self.depth -= 1
+        self._hoist(loop, outer)
         ops = body.ops
         state = ({}, {})
         self._needs(ops, state)                      # pass 1: the previous iteration
@@ -358,10 +388,17 @@ class _EventBlock:
                 ids, par = [eid], None
             else:     # every hazard is on a copy the iterations alternate: wait for the iteration two back
                 ids, par = [eid, PARITY_ID + self.depth], ping
-            before.setdefault(i, []).append(self._event("event_wait", src, dst, eid, loc, par, ids[-1]))
-            after.setdefault(j, []).append(self._event("event_set", src, dst, eid, loc, par, ids[-1]))
-            prime += [self._event("event_set", src, dst, e, loc) for e in ids]
-            drain += [self._event("event_wait", src, dst, e, loc) for e in ids]
+            pair = [self._event("event_wait", src, dst, eid, loc, par, ids[-1]),
+                     self._event("event_set", src, dst, eid, loc, par, ids[-1])]
+            before.setdefault(i, []).append(pair[0])
+            after.setdefault(j, []).append(pair[1])
+            ends = [self._event("event_set", src, dst, e, loc) for e in ids] + \
+                [self._event("event_wait", src, dst, e, loc) for e in ids]
+            if self.scope == "vector":   # the pair's ops, so an enclosing loop can keep it open (_hoist)
+                for o in pair + ends:
+                    self.pair_of[id(o)] = (id(loop), src, dst)
+            prime += ends[:len(ids)]
+            drain += ends[len(ids):]
             self.counts["events"] += 1
         out = []
         for i, op in enumerate(ops):
@@ -372,6 +409,44 @@ class _EventBlock:
         body.ops = [o for o in out if o.kind != "yield"] + y
         k = outer.ops.index(loop)
         outer.ops[k:k + 1] = prime + [loop] + drain
+
+    def _hoist(self, loop: Op, outer: Block) -> None:
+        """Keep the back-edge pairs of the loops inside ``loop``'s body open across its iterations: their primes
+        move before ``loop`` and their drains after it, when nothing else in the body uses their events and
+        ids. A pair's sets and waits balance within each run of its loop, so its last iteration's sets stand
+        in for the next run's primes (the first iteration of the next run waits for the same-parity
+        iteration of the last run, which wrote or read the same copy); a prime left inside would be a set on
+        the producer's pipe after everything before it, so the next run's first load would wait for the work
+        between two runs (V2 between two chunk loops). Hazards between the loop and that work are the
+        body's own pairs. Vector programs only (the cube lowering adds events of its own around mmas)."""
+        body = loop.blocks[0]
+        found: dict = {}        # pair -> (its primes and drains: (block, op))
+        uses: dict = {}         # (event, id) -> the pairs using it (None: an op of no pair)
+
+        def scan(block: Block, top: bool):
+            for op in block.ops:
+                if op.kind in ("event_set", "event_wait"):
+                    pair = self.pair_of.get(id(op))
+                    for eid in (op.attrs["id"], op.attrs.get("id_odd")):
+                        if eid is not None:
+                            uses.setdefault((op.attrs["event"], eid), set()).add(pair)
+                    if top and pair is not None and not op.args:
+                        found.setdefault(pair, []).append((block, op))
+                for b in op.blocks:
+                    scan(b, top and op.kind != "for")
+
+        scan(body, True)
+        prime, drain = [], []
+        for pair, ends in found.items():
+            keys = {(op.attrs["event"], op.attrs["id"]) for _, op in ends}
+            if any(uses[k] != {pair} for k in keys):
+                continue      # another pair (or a forward event) uses the same id in this body
+            for block, op in ends:
+                block.ops.remove(op)
+                (prime if op.kind == "event_set" else drain).append(op)
+        if prime or drain:
+            k = outer.ops.index(loop)
+            outer.ops[k:k + 1] = prime + [loop] + drain
 
     def _alternates(self, key, loop: Op) -> bool:
         """Whether ``key`` is a buffer whose two copies ``loop``'s iterations alternate (plan_memory)."""

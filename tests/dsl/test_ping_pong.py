@@ -120,3 +120,39 @@ def test_a_program_without_room_for_the_copies_is_planned_with_single_copies(mon
     rows_mul_exp[1](x, out, R=64, C=2048)
     want = (x.astype(np.float64) * np.exp(x.astype(np.float64))).astype(np.float16)
     assert np.abs(out.astype(np.float64) - want.astype(np.float64)).max() <= 2 ** -9
+
+
+@ct.jit
+def blocks_exp(x, out, R: ct.constexpr, C: ct.constexpr, BR: ct.constexpr):
+    for r0 in range(0, R, BR):
+        with ct.vector():
+            t = ct.load(x[ct.ds(r0, BR), 0:C])
+            m = ct.rowmax(t)
+            p = ct.exp(t - m[:, None])
+            ct.store(out[ct.ds(r0, BR), 0:C], ct.cast(p, ct.float16))
+
+
+def test_a_chunk_loops_pairs_stay_open_across_the_loop_around_it():
+    """The chunk loop's primes are not re-issued before each run inside the block loop (a prime is a set on
+    the vector pipe after all vector work before it: the next block's first load would wait for the last
+    block's whole tail); they stand before the block loop, the drains after it, and each run's first
+    iteration waits for the last run's iteration of the same parity."""
+    x, out = _args(rows=128)
+    ck = blocks_exp.compile(x, out, R=128, C=2048, BR=64)
+    body = ck.compilation.final.programs()["aiv"].ops
+    outer = next(i for i, op in enumerate(body) if op.kind == "for")
+    chunk = next(op for op in walk(body[outer].blocks[0]) if op.kind == "for")
+    assert {(op.attrs["id"], op.attrs["id_odd"]) for op in walk(chunk.blocks[0])
+            if op.kind == "event_wait" and op.attrs["event"] == "V_MTE2"} == {(BACK_ID + 1, PARITY_ID + 1)}
+    tops = [(op.kind, op.attrs["id"]) for op in body if op.kind.startswith("event") and op.attrs["event"] == "V_MTE2"]
+    assert tops.count(("event_set", BACK_ID + 1)) == tops.count(("event_set", PARITY_ID + 1)) == 1
+    assert tops.count(("event_wait", BACK_ID + 1)) == tops.count(("event_wait", PARITY_ID + 1)) == 1
+    inner = [op for op in body[outer].blocks[0].ops if op.kind.startswith("event") and op.attrs["id"] in
+             (BACK_ID + 1, PARITY_ID + 1) and op.attrs["event"] == "V_MTE2"]
+    assert not inner
+    blocks_exp[1](x, out, R=128, C=2048, BR=64)
+    piped = np.zeros_like(out)
+    blocks_exp[1](x, piped, R=128, C=2048, BR=64, order="pipelined")
+    assert np.array_equal(out, piped)
+    want = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True)).astype(np.float16)
+    assert np.abs(out.astype(np.float64) - want.astype(np.float64)).max() <= 2 ** -10
