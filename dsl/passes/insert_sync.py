@@ -40,8 +40,9 @@ unless one already stands after the producer.
 A control op is one step at its block's level (its waits before it, its sets
 after it; its own ops are ordered inside). A loop body is also checked against
 itself across the back edge: a dependency of an iteration's early op on the
-previous iteration's late op gets a pair inside the body (the set after the
-producer's last op, the wait before the consumer; id 1 + the loop's depth, so
+previous iteration's late op gets a pair inside the body (the set right
+after the last op the pair's hazards wait for, not after the pipe's last op
+of the body; the wait before the consumer; id 1 + the loop's depth, so
 nested loops' pairs stay apart), one set before the loop and one wait after
 it, so every set meets one wait. When every hazard of such a pair is on a
 buffer whose two copies the loop's iterations alternate (plan_memory's
@@ -360,12 +361,12 @@ class _EventBlock:
         shifted = ({k: (p, i - len(ops)) for k, (p, i) in last_write.items()},
                    {k: {p: i - len(ops) for p, i in d.items()} for k, d in readers.items()})
         needs, _ = self._needs(ops, shifted)         # pass 2: producers from pass 1 have negative indices
-        pipes_of = [self._pipes(op) for op in ops]
-        pairs, single = {}, set()
+        pairs, single, last = {}, set(), {}
         for i, lst in needs.items():
             for src, dst, at, key in lst:
                 if at < 0:
                     pairs.setdefault((src, dst), i)
+                    last[(src, dst)] = max(last.get((src, dst), -1), at + len(ops))   # the producer's index
                     if not self._alternates(key, loop):
                         single.add((src, dst))
         if not pairs:
@@ -375,8 +376,7 @@ class _EventBlock:
         prime, drain = [], []
         ping = self._ping(loop)
         for (src, dst), i in pairs.items():
-            producers = [x for x in range(len(ops)) if src in pipes_of[x]]
-            j = max(producers)
+            j = last[(src, dst)]   # the set goes after the last op the hazards wait for, not the pipe's last op
             if j < i:
                 continue      # the set would precede its wait in the body: a forward pair already orders them
             loc = loop.loc
@@ -459,18 +459,6 @@ class _EventBlock:
         if self.plan is None:
             return None
         return next((b.parity for b in self.plan.buffer_of.values() if b.parity_loop is loop), None)
-
-    def _pipes(self, op: Op) -> set:
-        out = set()
-        if op.defn.category == "tile":
-            out.add(op.pipe)
-        for b in op.blocks:
-            for inner in walk(b):
-                if inner.defn.category == "tile":
-                    out.add(inner.pipe)
-        r, w = _accesses(op, self.plan)
-        out |= {p for _, p in r + w}
-        return out
 
     def _event(self, kind, src, dst, eid, loc, ping=None, odd=None) -> Op:
         """An event op; with ``ping`` its id is ``eid`` on even iterations and ``odd`` on odd ones."""

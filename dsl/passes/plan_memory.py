@@ -12,7 +12,16 @@ the budget is judged on the split programs).
   buffer where the chip updates in place: a loop's carried value, its initial
   value when the loop is that value's only reader, and the value the body
   yields when it is computed after the last read of the old one (vector ops
-  work in place); an ``if`` result and the values its arms yield.
+  work in place), with the chain of elementwise ops that makes it from the
+  carried value (``acc = acc * alpha; acc = acc + o``: each link the only
+  reader of the one before, same size and width); an ``if`` result and the
+  values its arms yield.
+* Stages apart. In the AIV program a buffer made in a pipelined loop's body
+  lives over the whole body: the stages of one step run beside the other
+  steps' stages on other pipes (the next step's score chunks load while this
+  step's P·V tile is read), so one stage's buffer never takes the address of
+  another's. A program whose plan does not fit so is planned without it,
+  before it gives up any ping-pong copy.
 * Matmul staging. An ``mma`` stages its operands through L0A / L0B and its
   result through L0C in ping-pong base tiles (an ``acc=`` mma accumulates in
   place into its accumulator) (``plan_mma``: half of each
@@ -206,9 +215,15 @@ def plan_kernel(kernel: Kernel, platform) -> MemoryPlan:
     for core, body in progs.items():
         slots = [ch for ch in kernel.channels if ch.kind == "data" and ch.route == "onchip" and ch.dst == core]
         pings = _insert_pings(body) if core == "aiv" else {}
+        apart = core == "aiv"
         while True:
-            spaces, mmas, of = _plan_program(body, SPACES_OF[core], platform, slots, pings)
-            if not pings or all(sp.fits for sp in spaces.values()):
+            spaces, mmas, of = _plan_program(body, SPACES_OF[core], platform, slots, pings, apart)
+            if all(sp.fits for sp in spaces.values()):
+                break
+            if apart:
+                apart = False
+                continue
+            if not pings:
                 break
             # ping-pong is an overlap optimisation: a program that does not fit with it gives it up, loop by
             # loop, the loop whose second copies take the most bytes first
@@ -269,7 +284,8 @@ def share_groups(body: Block, lv: Liveness) -> _Groups:
     return groups
 
 
-def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | None = None):
+def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | None = None,
+                  apart: bool = False):
     lv = Liveness(body)
     groups = share_groups(body, lv)
     skip: set[int] = set()           # values that are no buffer of their own (views, staging, streams)
@@ -309,6 +325,7 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
     buffers = []
     of = {}
     ponged = _ping_pong_groups(members, skip, lv, pings or {})
+    stage_spans = _stage_spans(members, skip, lv, body) if apart else {}
     for root, vals in members.items():
         vals = [v for v in vals if v.id not in skip]
         if not vals:
@@ -324,6 +341,8 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
         t: TileType = rep.type
         size = _align(t.nbytes, platform.align(t.space.name))
         note = "resident" if t.space is not UB else ""
+        if root in stage_spans:
+            start, end = stage_spans[root]
         if pong:
             loop, ping, (start, end) = pong
             note = f"ping-pong (loop at line {loop.loc.line if loop.loc else '?'})"
@@ -408,6 +427,22 @@ def _share_loop(op: Op, groups: _Groups, lv: Liveness):
         if y is not arg and _materialises(y) and lv.block_of.get(id(y.owner)) is body \
                 and _only_use(y, lv, "yield") and _last_read_before(arg, y, lv):
             groups.union(y, arg)
+            # the chain that makes y from arg in place (acc = acc * alpha; acc = acc + o): each link the only
+            # reader of the one before, same size and width, made after arg's last read
+            ends = [arm.ops[-1].args[y.owner.results.index(y)] for arm in y.owner.blocks] \
+                if y.owner.kind == "if" else [y]
+            for z in ends:   # (an if's arm yields join its result, see share_groups)
+                if z is not y and not (_only_use(z, lv, "yield") and _materialises(z)):
+                    continue
+                while z.owner is not None and z.owner.kind in ("ewise", "cast"):
+                    x = next((a for a in z.owner.args if a.is_tile and a.type.nbytes == z.type.nbytes
+                              and a.type.dtype.bits == z.type.dtype.bits), None)
+                    if x is None or x is arg or not _materialises(x) or x.owner.kind == "if" \
+                            or lv.block_of.get(id(x.owner)) is not lv.block_of.get(id(z.owner)) \
+                            or len(lv.users.get(x.id, [])) != 1 or not _last_read_before(arg, x, lv):
+                        break
+                    groups.union(x, arg)
+                    z = x
 
 
 def _materialises(v: Value) -> bool:
@@ -474,6 +509,28 @@ def _insert_pings(body: Block) -> dict:
         ping = sbin("mod", sbin("floordiv", k, step), 2, "ping")
         loop_body.ops[0:0] = ops
         out[id(op)] = (op, ping, ops)
+    return out
+
+
+def _stage_spans(members: dict, skip: set, lv: Liveness, body: Block) -> dict:
+    """root -> the span of the pipelined loop whose body makes all its values (UB buffers only): the stages of
+    one step run beside the other steps' stages on other pipes, so a buffer of one stage must not take the
+    address of another's (program order says they are disjoint; the pipes do not)."""
+    inside, span = {}, {}
+    for op in walk(body):
+        if op.kind == "for" and op.attrs.get("stages", 1) > 1:
+            ops = list(walk(op.blocks[0]))
+            for o in ops:
+                inside.setdefault(id(o), op)
+            span[id(op)] = (lv.pos[id(op)], max(lv.pos[id(o)] for o in ops) + 1)
+    out = {}
+    for root, vals in members.items():
+        vals = [v for v in vals if v.id not in skip]
+        if not vals or vals[0].type.space is not UB:
+            continue
+        loops = {inside.get(id(lv.def_op.get(v.id))) for v in vals}
+        if len(loops) == 1 and None not in loops:
+            out[root] = span[id(loops.pop())]
     return out
 
 
