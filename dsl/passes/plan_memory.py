@@ -39,6 +39,7 @@ the budget is judged on the split programs).
   load's result, MTE2, or a store's source, MTE3) and whose values are all
   made and last read inside one iteration of an innermost loop with a
   constant step (a row-chunk loop, a loop of vector work) gets two copies,
+  shared with the values made in place over it (``s * scale``, ``exp``),
   picked by the iteration's parity: the loop's body starts with
   ``ping = ((iv - lo) // step) % 2`` and the buffer's address is
   ``offset + ping * copy`` (``Buffer.parity``). So the next iteration's load
@@ -52,7 +53,8 @@ the budget is judged on the split programs).
   only without any. Cube tiles get no copies: the cube's operands
   already stream through the ping-pong staging pieces below.
 * Lifetimes are ``liveness.Liveness``; a buffer lives over the union of its
-  values' ranges; a result may take the place of an operand it reads for the
+  values' ranges (a ping-pong buffer over its loop, a stage's buffer over its
+  pipelined loop, as above); a result may take the place of an operand it reads for the
   last time only with the same size and element width (in place, never a
   partial overlap). Addresses are assigned first-fit in order of first use, each
   aligned as the platform table says (UB 32 B, L1 512 B, L0A/L0B 512 B, L0C
