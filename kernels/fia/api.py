@@ -298,6 +298,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                          f"query {tuple(q.shape)} / value {tuple(arrays['value'].shape)} do not fit the layout "
                          f"({layout_error})", status=AclnnStatus.INNER_TILING_ERROR, checker="api")
     _check_cumulative(tiling, optional)
+    _check_kv_heads(tiling, attrs)
     check_list_lengths(arrays["key"], tiling.kv_seqlens, 2 if parse_layout(attrs["input_layout"]).qkv == "BNSD"
                        else 1)
     unsupported = [name for name in optional if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS]
@@ -442,6 +443,18 @@ def _blame_inferred_output(err: ParamError, q: np.ndarray, value: np.ndarray, at
                           status=err.status, checker=err.checker)
     return ParamError("value", tuple(value.shape), f"the output inferred from query, num_heads and value is "
                       f"rejected: {err.rule}", status=err.status, checker=err.checker)
+
+
+def _check_kv_heads(tiling, attrs: dict) -> None:
+    """A negative num_key_value_heads that op_host lets through. The arch22 split-fuse route
+    (``CheckFAIAvailability``) does not look at it: an empty TND call with -1 tiles (its tiling data holds
+    4294967295 heads) where the framework's checks and the other routes refuse it. The chip would divide the
+    query heads by that count; the simulator refuses the call instead, naming the parameter."""
+    nkv = attrs["num_key_value_heads"]
+    if nkv < 0:
+        raise ParamError("num_key_value_heads", nkv, f"must not be negative (the {tiling.route} route does not "
+                         f"check it; its tiling takes it as uint32)", status=AclnnStatus.PARAM_INVALID,
+                         checker="api")
 
 
 def _check_cumulative(tiling, optional: dict) -> None:

@@ -134,6 +134,17 @@ def test_tnd_decreasing_cumulative_lengths_are_rejected(tnd, which):
     _raises(dict(tnd, **lens), which, "must not decrease", PARAM_INVALID)
 
 
+def test_regression_negative_num_key_value_heads_on_an_empty_tnd_call_is_rejected():
+    """Found by the simulated fuzz tier: an all-empty TND call with num_key_value_heads=-1 went through (op_host's
+    arch22 split-fuse route tiles it: the oracle returns SUCCESS with 4294967295 heads in the tiling data) and
+    returned empty outputs, while the golden raised an untyped ValueError. The framework's checks and the other
+    routes refuse a negative count; cvtile refuses it on every route, naming the parameter."""
+    z = np.zeros((0, 1, 16), np.float16)
+    kw = dict(query=z, key=z, value=z, num_heads=1, num_key_value_heads=-1, input_layout="TND", scale=1.0,
+              actual_seq_lengths=[0], actual_seq_lengths_kv=[0])
+    _raises(kw, "num_key_value_heads", "must not be negative", PARAM_INVALID)
+
+
 def test_kv_length_list_longer_than_b_uses_the_first_b(prefill):
     """Handled as op_host: CheckFeatureActualSeqLensKvData reads min(size, B) elements; the rest is unused."""
     _, tiling = plan_call(**dict(prefill, actual_seq_lengths_kv=[300, 512, 7]))
