@@ -204,6 +204,19 @@ def parse_info(params: FiaParams, platform: Platform | str, *, strict_heads: boo
     return _Parser(params, plat, strict_heads=strict_heads).run()
 
 
+def parse_info_partial(params: FiaParams, platform: Platform | str) -> FiaInfo:
+    """:func:`parse_info`'s info as far as the parser gets (``strict_heads=False``), never raising: what a legacy
+    arch22 route's planner reads (layout, dtypes, axes) when op_host's FIA parser would reject a call that the
+    legacy route's own checks take (e.g. a negative num_key_value_heads, which the split-fuse route does not
+    look at)."""
+    plat = get_platform(platform) if not isinstance(platform, Platform) else platform
+    parser = _Parser(params, plat, strict_heads=False)
+    try:
+        return parser.run()
+    except ParamError:
+        return parser.info
+
+
 class _Parser:
     def __init__(self, p: FiaParams, plat: Platform, strict_heads: bool = True):
         self.p = p

@@ -38,6 +38,8 @@
 * Seed 4's rows: the PFA route's TND check refuses any mask tensor with sparse_mode 0, an empty one too
   (``rand_arch22_4_03347``: a (2048, 0) mask), and a paged TND call whose KV lengths are all 0 has no valid
   block (``rand_arch22_4_02222``: ``CheckPAWhenBaseApi`` fails without a log).
+* An empty TND call with num_key_value_heads -1 (found by the simulated fuzz tier, checked against the oracle):
+  the split-fuse route takes it, and its key keeps the TND digit.
 """
 
 from __future__ import annotations
@@ -182,3 +184,31 @@ def test_ifa_with_empty_kv_sizes_its_staging_with_g(rows_seed3):
     rec = cvtile_record(rows_seed3["rand_arch22_3_06156"], "arch22")
     assert rec["got"] == "SUCCESS" and rec["route"].startswith("ifa/"), rec
     assert (rec["tiling_key"], rec["block_dim"], rec["workspace"]) == (10000000000022220, 20, 17145856)
+
+
+def _empty_tnd_row(num_key_value_heads: str) -> dict:
+    from cvtile.tiling.random_calls import header
+
+    row = dict.fromkeys(header("arch22"), "")
+    for name in ("query", "key", "value", "attention_out"):
+        row.update({f"{name}_shape": "0 1 16", f"{name}_dtype": "FLOAT16", f"{name}_format": "ND"})
+    for name in ("actual_seq_lengths", "actual_seq_lengths_kv"):
+        row.update({f"{name}_shape": "1", f"{name}_dtype": "INT64", f"{name}_format": "ND", f"{name}_data": "0"})
+    row.update(case_name=f"empty_tnd_nkv{num_key_value_heads}", num_heads="1", scale="1.0",
+               pre_tokens="2147483647", next_tokens="2147483647", input_layout="TND",
+               num_key_value_heads=num_key_value_heads, sparse_mode="0", inner_precise="0", block_size="0",
+               antiquant_mode="0", softmax_lse_flag="0", key_antiquant_mode="0", value_antiquant_mode="0",
+               query_quant_mode="0", pse_type="0", out_dtype="0")
+    return row
+
+
+def test_regression_a_negative_kv_head_count_on_the_split_fuse_route_keeps_its_layout_in_the_key():
+    """The split-fuse route takes an empty TND call with num_key_value_heads -1 (op_host: SUCCESS, key
+    5000000000000200100, 20 blocks, 79,691,776 bytes). The FIA parser rejects the count, and the legacy driver
+    then planned from a blank info: layout BSH, the TND digit (2 x 10^5) missing from the key. It now plans
+    from the parser's info as far as it got (``parse_info_partial``). (The API refuses the count itself:
+    tests/kernels/test_bad_input.py.)"""
+    t = tile_fia(FiaParams.from_csv_row(_empty_tnd_row("-1")), ut_platform("arch22"))
+    assert (t.tiling_key, t.block_dim, t.workspace_bytes) == (5000000000000200100, 20, 79691776)
+    same = tile_fia(FiaParams.from_csv_row(_empty_tnd_row("1")), ut_platform("arch22"))
+    assert same.tiling_key == t.tiling_key

@@ -27,7 +27,7 @@ Invariants
 from __future__ import annotations
 
 from ..errors import AclnnStatus, ParamError
-from ..info import FiaInfo, parse_info, present
+from ..info import FiaInfo, parse_info, parse_info_partial, present
 from ..layouts import INPUT_LAYOUTS, dim, numel
 from ..params import FiaParams, TensorMeta
 from ..platform import Platform
@@ -244,10 +244,7 @@ def check_legacy(p: FiaParams, plat: Platform, reason: str) -> FiaInfo:
     try:
         info = parse_info(p, plat)
     except ParamError:
-        try:
-            info = parse_info(p, plat, strict_heads=False)
-        except ParamError:
-            info = FiaInfo(params=p, platform=plat, arch=plat.arch)
+        info = parse_info_partial(p, plat)   # what the FIA parser rejects: its info as far as it got
     info.route = RouteRecord("arch22", route, _TEMPLATES[route], None, f"{reason}; {why}")
     if route == "pfa" and legacy_pfa.pfa_empty(p):
         info.empty_tensor_flag = True      # the PFA tiling's empty exit (``plan_legacy.plan_pfa``)
