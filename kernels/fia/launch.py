@@ -229,6 +229,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         # the blocks' first KV position, the end they stop at (a legacy IFA FD part starts anywhere) and size
         span = (t.kv_start, t.kv_end) if t.kv_start >= 0 else (0, int(kvlen[t.b]))
         tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, hi, slot, *span, steps.get(t, tiling.s2_base), 0)
+    if band:
+        _check_band_rows_covered(rows, tiling, qlen, kvlen, pre, nxt, g, sparse_mode)
     m_cap = m_capacity(tiling, rows)
     hook_args, block_map, tasks, ptr, height = _hook_arguments(hooks, rows, tasks, ptr, tiling, qlen, kvlen, g,
                                                                m_cap)
@@ -584,6 +586,33 @@ def _out_shape(qshape, qlay: str, olay: str, n1: int, dv: int) -> tuple:
     if olay == "BSH":
         return (dims["B"], dims["S"], n1 * dv)
     return tuple(dims[c] for c in olay)
+
+
+def _check_band_rows_covered(rows, tiling: FiaTiling, qlen, kvlen, pre, nxt, g: int, sparse_mode) -> None:
+    """Every query row the band lets see a KV position must be in some row task: the kernel writes only the rows
+    of its tasks. The arch35 split skips the rows it finds without KV counting a GQA decode's folded G x S1 rows
+    as query positions, while the kernel's band (and the golden) use each row's own position: with G = 2, one
+    query position and one KV position, sparse_mode 3 left head 0's row out and its output zero. Such a call
+    is refused rather than answered wrong."""
+    covered: dict = {}
+    for t in rows:
+        if (t.b, t.n2) not in covered:
+            covered[(t.b, t.n2)] = np.zeros(g * max(1, int(qlen[t.b])), np.bool_)
+        covered[(t.b, t.n2)][t.m_start:t.m_start + t.m_rows] = True
+    for (b, n2), have in covered.items():
+        s1, s2 = int(qlen[b]), int(kvlen[b])
+        if s1 <= 0 or s2 <= 0:
+            continue
+        r = np.arange(g * s1)
+        pos = r % s1 if tiling.m_order == "GS1" else r // g
+        sees = np.maximum(0, pos - int(pre[b])) <= np.minimum(s2 - 1, pos + int(nxt[b]))
+        lost = np.flatnonzero(sees & ~have[:g * s1])
+        if lost.size:
+            raise UnsupportedParameterError(
+                "sparse_mode", sparse_mode,
+                f"batch {b}, kv head {n2}: folded row {lost[0]} (query position {pos[lost[0]]}) sees KV positions "
+                f"under the band but the tiling's row tasks skip it (the arch35 split counts a GQA decode's G x S1 "
+                f"rows as query positions); this combination is not simulated")
 
 
 def _band(engine: MaskEngine, qlen, kvlen, pre_tokens: int, next_tokens: int):
