@@ -250,6 +250,10 @@ class _EventBlock:
         self.depth = 0          # loops around the block being ordered (a back-edge pair's id is 1 + depth)
         self.aliases = _aliases(plan)
         self.pair_of: dict = {}  # id(event op) -> the back-edge pair it belongs to (vector programs)
+        # plan_memory's ping-pong buffers: key -> the loop alternating its copies; id(loop) -> its ping value
+        pongs = [b for b in plan.buffer_of.values() if b.parity is not None] if plan is not None else []
+        self.alternating = {("buf", id(b)): b.parity_loop for b in pongs}
+        self.ping_of = {id(b.parity_loop): b.parity for b in pongs}
 
     def run(self, block: Block) -> None:
         self._block(block)
@@ -450,15 +454,11 @@ class _EventBlock:
 
     def _alternates(self, key, loop: Op) -> bool:
         """Whether ``key`` is a buffer whose two copies ``loop``'s iterations alternate (plan_memory)."""
-        if self.plan is None or key[0] != "buf":
-            return False
-        return any(id(b) == key[1] and b.parity_loop is loop for b in self.plan.buffer_of.values())
+        return self.alternating.get(key) is loop
 
     def _ping(self, loop: Op):
         """The parity value plan_memory put at the top of ``loop``'s body when a buffer of it alternates."""
-        if self.plan is None:
-            return None
-        return next((b.parity for b in self.plan.buffer_of.values() if b.parity_loop is loop), None)
+        return self.ping_of.get(id(loop))
 
     def _event(self, kind, src, dst, eid, loc, ping=None, odd=None) -> Op:
         """An event op; with ``ping`` its id is ``eid`` on even iterations and ``odd`` on odd ones."""

@@ -518,13 +518,7 @@ def _stage_spans(members: dict, skip: set, lv: Liveness, body: Block) -> dict:
     """root -> the span of the pipelined loop whose body makes all its values (UB buffers only): the stages of
     one step run beside the other steps' stages on other pipes, so a buffer of one stage must not take the
     address of another's (program order says they are disjoint; the pipes do not)."""
-    inside, span = {}, {}
-    for op in walk(body):
-        if op.kind == "for" and op.attrs.get("stages", 1) > 1:
-            ops = list(walk(op.blocks[0]))
-            for o in ops:
-                inside.setdefault(id(o), op)
-            span[id(op)] = (lv.pos[id(op)], max(lv.pos[id(o)] for o in ops) + 1)
+    inside, span = _loop_bodies([op for op in walk(body) if op.kind == "for" and op.attrs.get("stages", 1) > 1], lv)
     out = {}
     for root, vals in members.items():
         vals = [v for v in vals if v.id not in skip]
@@ -534,6 +528,17 @@ def _stage_spans(members: dict, skip: set, lv: Liveness, body: Block) -> dict:
         if len(loops) == 1 and None not in loops:
             out[root] = span[id(loops.pop())]
     return out
+
+
+def _loop_bodies(loops: list, lv: Liveness) -> tuple:
+    """({id(op): the first of ``loops`` whose body holds it}, {id(loop): its (start, end) positions})."""
+    inside, span = {}, {}
+    for loop in loops:
+        ops = list(walk(loop.blocks[0]))
+        for o in ops:
+            inside.setdefault(id(o), loop)
+        span[id(loop)] = (lv.pos[id(loop)], max(lv.pos[id(o)] for o in ops) + 1)
+    return inside, span
 
 
 def _remove_pings(pings: dict) -> None:
@@ -557,13 +562,7 @@ def _ping_pong_groups(members: dict, skip: set, lv: Liveness, pings: dict) -> di
     loop."""
     if not pings:
         return {}
-    inside = {}                  # id(op) -> the loop whose body holds it
-    span = {}
-    for key, (loop, ping, _) in pings.items():
-        ops = list(walk(loop.blocks[0]))
-        for o in ops:
-            inside[id(o)] = loop
-        span[id(loop)] = (lv.pos[id(loop)], max(lv.pos[id(o)] for o in ops) + 1)
+    inside, span = _loop_bodies([loop for loop, _, _ in pings.values()], lv)
     local = {}                   # root -> (loop, its values): the groups made and read in one iteration
     for root, vals in members.items():
         vals = [v for v in vals if v.id not in skip]
