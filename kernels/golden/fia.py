@@ -49,7 +49,11 @@ Semantics decisions (with their sources)
   one place where the two disagree).
 * Sparse modes, masks and pse: see :mod:`.masks` and :mod:`.pse` (modes 0-4,
   the compressed 2048x2048 template for 2/3/4, sparse_mode ignored on the
-  legacy decode route as the aclnn doc states).
+  legacy decode route as the aclnn doc states). A call with no query rows
+  returns its empty outputs without judging the mask attributes, as op_host's
+  empty-output path does.
+* ``inner_precise`` 0-4 (op_host's range): every mode computes the float64
+  result; 4 is high precision without the invalid-row correction bit.
 
 Scope: post-quant (int8 output) is applied as the chip rounds it (:mod:`.quant`);
 an int8 or int4 KV cache with its antiquant parameters (modes 0-5, :mod:`.antiquant`; an int4
@@ -106,6 +110,9 @@ __all__ = ["fia_golden", "fia_golden_lowp", "fia_golden_st", "FIA_TND_STANDARD",
 LSE_EMPTY = float("inf")
 #: lse of rows without any kv on the legacy decode (IFA) route: fp32(-3.4e38).
 LSE_EMPTY_LEGACY_DECODE = float(np.float32(-3.4e38))
+#: The largest ``inner_precise`` the operator accepts (op_host's common check: [0, 4]). 4 reads as high
+#: precision without the invalid-row correction (bit 0 clear, bit 1 clear); only 1 selects fp16 intermediates.
+INNER_PRECISE_LIMIT = 4
 #: Largest float64 score block computed at once (elements).
 CHUNK_ELEMENTS = 1 << 23
 #: Calls whose largest batch has fewer query rows (x GQA group) run BLAS single-threaded.
@@ -221,8 +228,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     q, kv]`` (positions within the batch's sequence).
     """
     _reject_out_of_scope(out_of_scope)
-    if not 0 <= int(inner_precise) <= 3:
-        raise ValueError(f"inner_precise={inner_precise}: must be 0, 1, 2 or 3")
+    if not 0 <= int(inner_precise) <= INNER_PRECISE_LIMIT:
+        raise ValueError(f"inner_precise={inner_precise}: must be in [0, {INNER_PRECISE_LIMIT}]")
     layouts = parse_layout(input_layout)
     num_heads = int(num_heads)
     nkv = int(num_key_value_heads) or num_heads
@@ -353,10 +360,12 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     lse_empty = empty_row_lse(legacy_decode=legacy, kv_empty=kv_empty)
     left_padding = padding_value(query_padding_size, "query_padding_size") is not None or \
         padding_value(kv_padding_size, "kv_padding_size") is not None
-    masks = MaskEngine(sparse_mode=sparse_mode, atten_mask=atten_mask, pre_tokens=pre_tokens,
-                       next_tokens=next_tokens, batch=batch, decode=(not token and rows_total == 1),
-                       legacy_decode=legacy, token_layout=token, left_padding=left_padding,
-                       q_lengths=[p.s1 for p in plans])
+    # An empty query is an empty output: op_host takes its empty-tensor path before any mask or sparse-mode
+    # check (the empty-output early return of the tiling), so those attributes are not judged either.
+    masks = None if rows_total == 0 else MaskEngine(
+        sparse_mode=sparse_mode, atten_mask=atten_mask, pre_tokens=pre_tokens, next_tokens=next_tokens,
+        batch=batch, decode=(not token and rows_total == 1), legacy_decode=legacy, token_layout=token,
+        left_padding=left_padding, q_lengths=[p.s1 for p in plans])
     pse = None
     if pse_shift is not None:
         if token:
@@ -379,7 +388,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     else:
         out = np.zeros((batch, num_heads, rows_total, dv))
         lse = np.full((batch, num_heads, rows_total), lse_empty)
-    if not kv_empty:
+    if not kv_empty and rows_total:
         # Decode-like calls run many tiny GEMMs: BLAS threads only add hand-off latency there (and stall
         # badly when another process holds a core), so they run single-threaded.
         rows_max = max((plan.s1 for plan in plans), default=0) * group

@@ -32,7 +32,7 @@ def test_fully_masked_rows_give_zero_and_inf_lse_for_every_inner_precise():
     q, k, v = _bnsd(rng)
     mask = np.zeros((2, 1, 3, 6), dtype=bool)
     mask[0, 0, 1] = True  # batch 0, row 1 sees nothing
-    for ip in range(4):
+    for ip in range(5):
         out, lse = fia_golden(q, k, v, input_layout="BNSD", atten_mask=mask, sparse_mode=1, inner_precise=ip, **KW)
         assert not out[0, :, 1].any()
         assert np.isposinf(lse[0, :, 1]).all()
@@ -242,7 +242,7 @@ def test_int8_kv_is_unsupported():
     (dict(actual_seq_lengths_kv=[7]), "actual_seq_lengths_kv"),
     (dict(input_layout="SBH"), "input_layout"),
     (dict(num_key_value_heads=3), "multiple"),
-    (dict(inner_precise=4), "inner_precise"),
+    (dict(inner_precise=5), "inner_precise"),
     (dict(atten_mask=np.zeros((2, 1, 2, 6), bool), sparse_mode=1), "shorter"),
     (dict(kv_padding_size=[1]), "needs actual_seq_lengths_kv"),
 ])
@@ -323,3 +323,38 @@ def test_decode_golden_speed():
     out, _ = fia_golden(q, k, v, input_layout="BNSD", num_heads=32, scale=1 / math.sqrt(128))
     assert time.perf_counter() - t0 < 2.0
     assert out.shape == (4, 32, 1, 128)
+
+
+def test_regression_empty_query_with_sparse_mode_5_gives_the_api_s_empty_outputs():
+    """Found by the simulated fuzz tier: an empty query with ``sparse_mode=5`` is accepted by op_host (its
+    empty-output path returns before the sparse-mode checks) and by the API, but the golden raised
+    ``ValueError`` on the training-only mode. An empty query now gives the golden's empty outputs too."""
+    import cvtile
+    rng = np.random.default_rng(31)
+    q = _rand(rng, (1, 0, 128))
+    k = _rand(rng, (1, 8, 128))
+    kw = dict(num_heads=2, input_layout="BSH", sparse_mode=5, atten_mask=np.zeros((1, 0, 8), bool), scale=0.125,
+              softmax_lse_flag=True)
+    out, lse = cvtile.npu_fused_infer_attention_score(q, k, k, **kw)
+    g_out, g_lse = fia_golden(q, k, k, **kw)
+    assert out.shape == g_out.shape == (1, 0, 128)
+    assert lse.shape == g_lse.shape
+    with pytest.raises(ValueError, match="sparse_mode=5"):   # with query rows the mode is still out of scope
+        fia_golden(_rand(rng, (1, 2, 128)), k, k, **dict(kw, atten_mask=np.zeros((1, 2, 8), bool)))
+
+
+def test_regression_inner_precise_4_with_a_pse_matches_the_golden():
+    """Found by the simulated fuzz tier: op_host's FIA route takes ``inner_precise`` 4 (its common check allows
+    [0, 4]) and so does the API, but the golden refused it. 4 is high precision without the invalid-row bit;
+    the kernel and the golden now agree on it."""
+    import cvtile
+    from cvtile.kernels.precision import compare
+    rng = np.random.default_rng(32)
+    q, k = _rand(rng, (1, 4, 128)), _rand(rng, (1, 8, 128))
+    v, pse = _rand(rng, (1, 8, 128)), _rand(rng, (1, 2, 4, 8))
+    kw = dict(pse_shift=pse, num_heads=2, input_layout="BSH", scale=0.125)
+    out, _ = cvtile.npu_fused_infer_attention_score(q, k, v, inner_precise=4, **kw)
+    rep = compare(out, fia_golden(q, k, v, inner_precise=4, **kw)[0], "float16")
+    assert rep.passed, rep
+    np.testing.assert_array_equal(fia_golden(q, k, v, inner_precise=4, **kw)[0],
+                                  fia_golden(q, k, v, inner_precise=0, **kw)[0])
