@@ -551,13 +551,35 @@ class _Lowering(CubeRules):
                 tmp = self.namer.ident("next")
                 self.emit(f"const {_SCALAR_CTYPE[d.type.dtype.name]} {tmp} = {self.ref(v)};")
                 staged[d.id] = tmp
+        for d, v in self._parallel_copy_order([(d, v) for d, v in pairs if d.is_tile], op):
+            self.copy_tile(d, self.tile(d), v, self.tile(v))
         for d, v in pairs:
-            if d.is_tile:
-                self.copy_tile(d, self.tile(d), v, self.tile(v))
-            else:
+            if not d.is_tile:
                 src = staged.get(d.id, self.ref(v))
                 if self.names[d.id] != src:
                     self.emit(f"{self.names[d.id]} = {src};")
+
+    def _parallel_copy_order(self, pairs: list, op) -> list:
+        """The tile copies of a yield in an order that keeps its parallel meaning: a copy that overwrites the
+        buffer another copy still reads runs after it (a pipelined loop's shift register ``reg1 <- reg0,
+        reg0 <- new`` copies reg0 out first). A cycle (a swap) would need a temporary and is refused."""
+        def span(v):
+            buf = self.plan.buffer_of.get(v.id)
+            return None if buf is None else (buf.space, buf.offset, buf.offset + buf.bytes)
+
+        def overlaps(a, b):
+            return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+
+        todo = [(d, v) for d, v in pairs if span(d) is None or span(d) != span(v)]
+        out = []
+        while todo:
+            ready = [i for i, (d, _) in enumerate(todo)
+                     if not any(overlaps(span(d), span(v2)) for j, (_, v2) in enumerate(todo) if j != i)]
+            if not ready:
+                raise AscendCUnsupported("a yield whose tile copies form a cycle (a swap of two buffers) is not "
+                                         "lowered", op.loc)
+            out.append(todo.pop(ready[0]))
+        return out + [(d, v) for d, v in pairs if span(d) is not None and span(d) == span(v)]
 
     def op_if(self, op):
         for r in op.results:

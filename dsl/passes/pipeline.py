@@ -15,10 +15,14 @@ C2(i) (ascendc_backend.md §3: "C1(i) | V1(i-1), C2(i-1) | V2(i-2)").
   programs a consumer's phase is its producer's plus one (C1 = 0, V1 = 1,
   C2 = 2, V2 = 3). A program's stage boundary lies before each receive that
   closes a round trip (what it receives depends on what it sent in the same
-  iteration): an op's stage is ``(phase - q) // 2`` (at least 0), q the phase
-  of the program's first send (cube C1 -> 0, C2 -> 1; vector: its work before
-  and in V1 -> 0, V2 -> 1). A loop-carried value's readers are moved to a
-  stage no earlier than its producer's (a recurrence cannot be pipelined
+  iteration): an op's round trip is ``(phase - q) // 2`` (at least 0), q the
+  phase of the program's first send (cube C1 -> 0, C2 -> 1; vector: its work
+  before and in V1 -> 0, V2 -> 1), and round trip k runs at stage
+  ``k * (D - 1)``, D the platform's preload depth (at least 2): C1 and V1 of
+  iteration t + D - 1 are issued before C2 and V2 of iteration t, as the
+  chip's kernels issue D score matmuls ahead (D = 2: "C1(i+1) before C2(i)";
+  the stages between are empty). A loop-carried value's readers are moved to
+  a stage no earlier than its producer's (a recurrence cannot be pipelined
   across).
 * Schedule. A body with S > 1 stages becomes one loop over
   ``range(lo, hi + (S-1)*step, step)``; step t runs stage 0 for iteration t,
@@ -75,7 +79,7 @@ def pipeline(kernel: Kernel, platform) -> Kernel:
     pairs = [(loops["aic"][o], loops["aiv"][o]) for o in loops["aic"] if o in loops["aiv"]]
     channels = {ch.id: ch for ch in kernel.channels}
     for pair in pairs:
-        stages = _stages(pair)
+        stages = _stages(pair, max(2, int(platform.preload_depth)))
         if stages is None:
             continue
         _check_slots(pair, stages, channels)
@@ -152,8 +156,10 @@ def _roles(op: Op):
         yield from o.attrs.get("channels", ())
 
 
-def _stages(pair):
-    """{id(loop): {id(top-level op): stage}} for both loops of a pair, or None when it cannot be pipelined."""
+def _stages(pair, depth: int):
+    """{id(loop): {id(top-level op): stage}} for both loops of a pair, or None when it cannot be pipelined.
+    Round trip ``k`` of a program runs at stage ``k * (depth - 1)``: the preload depth is how many iterations
+    the first round trip runs ahead of the second."""
     loops = [p[0] for p in pair]
     src_phase: dict[int, int] = {}
     phase: dict[int, int] = {}
@@ -192,7 +198,7 @@ def _stages(pair):
             return None
         produce = [phase[id(op)] for op in tiles if any(r == "produce" for _, r, _ in _roles(op))]
         q = min(produce, default=0)
-        st = {id(op): max(0, (phase[id(op)] - q) // 2) for op in tiles}
+        st = {id(op): max(0, (phase[id(op)] - q) // 2) * (depth - 1) for op in tiles}
         if not _fix_recurrences(body, st):
             return None
         out[id(loop)] = st

@@ -426,7 +426,10 @@ def _share_loop(op: Op, groups: _Groups, lv: Liveness):
         groups.union(arg, r)
         if _only_use(init, lv, "for") and _materialises(init):
             groups.union(init, arg)
-        if y is not arg and _materialises(y) and lv.block_of.get(id(y.owner)) is body \
+        # (an arg the yield also passes on to another slot, a pipelined loop's shift register, is read at the
+        # loop's end, after y is made: y cannot take its buffer)
+        passed_on = any(a is arg for a, slot in zip(yields, body.args[1:]) if slot is not arg)
+        if y is not arg and not passed_on and _materialises(y) and lv.block_of.get(id(y.owner)) is body \
                 and _only_use(y, lv, "yield") and _last_read_before(arg, y, lv):
             groups.union(y, arg)
             # the chain that makes y from arg in place (acc = acc * alpha; acc = acc + o): each link the only

@@ -15,7 +15,11 @@ nested in it, so every replacement is dominated by what replaces it):
 * a ``check`` of a condition already checked by a visible ``check`` is
   removed, as is a check whose condition is the constant True;
 * finally every pure op (scalar, or a tile op without side effects) whose
-  results are unused is removed, repeatedly.
+  results are unused is removed, repeatedly, and so is every loop-carried
+  slot of a ``for`` that nothing reads: its result unused and its body
+  argument read only by the yield that carries it on (a placeholder a kernel
+  threads through a loop for the other core type, which would otherwise
+  become an unused variable of the emitted program).
 
 Purity and the CSE candidates come from the op table (``ops.OPS``).
 
@@ -26,7 +30,7 @@ plain operands.
 
 from __future__ import annotations
 
-from ..ir import OPS, Block, Kernel, Op, Value
+from ..ir import OPS, Block, Kernel, Op, Value, walk
 
 __all__ = ["simplify", "simplify_block"]
 
@@ -121,6 +125,8 @@ def _drop_unused(block: Block, used: set) -> bool:
     for op in block.ops:
         for b in op.blocks:
             changed |= _drop_unused(b, used)
+        if op.kind == "for":
+            changed |= _drop_dead_carried(op, used)
         pure = op.defn.pure
         if pure and op.results and not any(r.id in used for r in op.results):
             changed = True
@@ -128,3 +134,24 @@ def _drop_unused(block: Block, used: set) -> bool:
         kept.append(op)
     block.ops = kept
     return changed
+
+
+def _drop_dead_carried(loop: Op, used: set) -> bool:
+    """Remove the carried slots of ``loop`` whose result is unused and whose body argument only its own yield
+    slot reads (init, argument, yielded value and result go together)."""
+    body = loop.blocks[0]
+    ys = body.ops[-1]
+    dead = []
+    for i, (arg, r) in enumerate(zip(body.args[1:], loop.results)):
+        if r.id in used:
+            continue
+        reads = sum(1 for op in walk(body) for o in op.operands if o is arg)
+        if reads == (1 if ys.args[i] is arg else 0):
+            dead.append(i)
+    for i in reversed(dead):
+        del loop.args[3 + i]
+        del body.args[1 + i]
+        del ys.args[i]
+        del loop.results[i]
+    return bool(dead)
+
