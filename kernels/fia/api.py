@@ -313,7 +313,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         raise UnsupportedParameterError("quant_offset2", _describe(arrays["quant_offset2"]),
                                         "given without quant_scale2: the output is not quantised and the operator "
                                         "would ignore it; cvtile refuses it rather than drop it")
-    check_nz_call(arrays, attrs)
+    check_nz_call(arrays, attrs, tiling.arch)
     if not tiling.cores and _has_work(tiling):
         raise UnsupportedParameterError("actual_seq_lengths_kv", list(tiling.kv_seqlens),
                                         f"the {tiling.route}/{tiling.template} tiling gave no core work for this "

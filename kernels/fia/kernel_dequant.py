@@ -20,6 +20,10 @@ per-token parameters (fp32) first rounded to it; FP8 E4M3 values (already widene
 ``launch.float_cache_widened``; no offset) times the scale; MXFP4 (mode 6, ``GROUP``) FP4 values (widened to
 bf16) times their group's bf16 power of two, in bf16, then cast to the query's dtype.
 
+Caches: dense, or paged through the block table (``kernel_antiquant.cache_rows``): BnBsH, BnNBsD or NZ, which
+the 950 template copies in fractals of 16 values whatever the cache's dtype (``golden.nz.antiquant_nz_fraction``;
+read in place, ``kernel.paged_kv_rows``); the dequantisation does not depend on the layout.
+
 Per-channel kinds (modes 0 and 2) read one (D,) row of the (N2, D) tables per task; per-token kinds (1, 3 and the
 paged 4, 5) the (S2,) parameters of the block's KV positions (``kernel_antiquant.param_rows``: at the batch's
 first KV position plus the position, or through the block table); the group kind an (S2, D) block of kv head
@@ -37,8 +41,8 @@ Invariants
 * The task tables, GQA fold, masks, pse, lse, flash-decode slots, paged-cache views and post-quant are
   ``fia_attention``'s (``kernel.py``) and the antiquant spec is ``golden.antiquant``'s, so this kernel, the MSD
   kernel and the golden read one interpretation of the parameters.
-* Not here (the API refuses them by name): a learnable sink, token layouts (TND/NTD), NZ caches, tensor lists
-  and score/mask hooks.
+* Not here (the API refuses them by name): a learnable sink, token layouts (TND/NTD), an MXFP4 NZ cache, tensor
+  lists and score/mask hooks.
 * A row with no visible key gives 0 and lse ``EMPTY_LSE``.
 """
 

@@ -399,10 +399,13 @@ def float_cache_widened(x: np.ndarray, dtype) -> np.ndarray:
 def _check_dequant_call(spec, token, sink, hooks, cache: str):
     """What the Ascend950 dequant kernel does not model (beyond the MSD kernel's refusals), refused by name."""
     _check_antiquant_call(spec, token, sink, hooks)
-    if cache not in ("dense", "BnBsH", "BnNBsD"):
+    if cache not in ("dense", "BnBsH", "BnNBsD", "NZ"):
         raise UnsupportedParameterError("key", "given", f"KV antiquant on Ascend950 with a {cache} key/value cache "
-                                        "is not simulated: its dequant kernel takes dense or BnBsH/BnNBsD paged "
+                                        "is not simulated: its dequant kernel takes dense or BnBsH/BnNBsD/NZ paged "
                                         "key/value")
+    if cache == "NZ" and spec.per_group:
+        raise UnsupportedParameterError("key_antiquant_mode", 6, "an MXFP4 (mode 6) NZ cache is not simulated: the "
+                                        "950 template reads its E8M0 group scales in an NZ order of their own")
 
 
 def _own_params_start(spec, k: np.ndarray, layout: str) -> int:

@@ -98,7 +98,7 @@ from .masks import MaskEngine
 from .pse import PseShift, sink_logits
 from .antiquant import QUANTISED_CACHES, antiquant_spec
 from .int4 import int4_kv
-from .nz import from_nz
+from .nz import antiquant_nz_fraction, from_nz
 from .fullquant import FULLQUANT_SCALES, attend_fullquant, dequant_value
 from .quant import post_quant_int8
 from .rope import join_rope
@@ -252,8 +252,10 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     antiquant = any(x is not None for x in aq_arrays.values())
     if antiquant:   # an int4 cache (int4, or int32 packing 8 each as op_api views it) as its int8 values
         key, value, int4 = int4_kv(key, value)
-        if int4 and np.ndim(key) == 5:   # an int4 NZ cache (fractals of 64 values) as the BnNBsD cache it holds
-            key, value = from_nz(key, "int4"), from_nz(value, "int4")
+        if block_table is not None and np.ndim(key) == 5:   # an NZ cache (its reader's fractals) as BnNBsD
+            kind = "int4" if int4 else to_numpy(key).dtype
+            d0 = antiquant_nz_fraction(kind, _arch(target))
+            key, value = (from_nz(to_numpy(t), "int4" if int4 else None, d0) for t in (key, value))
         if key_shared_prefix is not None and value_shared_prefix is not None:
             key_shared_prefix, value_shared_prefix, _ = int4_kv(key_shared_prefix, value_shared_prefix)
     fq_scales = {"dequant_scale1": dequant_scale1, "quant_scale1": quant_scale1, "dequant_scale2": dequant_scale2}

@@ -5,7 +5,8 @@ rounded to the query's dtype as the 950 template's vector does, and runs the non
 golden with ``target`` Ascend950 dequantises with the same roundings (``AntiquantSpec.rounding``) and rounds P
 to the query's dtype. Compared under the upstream rule of the query dtype's class. With a shared prefix (dense
 caches only: op_host refuses it with a paged one) the prefix dequantises with the same parameters and the own
-KV's per-token parameters start S' - S of key into the table. The default tier runs a call of each cache kind
+KV's per-token parameters start S' - S of key into the table. A paged NZ cache is (blocks, N, D/16, block_size, 16)
+on the 950 whatever its dtype (op_host's rule; A2/A3 read 32 bytes). The default tier runs a call of each cache kind
 and of the prefix; the other layouts, modes and the pipelined order are in the slow tier.
 """
 
@@ -19,10 +20,11 @@ import pytest
 
 from cvtile.kernels.errors import UnsupportedParameterError
 from cvtile.tiling.errors import ParamError
-from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia
+from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia, plan_call
 from cvtile.kernels.golden.antiquant import antiquant_spec
 from cvtile.kernels.golden.fia import fia_golden
 from cvtile.kernels.golden.int4 import pack_int4
+from cvtile.kernels.golden.nz import to_nz
 
 BF16 = ml_dtypes.bfloat16
 T950 = "Ascend950"
@@ -293,3 +295,84 @@ def test_shared_prefix_with_a_paged_cache_is_refused_by_the_operator_checks():
             block_table=table, block_size=bs, actual_seq_lengths_kv=[200, 256], **_prefix(rng, n2, 64, d),
             **_channel(rng, n2, d, np.float16))
     assert err.value.param == "key_shared_prefix", str(err.value)
+
+
+def _nz_paged(rng, values, b=2, n=4, n2=2, d=128, bs=128, lens=(200, 130), dtype=np.float16):
+    """A decode on a paged NZ cache as the 950 takes it: (blocks, N2, D/16, block_size, 16) whatever the cache's
+    dtype; ``values(shape)`` draws the BnNBsD cache. Returns (q, key, value, keywords, the BnNBsD caches)."""
+    per = -(-max(lens) // bs)
+    q = rng.uniform(-1, 1, (b, n, 1, d)).astype(dtype)
+    nd = [values((b * per, n2, bs, d)) for _ in range(2)]
+    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
+    kw = dict(num_heads=n, num_key_value_heads=n2, input_layout="BNSD", scale=d ** -0.5, target=T950,
+              block_table=table, block_size=bs, actual_seq_lengths_kv=list(lens), softmax_lse_flag=True)
+    return q, to_nz(nd[0], 16), to_nz(nd[1], 16), kw, nd
+
+
+def _int8(rng):
+    return lambda shape: rng.integers(-128, 128, shape).astype(np.int8)
+
+
+def test_nz_cache_per_token_bf16_with_offset(judge_fia):
+    """An int8 NZ cache on the 950 (16-value fractals) with per-token parameters and offsets: the kernel reads
+    the fractals in place through the block table; the golden reads the BnNBsD cache they hold."""
+    rng = np.random.default_rng(20)
+    q, k, v, kw, _ = _nz_paged(rng, _int8(rng), dtype=BF16)
+    tok = lambda lo, hi: rng.uniform(lo, hi, (2, 256)).astype(np.float32)   # noqa: E731
+    judge_fia(q, k, v, key_antiquant_scale=tok(0.004, 0.012), value_antiquant_scale=tok(0.004, 0.012),
+              key_antiquant_offset=tok(-3, 3), value_antiquant_offset=tok(-3, 3), key_antiquant_mode=1,
+              value_antiquant_mode=1, **kw)
+
+
+@pytest.mark.slow
+def test_nz_cache_is_bitwise_the_bnnbsd_cache_it_holds(judge_fia):
+    """The dequantisation does not depend on the layout: an int8 NZ cache gives the BnNBsD cache's bits."""
+    rng = np.random.default_rng(21)
+    q, k, v, kw, (kd, vd) = _nz_paged(rng, _int8(rng))
+    aq = _channel(rng, 2, 128, np.float16)
+    a, la = fia(q, k, v, **aq, **kw)
+    b, lb = fia(q, kd, vd, **aq, **kw)
+    assert np.array_equal(a.view(np.uint16), b.view(np.uint16)) and np.array_equal(la, lb)
+    judge_fia(q, k, v, **aq, **kw)
+
+
+@pytest.mark.slow
+def test_int4_nz_cache_packed_per_channel(judge_fia):
+    """An int4 NZ cache packed 8 per int32: (blocks, N2, D/16, block_size, 2) as aclnn takes it on the 950."""
+    rng = np.random.default_rng(22)
+    q, k, v, kw, _ = _nz_paged(rng, lambda shape: rng.integers(-8, 8, shape).astype(np.int8))
+    k, v = pack_int4(k), pack_int4(v)
+    assert k.shape == (4, 2, 8, 128, 2)
+    aq = {name: x * 16 for name, x in _channel(rng, 2, 128, np.float16, offset=False).items()}
+    judge_fia(q, k, v, **aq, **kw)
+
+
+@pytest.mark.slow
+def test_fp8_nz_cache_per_channel_bf16(judge_fia):
+    rng = np.random.default_rng(23)
+    q, k, v, kw, _ = _nz_paged(rng, lambda shape: _fp8(rng, shape), dtype=BF16)
+    judge_fia(q, k, v, **_channel(rng, 2, 128, BF16, offset=False), **kw)
+
+
+@pytest.mark.parametrize("target, d0, rule", [(T950, 32, "must be 16"), ("Ascend910B1", 16, "is 32")])
+def test_nz_fraction_of_an_int8_cache_is_16_values_on_the_950_and_32_on_a2(target, d0, rule):
+    """The 950's op_host takes an antiquant NZ cache in 16-value fractals (its dequant kernel copies 16 values a
+    row whatever their width); A2/A3's IFA kernel reads 32 bytes. The other fractal is refused naming the key."""
+    rng = np.random.default_rng(24)
+    q, _, _, kw, (kd, vd) = _nz_paged(rng, _int8(rng))
+    with pytest.raises(ParamError) as err:
+        plan_call(query=q, key=to_nz(kd, d0), value=to_nz(vd, d0), **_channel(rng, 2, 128, np.float16),
+                  **dict(kw, target=target))
+    assert err.value.param == "key" and rule in str(err.value), str(err.value)
+
+
+def test_mxfp4_nz_cache_names_its_mode():
+    """The 950 reads an MXFP4 NZ cache's E8M0 scales in an NZ order of their own: not simulated."""
+    rng = np.random.default_rng(25)
+    fp4 = lambda shape: rng.choice(np.arange(16, dtype=np.uint8), shape).view(ml_dtypes.float4_e2m1fn)  # noqa: E731
+    q, k, v, kw, _ = _nz_paged(rng, fp4, dtype=BF16)
+    _, ks = _mxfp4(rng, 2, 2, 256, 128)
+    with pytest.raises(UnsupportedParameterError) as err:
+        fia(q, k, v, key_antiquant_scale=ks, value_antiquant_scale=ks.copy(), key_antiquant_mode=6,
+            value_antiquant_mode=6, **kw)
+    assert err.value.param == "key_antiquant_mode", str(err.value)
