@@ -376,3 +376,23 @@ def test_mxfp4_nz_cache_names_its_mode():
         fia(q, k, v, key_antiquant_scale=ks, value_antiquant_scale=ks.copy(), key_antiquant_mode=6,
             value_antiquant_mode=6, **kw)
     assert err.value.param == "key_antiquant_mode", str(err.value)
+
+
+def test_ascend_c_backend_refuses_the_nz_view_by_name():
+    """The kernel reads an NZ cache in place through a permuted, merged view whose last dim is not contiguous in
+    GM; the Ascend C backend refuses it naming the source line (a BnNBsD cache's call lowers)."""
+    from cvtile.dsl import ascendc
+    from cvtile.dsl.ascendc.lower import AscendCUnsupported
+    from cvtile.dsl.jit import record_launches
+
+    rng = np.random.default_rng(28)
+    q, k, v, kw, (kd, vd) = _paged(rng, _int8(rng), b=1, n=2, n2=1, lens=(128,), nz=True)
+    aq = _channel(rng, 1, 128, np.float16, offset=False)
+    launches = []
+    for key, value in ((kd, vd), (k, v)):
+        with record_launches() as rec:
+            fia(q, key, value, **aq, **kw)
+        launches.append(rec.launches[0].kernel)
+    ascendc.lowered(launches[0])
+    with pytest.raises(AscendCUnsupported, match="kernel_dequant.py:.*not contiguous"):
+        ascendc.lowered(launches[1])
