@@ -17,7 +17,8 @@ the dequantised block to the cube, which then runs the non-quant flow:
 V0 per cache: int8 or int4 values cast exactly to the query's dtype (an int4 cache reaches the kernel as its
 int8 values, ``golden.int4``), then plus the offset, times the scale, each step rounded to the query's dtype,
 per-token parameters (fp32) first rounded to it; FP8 E4M3 values (already widened to the query's dtype,
-``launch.float_cache_widened``; no offset) times the scale; MXFP4 (mode 6, ``GROUP``) FP4 values (widened to
+``launch.float_cache_widened``; no offset) times the scale, per channel (mode 0) or per token (modes 1 and 4, the
+fp32 scale rounded to the query's dtype as for int8: the 950's FP8 per-token vector functions); MXFP4 (mode 6, ``GROUP``) FP4 values (widened to
 bf16) times their group's bf16 power of two, in bf16, then cast to the query's dtype.
 
 Caches: dense, or paged through the block table (``kernel_antiquant.cache_rows``): BnBsH, BnNBsD or NZ, which

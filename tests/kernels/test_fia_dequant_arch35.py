@@ -132,19 +132,29 @@ def test_int4_cache_per_channel_with_offset(judge_fia):
     judge_fia(q, k, v, softmax_lse_flag=True, **aq, **kw)
 
 
+def _paged(rng, values, b=2, n=4, n2=2, d=128, bs=128, lens=(200, 130), dtype=np.float16, nz=False):
+    """A BNSD decode on a paged BnNBsD cache through a permuted block table, or (``nz``) on the NZ cache as the
+    950 takes it: (blocks, N2, D/16, block_size, 16) whatever the cache's dtype; ``values(shape)`` draws the
+    BnNBsD cache. Returns (q, key, value, keywords, the BnNBsD caches)."""
+    per = -(-max(lens) // bs)
+    q = rng.uniform(-1, 1, (b, n, 1, d)).astype(dtype)
+    nd = [values((b * per, n2, bs, d)) for _ in range(2)]
+    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
+    kw = dict(num_heads=n, num_key_value_heads=n2, input_layout="BNSD", scale=d ** -0.5, target=T950,
+              block_table=table, block_size=bs, actual_seq_lengths_kv=list(lens), softmax_lse_flag=True)
+    k, v = (to_nz(x, 16) for x in nd) if nz else nd
+    return q, k, v, kw, nd
+
+
 @pytest.mark.slow
 def test_int4_paged_bnnbsd_cache_per_token_bf16(judge_fia):
     rng = np.random.default_rng(9)
-    b, n, n2, d, bs, lens = 2, 4, 2, 128, 128, (260, 500)
-    per = -(-max(lens) // bs)
-    q = rng.uniform(-1, 1, (b, n, 1, d)).astype(BF16)
-    kc, vc = (pack_int4(rng.integers(-8, 8, (b * per, n2, bs, d)).astype(np.int8)) for _ in range(2))
-    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
-    tok = lambda lo, hi: rng.uniform(lo, hi, (b, per * bs)).astype(np.float32)   # noqa: E731
-    judge_fia(q, kc, vc, num_heads=n, num_key_value_heads=n2, input_layout="BNSD", scale=d ** -0.5, target=T950,
-              block_table=table, block_size=bs, actual_seq_lengths_kv=list(lens), key_antiquant_scale=tok(0.06, 0.2),
-              value_antiquant_scale=tok(0.06, 0.2), key_antiquant_offset=tok(-2, 2),
-              value_antiquant_offset=tok(-2, 2), key_antiquant_mode=1, value_antiquant_mode=1)
+    q, kc, vc, kw, _ = _paged(rng, lambda shape: pack_int4(rng.integers(-8, 8, shape).astype(np.int8)),
+                              lens=(260, 500), dtype=BF16)
+    tok = lambda lo, hi: rng.uniform(lo, hi, (2, 512)).astype(np.float32)   # noqa: E731
+    judge_fia(q, kc, vc, key_antiquant_scale=tok(0.06, 0.2), value_antiquant_scale=tok(0.06, 0.2),
+              key_antiquant_offset=tok(-2, 2), value_antiquant_offset=tok(-2, 2), key_antiquant_mode=1,
+              value_antiquant_mode=1, **kw)
 
 
 def _fp8(rng, shape):
@@ -174,15 +184,51 @@ def test_fp8_e4m3fn_paged_bnbsh_cache_bf16_prefill(judge_fia):
               softmax_lse_flag=True, **_channel(rng, n2, d, BF16, offset=False))
 
 
-def test_fp8_per_token_dequant_names_its_mode():
+def test_fp8_cache_per_token_with_kv_lengths(judge_fia):
+    """Mode 1 on an FP8 cache: the fp32 scale of each KV position rounded to the query's dtype, times the
+    widened FP8 values (the 950's FP8 per-token vector functions); no offset."""
     rng = np.random.default_rng(12)
+    q, k, v, kw = _call(rng, n=4, s2=300)
+    k, v = _fp8(rng, k.shape), _fp8(rng, v.shape)
+    tok = lambda: rng.uniform(0.002, 0.01, (2, 300)).astype(np.float32)   # noqa: E731
+    judge_fia(q, k, v, key_antiquant_scale=tok(), value_antiquant_scale=tok(), key_antiquant_mode=1,
+              value_antiquant_mode=1, actual_seq_lengths_kv=[300, 170], softmax_lse_flag=True, **kw)
+
+
+@pytest.mark.slow
+def test_fp8_paged_cache_per_token_mode_4_bf16(judge_fia):
+    """Mode 4: the per-token scales (block_num, block_size) live in the cache's blocks (a permuted table)."""
+    rng = np.random.default_rng(26)
+    q, kc, vc, kw, _ = _paged(rng, lambda shape: _fp8(rng, shape), lens=(300, 170), dtype=BF16)
+    par = lambda: rng.uniform(0.002, 0.01, (kc.shape[0], 128)).astype(np.float32)   # noqa: E731
+    judge_fia(q, kc, vc, key_antiquant_scale=par(), value_antiquant_scale=par(), key_antiquant_mode=4,
+              value_antiquant_mode=4, **kw)
+
+
+def test_golden_fp8_per_token_rounds_the_fp32_scale_to_the_query_dtype():
+    """448 (an E4M3 value) times the fp32 scale 0.0123: the 950 rounds the scale to fp16, then the product."""
+    arrays = {"key_antiquant_scale": np.full((1, 2), 0.0123, np.float32),
+              "value_antiquant_scale": np.full((1, 2), 0.0123, np.float32)}
+    spec = antiquant_spec(arrays, antiquant_mode=0, key_antiquant_mode=1, value_antiquant_mode=1, batch=1,
+                          num_kv_heads=1, head_dim=4, kv_len=2)
+    x = np.full((1, 2, 4), 448, np.float32).astype(ml_dtypes.float8_e4m3fn)
+    h = np.float16
+    chip = float(h(h(448) * h(np.float32(0.0123))))
+    got = dataclasses.replace(spec, rounding="float16").dequantised(x, "key", 0, 0, 1, 0, 2)
+    assert np.all(got == chip) and chip != 448 * float(np.float32(0.0123))
+
+
+@pytest.mark.parametrize("mode", [3, 5])
+def test_fp8_per_token_head_modes_are_refused_by_the_operator_checks(mode):
+    """op_host takes an FP8 cache in modes 0, 1 and 4 only: modes 3/5 are a ParamError naming the key."""
+    rng = np.random.default_rng(27)
     q, k, v, kw = _call(rng, s2=64)
     k, v = _fp8(rng, k.shape), _fp8(rng, v.shape)
-    tok = rng.uniform(0.002, 0.01, (2, 64)).astype(np.float32)
-    with pytest.raises(UnsupportedParameterError) as err:
-        fia(q, k, v, key_antiquant_scale=tok, value_antiquant_scale=tok.copy(), key_antiquant_mode=1,
-            value_antiquant_mode=1, **kw)
-    assert err.value.param == "key_antiquant_mode", str(err.value)
+    par = rng.uniform(0.002, 0.01, (2, 2, 64)).astype(np.float32)
+    with pytest.raises(ParamError) as err:
+        fia(q, k, v, key_antiquant_scale=par, value_antiquant_scale=par.copy(), key_antiquant_mode=mode,
+            value_antiquant_mode=mode, **kw)
+    assert err.value.param == "key" and f"mode {mode}" in str(err.value), str(err.value)
 
 
 def test_fp8_cache_is_refused_on_a2_by_the_operator_checks():
@@ -297,18 +343,6 @@ def test_shared_prefix_with_a_paged_cache_is_refused_by_the_operator_checks():
     assert err.value.param == "key_shared_prefix", str(err.value)
 
 
-def _nz_paged(rng, values, b=2, n=4, n2=2, d=128, bs=128, lens=(200, 130), dtype=np.float16):
-    """A decode on a paged NZ cache as the 950 takes it: (blocks, N2, D/16, block_size, 16) whatever the cache's
-    dtype; ``values(shape)`` draws the BnNBsD cache. Returns (q, key, value, keywords, the BnNBsD caches)."""
-    per = -(-max(lens) // bs)
-    q = rng.uniform(-1, 1, (b, n, 1, d)).astype(dtype)
-    nd = [values((b * per, n2, bs, d)) for _ in range(2)]
-    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
-    kw = dict(num_heads=n, num_key_value_heads=n2, input_layout="BNSD", scale=d ** -0.5, target=T950,
-              block_table=table, block_size=bs, actual_seq_lengths_kv=list(lens), softmax_lse_flag=True)
-    return q, to_nz(nd[0], 16), to_nz(nd[1], 16), kw, nd
-
-
 def _int8(rng):
     return lambda shape: rng.integers(-128, 128, shape).astype(np.int8)
 
@@ -317,7 +351,7 @@ def test_nz_cache_per_token_bf16_with_offset(judge_fia):
     """An int8 NZ cache on the 950 (16-value fractals) with per-token parameters and offsets: the kernel reads
     the fractals in place through the block table; the golden reads the BnNBsD cache they hold."""
     rng = np.random.default_rng(20)
-    q, k, v, kw, _ = _nz_paged(rng, _int8(rng), dtype=BF16)
+    q, k, v, kw, _ = _paged(rng, _int8(rng), dtype=BF16, nz=True)
     tok = lambda lo, hi: rng.uniform(lo, hi, (2, 256)).astype(np.float32)   # noqa: E731
     judge_fia(q, k, v, key_antiquant_scale=tok(0.004, 0.012), value_antiquant_scale=tok(0.004, 0.012),
               key_antiquant_offset=tok(-3, 3), value_antiquant_offset=tok(-3, 3), key_antiquant_mode=1,
@@ -328,7 +362,7 @@ def test_nz_cache_per_token_bf16_with_offset(judge_fia):
 def test_nz_cache_is_bitwise_the_bnnbsd_cache_it_holds(judge_fia):
     """The dequantisation does not depend on the layout: an int8 NZ cache gives the BnNBsD cache's bits."""
     rng = np.random.default_rng(21)
-    q, k, v, kw, (kd, vd) = _nz_paged(rng, _int8(rng))
+    q, k, v, kw, (kd, vd) = _paged(rng, _int8(rng), nz=True)
     aq = _channel(rng, 2, 128, np.float16)
     a, la = fia(q, k, v, **aq, **kw)
     b, lb = fia(q, kd, vd, **aq, **kw)
@@ -340,7 +374,7 @@ def test_nz_cache_is_bitwise_the_bnnbsd_cache_it_holds(judge_fia):
 def test_int4_nz_cache_packed_per_channel(judge_fia):
     """An int4 NZ cache packed 8 per int32: (blocks, N2, D/16, block_size, 2) as aclnn takes it on the 950."""
     rng = np.random.default_rng(22)
-    q, k, v, kw, _ = _nz_paged(rng, lambda shape: rng.integers(-8, 8, shape).astype(np.int8))
+    q, k, v, kw, _ = _paged(rng, lambda shape: rng.integers(-8, 8, shape).astype(np.int8), nz=True)
     k, v = pack_int4(k), pack_int4(v)
     assert k.shape == (4, 2, 8, 128, 2)
     aq = {name: x * 16 for name, x in _channel(rng, 2, 128, np.float16, offset=False).items()}
@@ -350,7 +384,7 @@ def test_int4_nz_cache_packed_per_channel(judge_fia):
 @pytest.mark.slow
 def test_fp8_nz_cache_per_channel_bf16(judge_fia):
     rng = np.random.default_rng(23)
-    q, k, v, kw, _ = _nz_paged(rng, lambda shape: _fp8(rng, shape), dtype=BF16)
+    q, k, v, kw, _ = _paged(rng, lambda shape: _fp8(rng, shape), dtype=BF16, nz=True)
     judge_fia(q, k, v, **_channel(rng, 2, 128, BF16, offset=False), **kw)
 
 
@@ -359,7 +393,7 @@ def test_nz_fraction_of_an_int8_cache_is_16_values_on_the_950_and_32_on_a2(targe
     """The 950's op_host takes an antiquant NZ cache in 16-value fractals (its dequant kernel copies 16 values a
     row whatever their width); A2/A3's IFA kernel reads 32 bytes. The other fractal is refused naming the key."""
     rng = np.random.default_rng(24)
-    q, _, _, kw, (kd, vd) = _nz_paged(rng, _int8(rng))
+    q, _, _, kw, (kd, vd) = _paged(rng, _int8(rng), nz=True)
     with pytest.raises(ParamError) as err:
         plan_call(query=q, key=to_nz(kd, d0), value=to_nz(vd, d0), **_channel(rng, 2, 128, np.float16),
                   **dict(kw, target=target))
@@ -370,7 +404,7 @@ def test_mxfp4_nz_cache_names_its_mode():
     """The 950 reads an MXFP4 NZ cache's E8M0 scales in an NZ order of their own: not simulated."""
     rng = np.random.default_rng(25)
     fp4 = lambda shape: rng.choice(np.arange(16, dtype=np.uint8), shape).view(ml_dtypes.float4_e2m1fn)  # noqa: E731
-    q, k, v, kw, _ = _nz_paged(rng, fp4, dtype=BF16)
+    q, k, v, kw, _ = _paged(rng, fp4, dtype=BF16, nz=True)
     _, ks = _mxfp4(rng, 2, 2, 256, 128)
     with pytest.raises(UnsupportedParameterError) as err:
         fia(q, k, v, key_antiquant_scale=ks, value_antiquant_scale=ks.copy(), key_antiquant_mode=6,
