@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,15 @@ def _tile_s1(row) -> int:
     return 512 if "S1_TILE=512" in t else 256
 
 
+def _preload(row) -> int:
+    """The point's QK preload: the QK_PRELOAD it states, else its kernel's default: 3 for the PTO-DSL kernel
+    (what its stated points use), 4 for the manual kernel (its case generator's qk_preload, calibration.md)."""
+    t = row["tiling_if_known"]
+    if "QK_PRELOAD=" in t:
+        return int(t.split("QK_PRELOAD=")[1].split()[0])
+    return 3 if row["kernel"].startswith("PTO-DSL") else 4
+
+
 def _blocks_per_core_table(row) -> int | None:
     c = row["cube_cores_used_or_blocks"]
     return int(c.split()[0]) if c.endswith("core") or c.endswith("cores") else None
@@ -63,14 +73,16 @@ def _blocks_per_core_table(row) -> int | None:
 def model_pto(row) -> tuple:
     """(model us, seconds the model took) of the DSL kernel with the point's algorithm and tiles."""
     s0, s1, d = int(row["S0"]), int(row["S1"]), int(row["D"])
-    plat = get_platform(_CHIP[row["chip"]])
+    base = get_platform(_CHIP[row["chip"]])
+    depth = _preload(row)
+    plat = replace(base, name=f"{base.name}+preload{depth}", preload_depth=depth)
     cores = _blocks_per_core_table(row)
     grid = cores if cores else min(plat.aic, -(-s0 // 128))
     q = np.zeros((s0, d), np.float16)
     k = np.zeros((s1, d), np.float16)
     out = np.zeros((s0, d), np.float16)
     t0 = time.perf_counter()
-    kern = flash_attention_fwd.on(plat.name)
+    kern = flash_attention_fwd.on(plat)
     ck = kern.compile(q, k, k, out, 0.0883883, S0=s0, S1=s1, D=d, BM=128, BN=_tile_s1(row))
     lc = estimate(ck, grid, [q, k, k, out, 0.0883883], flops=4.0 * s0 * s1 * d, record="none")
     return lc.estimated_us, time.perf_counter() - t0, lc.bound
