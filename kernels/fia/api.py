@@ -59,6 +59,7 @@ from ..golden.layouts import parse_layout
 from ..golden.fia import empty_row_lse
 from ..golden.antiquant import ANTIQUANT_PARAMS, antiquant_spec
 from ..golden.int4 import int4_kv
+from ..golden.nz import group_scale_stride
 from ...dsl.errors import BudgetError
 from .launch import run_fia as _launch_fia
 from .kv_list import check_list_lengths, check_tensor_lists, first_tensor, kv_arrays, total_size
@@ -385,7 +386,8 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
                           num_kv_heads=attrs["num_key_value_heads"] or attrs["num_heads"],
                           head_dim=arrays["query"].shape[-1] if parse_layout(attrs["input_layout"]).qkv != "BSH"
                           else arrays["query"].shape[-1] // attrs["num_heads"],
-                          kv_len=_antiquant_kv_extent(arrays, attrs, tiling))
+                          kv_len=_antiquant_kv_extent(arrays, attrs, tiling),
+                          nz_stride=group_scale_stride(arrays["key"], arrays.get("block_table")))
     return dataclasses.replace(spec, int4=int4)
 
 

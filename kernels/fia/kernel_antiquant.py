@@ -130,12 +130,16 @@ def cache_rows(k, v, block_table, b, n2, s2, k0, plen, D, DV, LAYOUT, CACHE):
 
 
 @ct.inline
-def param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET, PAGED_PARAMS, GROUP=False):
+def param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET, PAGED_PARAMS, GROUP=False,
+               GROUP_NZ=False):
     """The parameter views a task of (b, n2) reads: per-token kinds, the ``token_rows`` rows (read at the
     batch's positions); the group kind (mode 6, no offset), the (S', D) rows of kv head n2's (B, N2, S', D)
-    tables; channel kinds, the (N2, D) tables as they are."""
+    tables, or with GROUP_NZ (an NZ cache) kv head n2's (D, S2) rows of the (B, N2, D, S2) tables read across
+    as (S2, D), the order the 950 copies them in; channel kinds, the (N2, D) tables as they are."""
     ksr, kor, vsr, vor = ks, ko, vs, vo
-    if GROUP:
+    if GROUP_NZ:
+        ksr, vsr = ks[b, n2].permute(1, 0), vs[b, n2].permute(1, 0)
+    elif GROUP:
         ksr, vsr = ks[b, n2], vs[b, n2]
     if PER_TOKEN:
         ksr = token_rows(ks, block_table, b, n2, s2, PER_HEAD, PAGED_PARAMS)

@@ -28,7 +28,9 @@ read in place, ``kernel.paged_kv_rows``); the dequantisation does not depend on 
 Per-channel kinds (modes 0 and 2) read one (D,) row of the (N2, D) tables per task; per-token kinds (1, 3 and the
 paged 4, 5) the (S2,) parameters of the block's KV positions (``kernel_antiquant.param_rows``: at the batch's
 first KV position plus the position, or through the block table); the group kind an (S2, D) block of kv head
-n2's (S', D) row of the (B, N2, S', D) tables, at the same positions.
+n2's (S', D) row of the (B, N2, S', D) tables, at the same positions; with an NZ cache (GROUP_NZ) the scales are
+in the 950's NZ order, (B, N2, D/32, S2), and the kernel reads kv head n2's (D, S2) rows across
+(``golden.antiquant``: the tables (B, N2, D, S2), S2 the block table's columns times the block size).
 
 System prefix (PREFIX, dense caches: op_host takes no prefix with a paged one): a batch attends to the plen
 prefix positions (batch 0 of key/value_shared_prefix, quantised as the cache is), then its own KV, as
@@ -42,8 +44,8 @@ Invariants
 * The task tables, GQA fold, masks, pse, lse, flash-decode slots, paged-cache views and post-quant are
   ``fia_attention``'s (``kernel.py``) and the antiquant spec is ``golden.antiquant``'s, so this kernel, the MSD
   kernel and the golden read one interpretation of the parameters.
-* Not here (the API refuses them by name): a learnable sink, token layouts (TND/NTD), an MXFP4 NZ cache, tensor
-  lists and score/mask hooks.
+* Not here (the API refuses them by name): a learnable sink, token layouts (TND/NTD), tensor lists and
+  score/mask hooks.
 * A row with no visible key gives 0 and lse ``EMPTY_LSE``.
 """
 
@@ -144,7 +146,8 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
                 DV: ct.constexpr, BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr, FD: ct.constexpr,
                 P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr, PER_TOKEN: ct.constexpr, PER_HEAD: ct.constexpr,
                 OFFSET: ct.constexpr, POSTQ: ct.constexpr = 0, QOFF: ct.constexpr = False,
-                PAGED_PARAMS: ct.constexpr = False, GROUP: ct.constexpr = False, PREFIX: ct.constexpr = False):
+                PAGED_PARAMS: ct.constexpr = False, GROUP: ct.constexpr = False, GROUP_NZ: ct.constexpr = False,
+                PREFIX: ct.constexpr = False):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
@@ -154,7 +157,7 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, plen, D, DV, LAYOUT, CACHE)
         ksr, kor, vsr, vor = param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET,
-                                        PAGED_PARAMS, GROUP)
+                                        PAGED_PARAMS, GROUP, GROUP_NZ)
         kpv = kv
         vpv = vv
         if PREFIX:   # the batch's own KV follows the plen prefix positions (batch 0 of the prefix tensors)

@@ -260,8 +260,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype,
             EMPTY_LSE=float(empty_lse), PER_TOKEN=antiquant.per_token,
             PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1, PAGED_PARAMS=antiquant.paged,
-            OFFSET=antiquant.has_offset, **({"GROUP": True} if antiquant.per_group else {}),
-            **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
+            OFFSET=antiquant.has_offset, **_group_consts(antiquant), **_post_quant_consts(postq, quant_offset2),
+            **({"PREFIX": True} if prefix else {}), serial=serial,
             order=order)
     elif rows and antiquant is not None:
         _check_antiquant_call(antiquant, lay.token, learnable_sink, hooks)
@@ -403,9 +403,13 @@ def _check_dequant_call(spec, token, sink, hooks, cache: str):
         raise UnsupportedParameterError("key", "given", f"KV antiquant on Ascend950 with a {cache} key/value cache "
                                         "is not simulated: its dequant kernel takes dense or BnBsH/BnNBsD/NZ paged "
                                         "key/value")
-    if cache == "NZ" and spec.per_group:
-        raise UnsupportedParameterError("key_antiquant_mode", 6, "an MXFP4 (mode 6) NZ cache is not simulated: the "
-                                        "950 template reads its E8M0 group scales in an NZ order of their own")
+
+
+def _group_consts(spec) -> dict:
+    """GROUP (mode 6) and GROUP_NZ (its scales in an NZ cache's order) constexprs of the dequant kernel."""
+    if not spec.per_group:
+        return {}
+    return {"GROUP": True, **({"GROUP_NZ": True} if spec.group_nz else {})}
 
 
 def _own_params_start(spec, k: np.ndarray, layout: str) -> int:

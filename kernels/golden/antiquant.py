@@ -25,7 +25,9 @@ mode (key_/value_)         kind        parameter shapes (per tensor; ``antiquant
 5 per-token + per-head,    token       (block_num, N, block_size), read through the block table likewise
   paged
 6 per-token-group (MX)     group       [1, B, N, S', D/32] float8_e8m0: one power of two per KV position and
-                                       32 channels (Ascend950's MXFP4: an FP4 E2M1 cache, no offset)
+                                       32 channels (Ascend950's MXFP4: an FP4 E2M1 cache, no offset); with an
+                                       NZ cache the 950 reads the same bytes as (B, N, D/32, S2), S2 = block
+                                       table columns * block_size (its S of a paged call), whatever S' is
 =========================  ==========  ==================================================================
 
 ``antiquant_scale`` / ``antiquant_offset`` (key and value together) take ``antiquant_mode`` 0 or 1;
@@ -38,13 +40,16 @@ per-channel key with a per-token value are separate kernels cvtile does not simu
 (per tensor and per head broadcast to the channels, values unchanged), token kinds as (B, N2 | 1, S')
 tables or, paged (modes 4/5), the (block_num, N2 | 1, block_size) tables as given with the block table that
 addresses them, in the parameters' own dtype; the group kind as (B, N2, S', D) bf16 tables (each E8M0 exponent
-as the bf16 power of two the 950 loads it as, repeated over its 32 channels). The same spec feeds the simulated kernel's launch and the golden
+as the bf16 power of two the 950 loads it as, repeated over its 32 channels), or, with an NZ cache
+(``group_nz``), (B, N2, D, S2) tables in the order the 950 reads them (the groups' rows of positions, each
+repeated over its 32 channels). The same spec feeds the simulated kernel's launch and the golden
 (``dequantised``), so both read one interpretation of the shapes.
 
 Invariants
 ----------
 * Shape rules are checked here and a violation is a ``ParamError`` (aclnn 161002) naming the parameter, its
-  shape and the accepted shapes; no parameter is silently reshaped.
+  shape and the accepted shapes; no parameter is silently reshaped (an NZ cache's mode-6 scales are read in the
+  950's order of their bytes, the table above).
 * Dequantisation is float64 and exact in the inputs (int8, FP8, FP4, fp16/bf16/fp32 parameters convert exactly), except
   with ``rounding`` (Ascend950's dequant kernel: the parameters, x + offset and the product each rounded to the
   query's dtype, as its vector computes them; the group kind's product is rounded to bf16, then to the query's
@@ -92,6 +97,7 @@ class AntiquantSpec:
     block_table: np.ndarray | None = None    # modes 4/5: the table addressing the (block_num, N2 | 1, bs) tables
     int4: bool = False    # an int4 cache (:mod:`.int4`; its values held as int8): the kernel splits into int4 digits
     rounding: str | None = None   # the dtype each dequant step rounds to (Ascend950's vector dequant: the query's)
+    group_nz: bool = False   # mode 6 with an NZ cache: the tables are (B, N2, D, S2), the 950's NZ scale order
 
     @property
     def per_token(self) -> bool:
@@ -99,7 +105,8 @@ class AntiquantSpec:
 
     @property
     def per_group(self) -> bool:
-        """Mode 6 (MXFP4): one power-of-two scale per KV position and 32 channels, tables (B, N2, S', D)."""
+        """Mode 6 (MXFP4): one power-of-two scale per KV position and 32 channels, tables (B, N2, S', D), or
+        (B, N2, D, S2) with ``group_nz``."""
         return self.kind == _GROUP
 
     @property
@@ -122,7 +129,7 @@ class AntiquantSpec:
                              status=AclnnStatus.PARAM_INVALID, checker="antiquant")
         xf = raw.astype(np.float64)
         if self.kind == _GROUP:   # the 950 multiplies in bf16, then casts to the query's dtype
-            s = to_f64(scale[b, h0:h1, start:stop], "scale")
+            s = to_f64(self._group_rows(scale, b, h0, h1, start, stop), "scale")
             return round_to(round_to(xf * s, "bfloat16"), self.rounding) if self.rounding else xf * s
         if self.kind == _CHANNEL:
             s = to_f64(scale[h0:h1], "scale")[:, None, :]
@@ -139,6 +146,13 @@ class AntiquantSpec:
         if offset is not None:
             xf = round_to(xf + round_to(o, r), r)
         return round_to(xf * s, r)
+
+    def _group_rows(self, table: np.ndarray, b: int, h0: int, h1: int, start: int, stop: int) -> np.ndarray:
+        """(heads, stop - start, D) group scales of batch b's positions start:stop (of the (B, N2, D, S2) tables
+        of an NZ cache: its groups' rows of positions, read across)."""
+        if self.group_nz:
+            return table[b, h0:h1, :, start:stop].transpose(0, 2, 1)
+        return table[b, h0:h1, start:stop]
 
     def _token_rows(self, table: np.ndarray, b: int, heads: slice, start: int, stop: int) -> np.ndarray:
         """(heads, stop - start) token parameters of batch b's positions start:stop."""
@@ -186,10 +200,12 @@ def _token_table(name: str, x: np.ndarray, mode: int, batch: int, n2: int, kv_le
 
 
 def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int, value_antiquant_mode: int,
-                   batch: int, num_kv_heads: int, head_dim: int, kv_len: int) -> AntiquantSpec:
+                   batch: int, num_kv_heads: int, head_dim: int, kv_len: int,
+                   nz_stride: int | None = None) -> AntiquantSpec:
     """The ``AntiquantSpec`` of one call from its parameter arrays (by V1 name; absent ones missing or None;
     ``block_table`` read for the paged modes 4/5). ``kv_len``: the longest KV length the call attends (a
-    per-token table must cover it)."""
+    per-token table must cover it). ``nz_stride``: with an NZ cache, the S2 its mode-6 scales are read with
+    (``golden.nz.group_scale_stride``)."""
     get = {name: (to_numpy(arrays[name]) if arrays.get(name) is not None else None) for name in ANTIQUANT_PARAMS}
     separate = get["key_antiquant_scale"] is not None or get["value_antiquant_scale"] is not None
     if separate:
@@ -246,7 +262,7 @@ def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int
             if tuple(x.shape) != tuple(scale.shape):
                 raise _bad(name, x, f"{name} has {scale_name}'s shape {tuple(scale.shape)}")
         if kind == _GROUP:
-            tables[field] = _group_table(name, x, batch, num_kv_heads, kv_len, head_dim)
+            tables[field] = _group_table(name, x, batch, num_kv_heads, kv_len, head_dim, nz_stride)
             continue
         if canonical_dtype(x.dtype) not in ("float16", "bfloat16", "float32"):
             raise ParamError(name, canonical_dtype(x.dtype), "antiquant parameters are float16, bfloat16 or "
@@ -258,23 +274,35 @@ def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int
         else:
             tables[field] = _token_table(name, x, mode, batch, num_kv_heads, kv_len)
     return AntiquantSpec(kind, tables["key_scale"], tables["key_offset"], tables["value_scale"],
-                         tables["value_offset"], mode, table if mode in _PAGED_MODES else None)
+                         tables["value_offset"], mode, table if mode in _PAGED_MODES else None,
+                         group_nz=kind == _GROUP and nz_stride is not None)
 
 
-def _group_table(name: str, x: np.ndarray, batch: int, n2: int, kv_len: int, d: int) -> np.ndarray:
-    """The (B, N2, S', D) bf16 table of a per-token-group (mode 6, MX) parameter given as float8_e8m0
-    [1, B, N2, S', D/32]: each E8M0 exponent e becomes the bf16 whose bits are e << 7 (2**(e - 127); e = 0 gives
-    0 and e = 255 +inf, as the 950's E8M0-to-bf16 load does), repeated over its 32 channels. Indexed by the KV
-    position in the batch's sequence, paged or not."""
+def _group_table(name: str, x: np.ndarray, batch: int, n2: int, kv_len: int, d: int,
+                 nz_stride: int | None = None) -> np.ndarray:
+    """The bf16 table of a per-token-group (mode 6, MX) parameter given as float8_e8m0 [1, B, N2, S', D/32]
+    (:func:`_e8m0_as_bf16`, repeated over each group's 32 channels): (B, N2, S', D), indexed by the KV position
+    in the batch's sequence, paged or not; with ``nz_stride`` S2 (an NZ cache) the same bytes as the 950 reads
+    them, (B, N2, D/32, S2) from the tensor's start, as (B, N2, D, S2)."""
     if canonical_dtype(x.dtype) != "float8_e8m0":
         raise ParamError(name, canonical_dtype(x.dtype), "per-token-group (mode 6) scales are float8_e8m0",
                          status=AclnnStatus.PARAM_INVALID, checker="antiquant")
     shape = tuple(x.shape)
-    if len(shape) != 5 or shape[:3] != (1, batch, n2) or shape[3] < kv_len or shape[4] * GROUP_SIZE != d:
+    least = max(kv_len, nz_stride or 0)
+    if len(shape) != 5 or shape[:3] != (1, batch, n2) or shape[3] < least or shape[4] * GROUP_SIZE != d:
         raise _bad(name, x, f"per-token-group (mode 6) scales are [1, B, N2, S', D/32] = [1, {batch}, {n2}, "
-                   f"S' >= {kv_len}, {d // GROUP_SIZE}]")
-    bits = np.ascontiguousarray(x[0]).view(np.uint8).astype(np.uint16) << 7
-    return np.repeat(bits.view(BFLOAT16), GROUP_SIZE, axis=-1)
+                   f"S' >= {least}, {d // GROUP_SIZE}]")
+    if nz_stride is None:
+        return np.repeat(_e8m0_as_bf16(x[0]), GROUP_SIZE, axis=-1)
+    groups = d // GROUP_SIZE
+    nz = np.ascontiguousarray(x).reshape(-1)[:batch * n2 * groups * nz_stride].reshape(batch, n2, groups, nz_stride)
+    return np.repeat(_e8m0_as_bf16(nz), GROUP_SIZE, axis=2)
+
+
+def _e8m0_as_bf16(e: np.ndarray) -> np.ndarray:
+    """float8_e8m0 exponents e as the bf16 whose bits are e << 7 (2**(e - 127); e = 0 gives 0 and e = 255
+    +inf, as the 950's E8M0-to-bf16 load does)."""
+    return (np.ascontiguousarray(e).view(np.uint8).astype(np.uint16) << 7).view(BFLOAT16)
 
 
 def _paged_token_table(name: str, x: np.ndarray, mode: int, n2: int) -> np.ndarray:

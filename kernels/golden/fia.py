@@ -98,7 +98,7 @@ from .masks import MaskEngine
 from .pse import PseShift, sink_logits
 from .antiquant import QUANTISED_CACHES, antiquant_spec
 from .int4 import int4_kv
-from .nz import antiquant_nz_fraction, from_nz
+from .nz import antiquant_nz_fraction, from_nz, group_scale_stride
 from .fullquant import FULLQUANT_SCALES, attend_fullquant, dequant_value
 from .quant import post_quant_int8
 from .rope import join_rope
@@ -252,7 +252,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     antiquant = any(x is not None for x in aq_arrays.values())
     if antiquant:   # an int4 cache (int4, or int32 packing 8 each as op_api views it) as its int8 values
         key, value, int4 = int4_kv(key, value)
-        if block_table is not None and np.ndim(key) == 5:   # an NZ cache (its reader's fractals) as BnNBsD
+        nz_stride = group_scale_stride(key, block_table)
+        if nz_stride is not None:   # an NZ cache (its reader's fractals) as BnNBsD
             kind = "int4" if int4 else to_numpy(key).dtype
             d0 = antiquant_nz_fraction(kind, _arch(target))
             key, value = (from_nz(to_numpy(t), "int4" if int4 else None, d0) for t in (key, value))
@@ -353,7 +354,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         aq = antiquant_spec(dict(aq_arrays, block_table=block_table), antiquant_mode=antiquant_mode,
                             key_antiquant_mode=key_antiquant_mode,
                             value_antiquant_mode=value_antiquant_mode, batch=batch, num_kv_heads=nkv, head_dim=d,
-                            kv_len=kv_len)
+                            kv_len=kv_len, nz_stride=nz_stride)
         if dequant_950:
             aq = dataclasses.replace(aq, rounding=canonical_dtype(q_np.dtype))
             if prefix is not None and aq.per_token:

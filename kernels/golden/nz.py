@@ -8,7 +8,9 @@ elements (16 for fp16/bf16, 32 for int8, 64 for int4, whose values the simulator
 its vector copies a quantised cache (int8, int4, FP8) in fractals of 16 values whatever their width, the 32 bytes
 of the fp16/bf16 query its dequantised rows become (op_host's paged-attention checker demands a last axis of 16). The chip's MLA and GQA-MTP kernels copy such blocks into L1 as they are;
 the simulated kernel reads them in place (``kernels.fia.kernel.paged_kv_rows``, CACHE "NZ"), the golden
-converts them to the BnNBsD cache (blocks, N, block_size, D) with :func:`from_nz`.
+converts them to the BnNBsD cache (blocks, N, block_size, D) with :func:`from_nz`. With an NZ cache the 950 also
+reads an MXFP4 cache's E8M0 group scales in an order of their own, (B, N, D/32, S2) with S2 =
+:func:`group_scale_stride` (``golden.antiquant``).
 
 Invariants
 ----------
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["nz_fraction", "antiquant_nz_fraction", "nz_rule", "from_nz", "to_nz"]
+__all__ = ["nz_fraction", "antiquant_nz_fraction", "nz_rule", "from_nz", "to_nz", "group_scale_stride"]
 
 
 def nz_fraction(dtype) -> int:
@@ -73,3 +75,12 @@ def to_nz(x, d0: int | None = None) -> np.ndarray:
     if d % d0:
         raise ValueError(f"D {d} is not a multiple of the NZ fractal {d0} ({a.dtype.name})")
     return np.ascontiguousarray(a.reshape(nb, n, bs, d // d0, d0).transpose(0, 1, 3, 2, 4))
+
+
+def group_scale_stride(key, block_table) -> int | None:
+    """S2 of an NZ cache's per-token-group scales as the 950 reads them, (B, N, D/32, S2): the block table's
+    columns times the block size (op_host's S of a paged antiquant call); None without an NZ key and a block
+    table (the scales are then [1, B, N, S', D/32] as given)."""
+    if block_table is None or np.ndim(key) != 5:
+        return None
+    return int(np.shape(block_table)[1]) * int(np.shape(key)[3])

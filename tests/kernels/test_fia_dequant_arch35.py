@@ -6,8 +6,9 @@ golden with ``target`` Ascend950 dequantises with the same roundings (``Antiquan
 to the query's dtype. Compared under the upstream rule of the query dtype's class. With a shared prefix (dense
 caches only: op_host refuses it with a paged one) the prefix dequantises with the same parameters and the own
 KV's per-token parameters start S' - S of key into the table. A paged NZ cache is (blocks, N, D/16, block_size, 16)
-on the 950 whatever its dtype (op_host's rule; A2/A3 read 32 bytes). The default tier runs a call of each cache kind
-and of the prefix; the other layouts, modes and the pipelined order are in the slow tier.
+on the 950 whatever its dtype (op_host's rule; A2/A3 read 32 bytes); with an MXFP4 one the 950 reads the group
+scales' bytes as (B, N2, D/32, S2), S2 the block table's columns times the block size. The default tier runs a
+call of each cache kind and of the prefix; the other layouts, modes and the pipelined order are in the slow tier.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia, plan_
 from cvtile.kernels.golden.antiquant import antiquant_spec
 from cvtile.kernels.golden.fia import fia_golden
 from cvtile.kernels.golden.int4 import pack_int4
-from cvtile.kernels.golden.nz import to_nz
+from cvtile.kernels.golden.nz import group_scale_stride, to_nz
 
 BF16 = ml_dtypes.bfloat16
 T950 = "Ascend950"
@@ -400,16 +401,72 @@ def test_nz_fraction_of_an_int8_cache_is_16_values_on_the_950_and_32_on_a2(targe
     assert err.value.param == "key" and rule in str(err.value), str(err.value)
 
 
-def test_mxfp4_nz_cache_names_its_mode():
-    """The 950 reads an MXFP4 NZ cache's E8M0 scales in an NZ order of their own: not simulated."""
+def _fp4(rng):
+    return lambda shape: rng.choice(np.arange(16, dtype=np.uint8), shape).view(ml_dtypes.float4_e2m1fn)
+
+
+def _nz_order(scale):
+    """Per-token-group scales [1, B, N2, S, D/32] laid out as the 950 reads them with an NZ cache: the same
+    buffer holding (B, N2, D/32, S) (each group's row of positions), still shaped [1, B, N2, S, D/32]."""
+    return np.ascontiguousarray(scale[0].transpose(0, 1, 3, 2)).reshape(scale.shape)
+
+
+def _mxfp4_nz(rng, dtype=BF16):
+    """An MXFP4 decode on an NZ cache (``_paged``: blocks of 128, 2 table columns, so S2 = 256) with its scales
+    in the NZ order; returns the call's (q, k, v, keywords) and the BnNBsD caches with the scales in their order."""
+    q, k, v, kw, (kd, vd) = _paged(rng, _fp4(rng), dtype=dtype, nz=True)
+    (_, ks), (_, vs) = _mxfp4(rng, 2, 2, 256, 128), _mxfp4(rng, 2, 2, 256, 128)
+    kw.update(key_antiquant_mode=6, value_antiquant_mode=6)
+    nz = dict(key_antiquant_scale=_nz_order(ks), value_antiquant_scale=_nz_order(vs))
+    nd = dict(key_antiquant_scale=ks, value_antiquant_scale=vs)
+    return (q, k, v, dict(kw, **nz)), (kd, vd, dict(kw, **nd))
+
+
+def test_mxfp4_nz_cache_with_its_group_scales_in_the_nz_order(judge_fia):
+    """Mode 6 on an NZ cache: the 950 copies each group's row of positions ((B, N2, D/32, S2) bytes; its
+    ``CopyAntiqScaleE8M0Nz``), the kernel reads them so, the golden likewise."""
     rng = np.random.default_rng(25)
-    fp4 = lambda shape: rng.choice(np.arange(16, dtype=np.uint8), shape).view(ml_dtypes.float4_e2m1fn)  # noqa: E731
-    q, k, v, kw, _ = _paged(rng, fp4, dtype=BF16, nz=True)
-    _, ks = _mxfp4(rng, 2, 2, 256, 128)
-    with pytest.raises(UnsupportedParameterError) as err:
-        fia(q, k, v, key_antiquant_scale=ks, value_antiquant_scale=ks.copy(), key_antiquant_mode=6,
-            value_antiquant_mode=6, **kw)
-    assert err.value.param == "key_antiquant_mode", str(err.value)
+    (q, k, v, kw), _ = _mxfp4_nz(rng)
+    judge_fia(q, k, v, **kw)
+
+
+@pytest.mark.slow
+def test_mxfp4_nz_cache_is_bitwise_the_bnnbsd_cache_with_its_scales_in_their_order(judge_fia):
+    """The NZ cache with its scales in the NZ order gives the bits of the BnNBsD cache it holds with the same
+    scales in their [1, B, N2, S, D/32] order; the NZ cache read with the BnNBsD order's bytes does not."""
+    rng = np.random.default_rng(26)
+    (q, k, v, kw), (kd, vd, kw_nd) = _mxfp4_nz(rng, dtype=np.float16)
+    a, la = fia(q, k, v, **kw)
+    b, lb = fia(q, kd, vd, **kw_nd)
+    assert np.array_equal(a.view(np.uint16), b.view(np.uint16)) and np.array_equal(la, lb)
+    c, _ = fia(q, k, v, **dict(kw, **{n: kw_nd[n] for n in ("key_antiquant_scale", "value_antiquant_scale")}))
+    assert not np.array_equal(a.view(np.uint16), c.view(np.uint16))
+    judge_fia(q, k, v, **kw)
+
+
+def test_nz_group_scales_are_read_from_the_start_with_s2_of_the_table_whatever_s_prime():
+    """With an NZ cache the 950 reads the scale bytes as (B, N2, D/32, S2), S2 = block table columns * block
+    size, from the tensor's start (its scale offset ignores a longer S'): the spec's (B, N2, D, S2) tables."""
+    b, n2, d, bs, cols, extra = 2, 2, 64, 64, 3, 40
+    s2, groups = cols * bs, d // 32
+    raw = np.random.default_rng(27).integers(1, 255, (1, b, n2, s2 + extra, groups)).astype(np.uint8)
+    key = np.zeros((b * cols, n2, d // 16, bs, 16), np.uint8).view(ml_dtypes.float4_e2m1fn)
+    stride = group_scale_stride(key, np.zeros((b, cols), np.int32))
+    assert stride == s2 and group_scale_stride(key[:, :, 0], np.zeros((b, cols), np.int32)) is None
+    scale = raw.view(ml_dtypes.float8_e8m0fnu)
+    spec = antiquant_spec({"key_antiquant_scale": scale, "value_antiquant_scale": scale}, antiquant_mode=0,
+                          key_antiquant_mode=6, value_antiquant_mode=6, batch=b, num_kv_heads=n2, head_dim=d,
+                          kv_len=s2, nz_stride=stride)
+    chip = raw.reshape(-1)[:b * n2 * groups * s2].reshape(b, n2, groups, s2)
+    want = np.repeat(chip.astype(np.uint16) << 7, 32, axis=2)
+    assert spec.group_nz and np.array_equal(spec.key_scale.view(np.uint16), want)
+    x = np.full((1, 5, d), 2, np.uint8).view(ml_dtypes.float4_e2m1fn)   # 1.0 at head 1, positions 100..104
+    rows = spec.dequantised(x, "key", 1, 1, 2, 100, 105)
+    assert np.array_equal(rows, want[1, 1:2, :, 100:105].view(BF16).astype(np.float64).transpose(0, 2, 1))
+    with pytest.raises(ParamError, match="S' >= 192"):
+        antiquant_spec({"key_antiquant_scale": scale[:, :, :, :s2 - 1], "value_antiquant_scale": scale},
+                       antiquant_mode=0, key_antiquant_mode=6, value_antiquant_mode=6, batch=b, num_kv_heads=n2,
+                       head_dim=d, kv_len=100, nz_stride=stride)
 
 
 def test_ascend_c_backend_refuses_the_nz_view_by_name():
