@@ -154,4 +154,3 @@ def _drop_dead_carried(loop: Op, used: set) -> bool:
         del ys.args[i]
         del loop.results[i]
     return bool(dead)
-
