@@ -40,7 +40,8 @@ per-channel key with a per-token value are separate kernels cvtile does not simu
 (per tensor and per head broadcast to the channels, values unchanged), token kinds as (B, N2 | 1, S')
 tables or, paged (modes 4/5), the (block_num, N2 | 1, block_size) tables as given with the block table that
 addresses them, in the parameters' own dtype; the group kind as (B, N2, S', D) bf16 tables (each E8M0 exponent
-as the bf16 power of two the 950 loads it as, repeated over its 32 channels), or, with an NZ cache
+as the bf16 the 950 loads it as, repeated over its 32 channels: its power of two, except that a byte of 0 loads
+as 2**-127 and one of 255 as a NaN), or, with an NZ cache
 (``group_nz``), (B, N2, D, S2) tables in the order the 950 reads them (the groups' rows of positions, each
 repeated over its 32 channels). The same spec feeds the simulated kernel's launch and the golden
 (``dequantised``), so both read one interpretation of the shapes.
@@ -77,6 +78,8 @@ ANTIQUANT_PARAMS = ("antiquant_scale", "antiquant_offset", "key_antiquant_scale"
 _CHANNEL, _TOKEN, _GROUP = "channel", "token", "group"
 _MODE_KIND = {0: _CHANNEL, 1: _TOKEN, 2: _CHANNEL, 3: _TOKEN, 4: _TOKEN, 5: _TOKEN, 6: _GROUP}
 GROUP_SIZE = 32   #: channels per scale of the per-token-group (MX) mode 6
+#: the bf16 bits the 950 loads an E8M0 byte of 0 (2**-127) and of 255 (a NaN) as (``_e8m0_as_bf16``)
+_E8M0_ZERO_BF16, _E8M0_NAN_BF16 = 0x0040, 0x7FFF
 _PAGED_MODES = (4, 5)
 _MODE_NAME = {0: "per-channel", 1: "per-token", 2: "per-tensor + per-head", 3: "per-token + per-head",
               4: "per-token (page-table managed)", 5: "per-token + per-head (page-table managed)",
@@ -300,9 +303,13 @@ def _group_table(name: str, x: np.ndarray, batch: int, n2: int, kv_len: int, d: 
 
 
 def _e8m0_as_bf16(e: np.ndarray) -> np.ndarray:
-    """float8_e8m0 exponents e as the bf16 whose bits are e << 7 (2**(e - 127); e = 0 gives 0 and e = 255
-    +inf, as the 950's E8M0-to-bf16 load does)."""
-    return (np.ascontiguousarray(e).view(np.uint8).astype(np.uint16) << 7).view(BFLOAT16)
+    """float8_e8m0 exponents e as the bf16 the 950's scale loaders (``AntiqScaleByVFImpl``,
+    ``AntiqScalePerTokenGroupByVFImpl``) make of them: the bits e << 7 (2**(e - 127)), except e = 0, which they
+    load as 0x0040 (2**-127, a bf16 subnormal, not 0), and e = 255, as 0x7fff (a NaN, not +inf)."""
+    bits = np.ascontiguousarray(e).view(np.uint8).astype(np.uint16) << 7
+    bits[bits == 0] = _E8M0_ZERO_BF16
+    bits[bits == 0xFF << 7] = _E8M0_NAN_BF16
+    return bits.view(BFLOAT16)
 
 
 def _paged_token_table(name: str, x: np.ndarray, mode: int, n2: int) -> np.ndarray:

@@ -21,6 +21,7 @@ import pytest
 
 from cvtile.kernels.errors import UnsupportedParameterError
 from cvtile.tiling.errors import ParamError
+from cvtile.kernels import compare, fia_golden_lowp
 from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia, plan_call
 from cvtile.kernels.golden.antiquant import antiquant_spec
 from cvtile.kernels.golden.fia import fia_golden
@@ -278,16 +279,41 @@ def test_mxfp4_paged_cache_fp16_prefill(judge_fia):
 
 
 def test_e8m0_group_scales_load_as_bf16_powers_of_two():
-    """Each E8M0 byte e becomes the bf16 with bits e << 7 (2**(e - 127); 0 for e = 0), over its 32 channels."""
-    e = np.array([0, 1, 120, 127, 200], np.uint8).reshape(1, 1, 1, 5, 1).repeat(2, axis=-1)
+    """Each E8M0 byte e becomes the bf16 with bits e << 7 (2**(e - 127)), over its 32 channels; a byte of 0
+    becomes 0x0040 (2**-127, a subnormal) and one of 255 0x7fff (a NaN), as the 950's loaders
+    ``AntiqScaleByVFImpl`` / ``AntiqScalePerTokenGroupByVFImpl`` (vf_antiquant_w4.h) select them."""
+    e = np.array([0, 1, 120, 127, 200, 255], np.uint8).reshape(1, 1, 1, 6, 1).repeat(2, axis=-1)
     scale = e.view(ml_dtypes.float8_e8m0fnu)
     arrays = {"key_antiquant_scale": scale, "value_antiquant_scale": scale}
     spec = antiquant_spec(arrays, antiquant_mode=0, key_antiquant_mode=6, value_antiquant_mode=6, batch=1,
-                          num_kv_heads=1, head_dim=64, kv_len=5)
+                          num_kv_heads=1, head_dim=64, kv_len=6)
     got = spec.key_scale.astype(np.float64)
-    assert got.shape == (1, 1, 5, 64) and spec.per_group
-    assert list(got[0, 0, :, 0]) == [0.0, 2.0 ** -126, 2.0 ** -7, 1.0, 2.0 ** 73]
-    assert (got == got[..., :1]).all()
+    assert got.shape == (1, 1, 6, 64) and spec.per_group
+    assert list(got[0, 0, :5, 0]) == [2.0 ** -127, 2.0 ** -126, 2.0 ** -7, 1.0, 2.0 ** 73]
+    assert list(spec.key_scale.view(np.uint16)[0, 0, [0, 5], 0]) == [0x0040, 0x7FFF]
+    assert (spec.key_scale.view(np.uint16) == spec.key_scale.view(np.uint16)[..., :1]).all()
+
+
+def test_regression_e8m0_zero_and_255_load_as_the_chips_bf16_values():
+    """Bug: an E8M0 byte of 0 loaded as 0 and one of 255 as +inf, where the 950 loads 2**-127 and a NaN. An MXFP4
+    decode with a key group scale byte of 0 and a value group scale byte of 255: the kernel and the golden read the
+    same tables, so the NaNs sit in the same places (the 32 output channels of the NaN group, every row) and the
+    rest agrees under the bf16 rule."""
+    rng = np.random.default_rng(29)
+    q, _, _, kw = _call(rng, b=1, n=2, n2=1, s2=64, d=64, dtype=BF16)
+    k, ks = _mxfp4(rng, 1, 1, 64, 64)
+    v, vs = _mxfp4(rng, 1, 1, 64, 64)
+    ks.view(np.uint8)[0, 0, 0, 5, 1] = 0
+    vs.view(np.uint8)[0, 0, 0, 9, 0] = 255
+    call = dict(key_antiquant_scale=ks, value_antiquant_scale=vs, key_antiquant_mode=6, value_antiquant_mode=6,
+                **kw)
+    out, _ = fia(q, k, v, **call)
+    gold, _ = fia_golden_lowp(q, k, v, **call)
+    nan = np.isnan(np.asarray(out, np.float64))
+    assert np.array_equal(nan, np.isnan(np.asarray(gold, np.float64)))
+    assert nan[..., :32].all() and not nan[..., 32:].any()
+    rep = compare(np.where(nan, 0, out).astype(BF16), np.where(nan, 0, gold).astype(BF16), q.dtype)
+    assert rep.passed, str(rep)
 
 
 def _prefix(rng, n2, p, d, layout="BNSD"):
