@@ -57,7 +57,7 @@ from ..errors import UnsupportedParameterError
 from ..golden.dtypes import to_numpy
 from ..golden.layouts import parse_layout
 from ..golden.fia import empty_row_lse
-from ..golden.antiquant import ANTIQUANT_PARAMS, antiquant_spec
+from ..golden.antiquant import ANTIQUANT_PARAMS, antiquant_spec, chip_seq_stride
 from ..golden.int4 import int4_kv
 from ..golden.nz import group_scale_stride
 from ...dsl.errors import BudgetError
@@ -387,7 +387,10 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
                           head_dim=arrays["query"].shape[-1] if parse_layout(attrs["input_layout"]).qkv != "BSH"
                           else arrays["query"].shape[-1] // attrs["num_heads"],
                           kv_len=_antiquant_kv_extent(arrays, attrs, tiling),
-                          nz_stride=group_scale_stride(arrays["key"], arrays.get("block_table")))
+                          nz_stride=group_scale_stride(arrays["key"], arrays.get("block_table")),
+                          seq_stride=chip_seq_stride(arrays["key"], arrays.get("block_table"),
+                                                     parse_layout(attrs["input_layout"]).qkv)
+                          if arch35 and "key_shared_prefix" not in arrays else None)
     return dataclasses.replace(spec, int4=int4)
 
 

@@ -30,7 +30,10 @@ paged 4, 5) the (S2,) parameters of the block's KV positions (``kernel_antiquant
 first KV position plus the position, or through the block table); the group kind an (S2, D) block of kv head
 n2's (S', D) row of the (B, N2, S', D) tables, at the same positions; with an NZ cache (GROUP_NZ) the scales are
 in the 950's NZ order, (B, N2, D/32, S2), and the kernel reads kv head n2's (D, S2) rows across
-(``golden.antiquant``: the tables (B, N2, D, S2), S2 the block table's columns times the block size).
+(``golden.antiquant``: the tables (B, N2, D, S2), S2 the block table's columns times the block size). Without a
+shared prefix the 950 spaces the (b, n2) rows of the per-token + per-head (mode 3) and group (mode 6) tensors by
+op_host's S of key, not their S': the tables the kernel gets are then the tensors' first B*N2*S2 rows as
+(B, N2, S2[, D]) (``golden.antiquant.chip_seq_stride``), so it reads row (b, n2) where the chip does.
 
 System prefix (PREFIX, dense caches: op_host takes no prefix with a paged one): a batch attends to the plen
 prefix positions (batch 0 of key/value_shared_prefix, quantised as the cache is), then its own KV, as

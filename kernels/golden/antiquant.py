@@ -19,7 +19,9 @@ mode (key_/value_)         kind        parameter shapes (per tensor; ``antiquant
                                        (N, 1, D) / (2, N, 1, D)
 1 per-token                token       (1, B, S') / (2, B, S'); (B, S') — S' >= the KV length
 2 per-tensor + per-head    channel     (N)
-3 per-token + per-head     token       (B, N, S')
+3 per-token + per-head     token       (B, N, S'); Ascend950 without a shared prefix reads the tensor's
+                                       first B*N*S2 values as (B, N, S2), S2 = op_host's S of key (the dense
+                                       key's S, or block table columns * block_size), whatever S' is
 4 per-token, paged         token       (block_num, block_size): the parameter of position p of batch b is
                                        at [block_table[b, p // block_size], p % block_size], as its KV
 5 per-token + per-head,    token       (block_num, N, block_size), read through the block table likewise
@@ -27,7 +29,9 @@ mode (key_/value_)         kind        parameter shapes (per tensor; ``antiquant
 6 per-token-group (MX)     group       [1, B, N, S', D/32] float8_e8m0: one power of two per KV position and
                                        32 channels (Ascend950's MXFP4: an FP4 E2M1 cache, no offset); with an
                                        NZ cache the 950 reads the same bytes as (B, N, D/32, S2), S2 = block
-                                       table columns * block_size (its S of a paged call), whatever S' is
+                                       table columns * block_size (its S of a paged call), whatever S' is;
+                                       without one and without a shared prefix it reads them as
+                                       [B, N, S2, D/32], S2 as in mode 3
 =========================  ==========  ==================================================================
 
 ``antiquant_scale`` / ``antiquant_offset`` (key and value together) take ``antiquant_mode`` 0 or 1;
@@ -37,20 +41,22 @@ per-channel key with a per-token value are separate kernels cvtile does not simu
 ``UnsupportedParameterError`` naming the mode.
 
 ``antiquant_spec`` turns the user's parameters into an ``AntiquantSpec``: channel kinds as (N2, D) tables
-(per tensor and per head broadcast to the channels, values unchanged), token kinds as (B, N2 | 1, S')
-tables or, paged (modes 4/5), the (block_num, N2 | 1, block_size) tables as given with the block table that
-addresses them, in the parameters' own dtype; the group kind as (B, N2, S', D) bf16 tables (each E8M0 exponent
-as the bf16 the 950 loads it as, repeated over its 32 channels: its power of two, except that a byte of 0 loads
-as 2**-127 and one of 255 as a NaN), or, with an NZ cache
-(``group_nz``), (B, N2, D, S2) tables in the order the 950 reads them (the groups' rows of positions, each
-repeated over its 32 channels). The same spec feeds the simulated kernel's launch and the golden
+(per tensor and per head broadcast to the channels, values unchanged), token kinds as (B, N2 | 1, S') tables
+(mode 3 with ``seq_stride``, the 950 without a shared prefix: (B, N2, S2), the values it reads; mode 1 it
+spaces by S' as given) or, paged (modes 4/5), the (block_num, N2 | 1, block_size) tables as given with the
+block table that addresses them, in the parameters' own dtype; the group kind as (B, N2, S', D) bf16 tables
+((B, N2, S2, D) with ``seq_stride``; each E8M0 exponent as the bf16 the 950 loads it as, repeated over its 32
+channels: its power of two, except that a byte of 0 loads as 2**-127 and one of 255 as a NaN), or, with an NZ
+cache (``group_nz``), (B, N2, D, S2) tables in the order the 950 reads them (the groups' rows of positions,
+each repeated over its 32 channels). The same spec feeds the simulated kernel's launch and the golden
 (``dequantised``), so both read one interpretation of the shapes.
 
 Invariants
 ----------
 * Shape rules are checked here and a violation is a ``ParamError`` (aclnn 161002) naming the parameter, its
-  shape and the accepted shapes; no parameter is silently reshaped (an NZ cache's mode-6 scales are read in the
-  950's order of their bytes, the table above).
+  shape and the accepted shapes; no parameter is silently reshaped (an NZ cache's mode-6 scales, and on the
+  950 without a shared prefix the mode-3 and mode-6 parameters, are read in the 950's order of their bytes, the
+  table above).
 * Dequantisation is float64 and exact in the inputs (int8, FP8, FP4, fp16/bf16/fp32 parameters convert exactly), except
   with ``rounding`` (Ascend950's dequant kernel: the parameters, x + offset and the product each rounded to the
   query's dtype, as its vector computes them; the group kind's product is rounded to bf16, then to the query's
@@ -67,7 +73,7 @@ from ...tiling.errors import AclnnStatus, ParamError
 from ..errors import UnsupportedParameterError
 from .dtypes import BFLOAT16, canonical_dtype, round_to, to_f64, to_numpy
 
-__all__ = ["AntiquantSpec", "antiquant_spec", "ANTIQUANT_PARAMS", "QUANTISED_CACHES"]
+__all__ = ["AntiquantSpec", "antiquant_spec", "chip_seq_stride", "ANTIQUANT_PARAMS", "QUANTISED_CACHES"]
 
 #: the cache dtypes a dequantisation reads: int8 (an int4 cache as its int8 values) and, on Ascend950, FP8 E4M3
 #: and (MXFP4, mode 6) FP4 E2M1
@@ -108,8 +114,8 @@ class AntiquantSpec:
 
     @property
     def per_group(self) -> bool:
-        """Mode 6 (MXFP4): one power-of-two scale per KV position and 32 channels, tables (B, N2, S', D), or
-        (B, N2, D, S2) with ``group_nz``."""
+        """Mode 6 (MXFP4): one power-of-two scale per KV position and 32 channels, tables (B, N2, S', D) (S2 for
+        S' when read by the 950's stride), or (B, N2, D, S2) with ``group_nz``."""
         return self.kind == _GROUP
 
     @property
@@ -186,14 +192,17 @@ def _channel_table(name: str, x: np.ndarray, mode: int, n2: int, d: int) -> np.n
                f"(H), (1, H), (N2, D), (N2, 1, D) or (1, N2, 1, D) (N2={n2}, D={d})")
 
 
-def _token_table(name: str, x: np.ndarray, mode: int, batch: int, n2: int, kv_len: int) -> np.ndarray:
-    """The (B, N2 | 1, S') table of one token-kind parameter (key or value, already out of a stacked pair)."""
+def _token_table(name: str, x: np.ndarray, mode: int, batch: int, n2: int, kv_len: int,
+                 seq_stride: int | None = None) -> np.ndarray:
+    """The (B, N2 | 1, S') table of one token-kind parameter (key or value, already out of a stacked pair); mode 3
+    with ``seq_stride`` S2: the tensor's first B*N2*S2 values as (B, N2, S2), as the 950 reads them."""
     shape = tuple(x.shape)
     if mode == 3:
-        if len(shape) != 3 or shape[:2] != (batch, n2) or shape[2] < kv_len:
+        least = max(kv_len, seq_stride or 0)
+        if len(shape) != 3 or shape[:2] != (batch, n2) or shape[2] < least:
             raise _bad(name, x, f"per-token + per-head (mode 3) parameters are (B, N2, S') = ({batch}, {n2}, "
-                       f"S' >= {kv_len}, the longest KV)")
-        return x
+                       f"S' >= {least}, the longest KV)")
+        return x if seq_stride is None else _read_from_start(x, (batch, n2, seq_stride))
     if len(shape) == 3 and shape[0] == 1:
         shape, x = shape[1:], x[0]
     if len(shape) != 2 or shape[0] != batch or shape[1] < kv_len:
@@ -204,11 +213,12 @@ def _token_table(name: str, x: np.ndarray, mode: int, batch: int, n2: int, kv_le
 
 def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int, value_antiquant_mode: int,
                    batch: int, num_kv_heads: int, head_dim: int, kv_len: int,
-                   nz_stride: int | None = None) -> AntiquantSpec:
+                   nz_stride: int | None = None, seq_stride: int | None = None) -> AntiquantSpec:
     """The ``AntiquantSpec`` of one call from its parameter arrays (by V1 name; absent ones missing or None;
     ``block_table`` read for the paged modes 4/5). ``kv_len``: the longest KV length the call attends (a
     per-token table must cover it). ``nz_stride``: with an NZ cache, the S2 its mode-6 scales are read with
-    (``golden.nz.group_scale_stride``)."""
+    (``golden.nz.group_scale_stride``). ``seq_stride``: the S2 Ascend950 spaces the (b, n2) rows of mode 3 and
+    mode 6 parameters by without a shared prefix (:func:`chip_seq_stride`); None reads them by their S'."""
     get = {name: (to_numpy(arrays[name]) if arrays.get(name) is not None else None) for name in ANTIQUANT_PARAMS}
     separate = get["key_antiquant_scale"] is not None or get["value_antiquant_scale"] is not None
     if separate:
@@ -265,7 +275,7 @@ def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int
             if tuple(x.shape) != tuple(scale.shape):
                 raise _bad(name, x, f"{name} has {scale_name}'s shape {tuple(scale.shape)}")
         if kind == _GROUP:
-            tables[field] = _group_table(name, x, batch, num_kv_heads, kv_len, head_dim, nz_stride)
+            tables[field] = _group_table(name, x, batch, num_kv_heads, kv_len, head_dim, nz_stride, seq_stride)
             continue
         if canonical_dtype(x.dtype) not in ("float16", "bfloat16", "float32"):
             raise ParamError(name, canonical_dtype(x.dtype), "antiquant parameters are float16, bfloat16 or "
@@ -275,31 +285,50 @@ def antiquant_spec(arrays: dict, *, antiquant_mode: int, key_antiquant_mode: int
         elif mode in _PAGED_MODES:
             tables[field] = _paged_token_table(name, x, mode, num_kv_heads)
         else:
-            tables[field] = _token_table(name, x, mode, batch, num_kv_heads, kv_len)
+            tables[field] = _token_table(name, x, mode, batch, num_kv_heads, kv_len, seq_stride)
     return AntiquantSpec(kind, tables["key_scale"], tables["key_offset"], tables["value_scale"],
                          tables["value_offset"], mode, table if mode in _PAGED_MODES else None,
                          group_nz=kind == _GROUP and nz_stride is not None)
 
 
 def _group_table(name: str, x: np.ndarray, batch: int, n2: int, kv_len: int, d: int,
-                 nz_stride: int | None = None) -> np.ndarray:
+                 nz_stride: int | None = None, seq_stride: int | None = None) -> np.ndarray:
     """The bf16 table of a per-token-group (mode 6, MX) parameter given as float8_e8m0 [1, B, N2, S', D/32]
     (:func:`_e8m0_as_bf16`, repeated over each group's 32 channels): (B, N2, S', D), indexed by the KV position
-    in the batch's sequence, paged or not; with ``nz_stride`` S2 (an NZ cache) the same bytes as the 950 reads
-    them, (B, N2, D/32, S2) from the tensor's start, as (B, N2, D, S2)."""
+    in the batch's sequence, paged or not; with ``seq_stride`` S2 the tensor's first B*N2*S2*D/32 bytes as
+    (B, N2, S2, D), as the 950 reads them without a shared prefix; with ``nz_stride`` S2 (an NZ cache) the same
+    bytes as the 950 reads them, (B, N2, D/32, S2) from the tensor's start, as (B, N2, D, S2)."""
     if canonical_dtype(x.dtype) != "float8_e8m0":
         raise ParamError(name, canonical_dtype(x.dtype), "per-token-group (mode 6) scales are float8_e8m0",
                          status=AclnnStatus.PARAM_INVALID, checker="antiquant")
     shape = tuple(x.shape)
-    least = max(kv_len, nz_stride or 0)
+    least = max(kv_len, nz_stride or seq_stride or 0)
     if len(shape) != 5 or shape[:3] != (1, batch, n2) or shape[3] < least or shape[4] * GROUP_SIZE != d:
         raise _bad(name, x, f"per-token-group (mode 6) scales are [1, B, N2, S', D/32] = [1, {batch}, {n2}, "
                    f"S' >= {least}, {d // GROUP_SIZE}]")
-    if nz_stride is None:
-        return np.repeat(_e8m0_as_bf16(x[0]), GROUP_SIZE, axis=-1)
     groups = d // GROUP_SIZE
-    nz = np.ascontiguousarray(x).reshape(-1)[:batch * n2 * groups * nz_stride].reshape(batch, n2, groups, nz_stride)
-    return np.repeat(_e8m0_as_bf16(nz), GROUP_SIZE, axis=2)
+    if nz_stride is not None:
+        nz = _read_from_start(x, (batch, n2, groups, nz_stride))
+        return np.repeat(_e8m0_as_bf16(nz), GROUP_SIZE, axis=2)
+    rows = x[0] if seq_stride is None else _read_from_start(x, (batch, n2, seq_stride, groups))
+    return np.repeat(_e8m0_as_bf16(rows), GROUP_SIZE, axis=-1)
+
+
+def _read_from_start(x: np.ndarray, shape: tuple) -> np.ndarray:
+    """The first prod(``shape``) values of ``x`` (in its row-major order) as ``shape``: a parameter tensor read
+    as the 950 addresses it, whatever its declared shape (which the caller has checked holds that many)."""
+    return np.ascontiguousarray(x).reshape(-1)[:int(np.prod(shape))].reshape(shape)
+
+
+def chip_seq_stride(key, block_table, qkv_layout: str) -> int:
+    """S2, the stride by which Ascend950 spaces the (b, n2) rows of per-token + per-head (mode 3) and
+    per-token-group (mode 6) parameters without a shared prefix: op_host's S of key, the dense key's S (BNSD:
+    axis 2, BSH/BSND: axis 1), or a paged cache's block table columns times its block size (BnBsH
+    (blocks, bs, H), BnNBsD (blocks, N, bs, D) or NZ (blocks, N, D/d0, bs, d0)), not the tensor's S'."""
+    shape = np.shape(key)
+    if block_table is not None:
+        return int(np.shape(block_table)[1]) * int(shape[{3: 1, 4: 2, 5: 3}[len(shape)]])
+    return int(shape[2] if qkv_layout == "BNSD" else shape[1])
 
 
 def _e8m0_as_bf16(e: np.ndarray) -> np.ndarray:

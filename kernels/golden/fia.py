@@ -96,7 +96,7 @@ from .kv import DenseKV, ListKV, PagedKV, SharedPrefix, TokenKV
 from .layouts import from_bnsd, from_tnd, parse_layout, to_bnsd, to_tnd
 from .masks import MaskEngine
 from .pse import PseShift, sink_logits
-from .antiquant import QUANTISED_CACHES, antiquant_spec
+from .antiquant import QUANTISED_CACHES, antiquant_spec, chip_seq_stride
 from .int4 import int4_kv
 from .nz import antiquant_nz_fraction, from_nz, group_scale_stride
 from .fullquant import FULLQUANT_SCALES, attend_fullquant, dequant_value
@@ -354,7 +354,9 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         aq = antiquant_spec(dict(aq_arrays, block_table=block_table), antiquant_mode=antiquant_mode,
                             key_antiquant_mode=key_antiquant_mode,
                             value_antiquant_mode=value_antiquant_mode, batch=batch, num_kv_heads=nkv, head_dim=d,
-                            kv_len=kv_len, nz_stride=nz_stride)
+                            kv_len=kv_len, nz_stride=nz_stride,
+                            seq_stride=chip_seq_stride(key, block_table, layouts.qkv)
+                            if dequant_950 and prefix is None else None)
         if dequant_950:
             aq = dataclasses.replace(aq, rounding=canonical_dtype(q_np.dtype))
             if prefix is not None and aq.per_token:

@@ -7,8 +7,10 @@ to the query's dtype. Compared under the upstream rule of the query dtype's clas
 caches only: op_host refuses it with a paged one) the prefix dequantises with the same parameters and the own
 KV's per-token parameters start S' - S of key into the table. A paged NZ cache is (blocks, N, D/16, block_size, 16)
 on the 950 whatever its dtype (op_host's rule; A2/A3 read 32 bytes); with an MXFP4 one the 950 reads the group
-scales' bytes as (B, N2, D/32, S2), S2 the block table's columns times the block size. The default tier runs a
-call of each cache kind and of the prefix; the other layouts, modes and the pipelined order are in the slow tier.
+scales' bytes as (B, N2, D/32, S2), S2 the block table's columns times the block size. Without a prefix the 950
+spaces mode 3 and mode 6 parameters' (b, n2) rows by S2 (the key's S, or the paged S2), not by their S'. An E8M0
+byte of 0 loads as 2**-127 and one of 255 as a NaN. The default tier runs a call of each cache kind and of the
+prefix; the other layouts, modes and the pipelined order are in the slow tier.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from cvtile.kernels.errors import UnsupportedParameterError
 from cvtile.tiling.errors import ParamError
 from cvtile.kernels import compare, fia_golden_lowp
 from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia, plan_call
-from cvtile.kernels.golden.antiquant import antiquant_spec
+from cvtile.kernels.golden.antiquant import antiquant_spec, chip_seq_stride
 from cvtile.kernels.golden.fia import fia_golden
 from cvtile.kernels.golden.int4 import pack_int4
 from cvtile.kernels.golden.nz import group_scale_stride, to_nz
@@ -314,6 +316,80 @@ def test_regression_e8m0_zero_and_255_load_as_the_chips_bf16_values():
     assert nan[..., :32].all() and not nan[..., 32:].any()
     rep = compare(np.where(nan, 0, out).astype(BF16), np.where(nan, 0, gold).astype(BF16), q.dtype)
     assert rep.passed, str(rep)
+
+
+def _chip_prefix_of(x, s2):
+    """The values the 950 reads of a (B, N2, S', ...) scale tensor spaced by S2 (no shared prefix): its first
+    B*N2*S2 rows, as a tensor of that S2."""
+    group = x.ndim == 5   # [1, B, N2, S', D/32], else (B, N2, S')
+    shape = x.shape[:-2 if group else -1] + (s2,) + (x.shape[-1:] if group else ())
+    return np.ascontiguousarray(x).reshape(-1)[:int(np.prod(shape))].reshape(shape)
+
+
+def _check_spaced_by_s2(q, k, v, scales, s2, judge_fia, **kw):
+    """A call whose scale tensors have S' > S2 (``scales``): judged against the golden; bitwise the call with the
+    tensors' first B*N2*S2 rows as S' = S2 tensors (the 950's reading), and not the call with their [b, n2, :S2]
+    rows (the reading by S', the old one)."""
+    out = judge_fia(q, k, v, **scales, **kw)
+    chip = {n: _chip_prefix_of(x, s2) for n, x in scales.items()}
+    by_s_prime = {n: np.ascontiguousarray(x[..., :s2, :] if x.ndim == 5 else x[..., :s2]) for n, x in scales.items()}
+    same, _ = fia(q, k, v, **chip, **kw)
+    old, _ = fia(q, k, v, **by_s_prime, **kw)
+    assert np.array_equal(np.asarray(out).view(np.uint16), np.asarray(same).view(np.uint16))
+    assert not np.array_equal(np.asarray(out).view(np.uint16), np.asarray(old).view(np.uint16))
+
+
+def test_regression_per_token_head_scales_spaced_by_s2_of_key_not_s_prime(judge_fia):
+    """Bug: mode 3 scales (B, N2, S') were read at [b, n2, s], spaced by S'; without a shared prefix the 950
+    (``LoadAntiquantParamsPerToken``, per-head branch) spaces them by op_host's S of key, S2 = 96 here, so with
+    S' = 120 > S2 and B*N2 = 4 the (b, n2) rows start at (b*N2 + n2)*S2 of the tensor."""
+    rng = np.random.default_rng(30)
+    q, k, v, kw = _call(rng, b=2, n=4, n2=2, s2=96, d=64)
+    tok = lambda lo, hi: rng.uniform(lo, hi, (2, 2, 120)).astype(np.float32)   # noqa: E731
+    scales = dict(key_antiquant_scale=tok(0.004, 0.012), value_antiquant_scale=tok(0.004, 0.012),
+                  key_antiquant_offset=tok(-3, 3), value_antiquant_offset=tok(-3, 3))
+    _check_spaced_by_s2(q, k, v, scales, 96, judge_fia, key_antiquant_mode=3, value_antiquant_mode=3, **kw)
+
+
+def test_regression_mxfp4_group_scales_spaced_by_s2_of_key_not_s_prime(judge_fia):
+    """The same bug for mode 6 (``LoadAntiquantParamsPerTokenGroup``, non-NZ branch without a prefix): the
+    [1, B, N2, S', D/32] scales' (b, n2) rows start at (b*N2 + n2)*S2*D/32 bytes, S2 = 96 < S' = 110."""
+    rng = np.random.default_rng(31)
+    q, _, _, kw = _call(rng, b=2, n=4, n2=2, s2=96, d=64, dtype=BF16)
+    (k, ks), (v, vs) = _mxfp4(rng, 2, 2, 96, 64), _mxfp4(rng, 2, 2, 96, 64)
+    ks, vs = (np.concatenate([x, _mxfp4(rng, 2, 2, 14, 64)[1]], axis=3) for x in (ks, vs))
+    _check_spaced_by_s2(q, k, v, dict(key_antiquant_scale=ks, value_antiquant_scale=vs), 96, judge_fia,
+                        key_antiquant_mode=6, value_antiquant_mode=6, **kw)
+
+
+@pytest.mark.slow
+def test_regression_paged_mxfp4_group_scales_spaced_by_the_block_tables_s2(judge_fia):
+    """On a paged (BnNBsD) cache S2 is the block table's columns times the block size (2 * 64 here), whatever S'
+    (150) and the KV lengths."""
+    rng = np.random.default_rng(32)
+    q, k, v, kw, _ = _paged(rng, _fp4(rng), d=64, bs=64, lens=(100, 128), dtype=BF16)
+    (_, ks), (_, vs) = _mxfp4(rng, 2, 2, 150, 64), _mxfp4(rng, 2, 2, 150, 64)
+    _check_spaced_by_s2(q, k, v, dict(key_antiquant_scale=ks, value_antiquant_scale=vs), 128, judge_fia,
+                        key_antiquant_mode=6, value_antiquant_mode=6, **kw)
+
+
+def test_chip_seq_stride_is_the_key_s_or_the_block_tables_columns_times_the_block_size():
+    """``chip_seq_stride``: the dense key's S in its layout, or a paged cache's table columns times its block size
+    (BnBsH, BnNBsD, NZ); the spec reads mode 3 and mode 6 tensors' first B*N2*S2 rows with it, by S' without."""
+    table = np.zeros((2, 3), np.int32)
+    assert chip_seq_stride(np.zeros((2, 2, 50, 64)), None, "BNSD") == 50
+    assert chip_seq_stride(np.zeros((2, 50, 128)), None, "BSH") == chip_seq_stride(np.zeros((2, 50, 2, 64)), None,
+                                                                                  "BSND") == 50
+    assert {chip_seq_stride(np.zeros(s), table, "BNSD") for s in ((6, 16, 128), (6, 2, 16, 64),
+                                                                  (6, 2, 4, 16, 16))} == {48}
+    x = np.arange(2 * 2 * 60, dtype=np.float32).reshape(2, 2, 60)
+    common = dict(antiquant_mode=0, key_antiquant_mode=3, value_antiquant_mode=3, batch=2, num_kv_heads=2,
+                  head_dim=64, kv_len=50)
+    spec = antiquant_spec({"key_antiquant_scale": x, "value_antiquant_scale": x}, seq_stride=50, **common)
+    assert np.array_equal(spec.key_scale, x.reshape(-1)[:200].reshape(2, 2, 50))
+    assert antiquant_spec({"key_antiquant_scale": x, "value_antiquant_scale": x}, **common).key_scale is x
+    with pytest.raises(ParamError, match="S' >= 61"):
+        antiquant_spec({"key_antiquant_scale": x, "value_antiquant_scale": x}, seq_stride=61, **common)
 
 
 def _prefix(rng, n2, p, d, layout="BNSD"):
