@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import re
 
+from ..passes.plan_memory import l0c_blocks, l0c_bytes
+
 __all__ = ["CubeRules"]
 
 #: event ids the mma lowering uses for its own steps (one per ping-pong copy)
@@ -473,11 +475,11 @@ class CubeRules:
                                      f"of {max(c0, 16)}", op.loc)
         if bm != min(_ceil(M, 16), 128):
             raise AscendCError(f"the plan's base_m {bm} differs from the L0C row blocks of {M} rows", op.loc)
-        blocks = _l0c_blocks(M, N)
+        blocks = l0c_blocks(M, N)
         K = src["a"][3][1]
         ctx = dict(op=op, pos=pos, pieces=pieces, src=src, acc=acc, trans=trans, M=M, N=N, K=K, dt=dt, bm=bm,
                    bn=bn, bk=bk, blocks=blocks, defer=None, streamed=False)
-        need = _l0c_bytes(M, N)
+        need = l0c_bytes(M, N)
         if acc is not None:
             cbuf = self._buffer(acc)
             cbytes = cbuf.bytes // max(cbuf.copies, 1)
@@ -485,7 +487,7 @@ class CubeRules:
             cbuf = pieces["c"]
             cbytes = cbuf.bytes
             ctx["streamed"] = True
-            if need > cbytes:
+            if op.result.id in self.plan.streamed_out:     # the plan's rule: more than the two .c pieces hold
                 ctx["defer"] = self._deferred_store(op)
         else:
             cbuf = self._buffer(op.result)
@@ -780,7 +782,7 @@ class CubeRules:
                 self.op_flag_set(fs, postponed=True)
             return
         src = self.tile(tile)
-        blocks = _l0c_blocks(*t.shape)
+        blocks = l0c_blocks(*t.shape)
         self.emit(f"// L0C -> GM (NZ2ND, {t.dtype} -> {gdt}{f', {len(blocks)} row blocks' if len(blocks) > 1 else ''})")
         for m0, rows, M1, cofs in blocks:
             self._fixpipe(op, _at(src, str(cofs)), M1, m0, _clamp(mv, m0, rows, t.shape[0]), 0, nv)
@@ -842,26 +844,6 @@ def _mma_operands(op):
         else:
             out[which] = ("tile", tiles.pop(0))
     return out, acc
-
-
-def _l0c_blocks(M: int, N: int) -> list:
-    """The layout of an (M, N) L0C tile: row blocks of up to 128 rows (the mma's base_m), each an NZ matrix of
-    its rows padded to 16 (M1 fractal rows) and the columns padded to 16, one after the other:
-    [(first row, rows, M1, element offset)]."""
-    mb = min(_ceil(M, 16), 128)
-    n16 = _ceil(N, 16)
-    out, off = [], 0
-    for m0 in range(0, M, mb):
-        rows = min(mb, M - m0)
-        m1 = -(-rows // 16)
-        out.append((m0, rows, m1, off))
-        off += 16 * m1 * n16
-    return out
-
-
-def _l0c_bytes(M: int, N: int) -> int:
-    _, _, m1, off = _l0c_blocks(M, N)[-1]
-    return (off + 16 * m1 * _ceil(N, 16)) * 4
 
 
 def _clamp(nv: str, n0, npc: int, N: int) -> str:

@@ -31,7 +31,9 @@ the budget is judged on the split programs).
   streams out of L0C piece by piece, also when a runtime ``if`` chooses
   between two mma results (each arm's result read by its yield only) whose
   ``if`` result only leaves the cube; one used again on the cube (``acc=``) is
-  a resident L0C buffer.
+  a resident L0C buffer. A stored result larger than its two L0C pieces is
+  recorded in ``streamed_out``: it is computed piece by piece at its store
+  (the Ascend C lowering and the cost model both read that record).
 * Slots. On the 950 a hand-off lands in the receiving core's own memory: its
   ``depth`` slots are a UB buffer of each AIV (cube -> vector; its rows of a
   row-split tile) or an L1 buffer (vector -> cube) for the whole program.
@@ -81,7 +83,7 @@ from ..liveness import Liveness
 from ..types import INDEX, L0A, L0B, L0C, L1, UB, TileType
 
 __all__ = ["plan_memory", "MemoryPlan", "Buffer", "SpacePlan", "MmaPlan", "plan_mma", "check_plan",
-           "SPACES_OF"]
+           "SPACES_OF", "l0c_blocks", "l0c_bytes"]
 
 #: the spaces each program owns
 SPACES_OF = {"aic": ("L1", "L0A", "L0B", "L0C"), "aiv": ("UB",), "kernel": ("UB", "L1", "L0A", "L0B", "L0C")}
@@ -141,6 +143,11 @@ class MemoryPlan:
     mma_plans: list
     workspace_bytes: int
     buffer_of: dict = field(default_factory=dict)   # value id -> Buffer
+    #: mma result value id -> (base_m, base_n) for a result computed piece by piece at its one store: it is only
+    #: stored and its L0C fractals exceed the mma's two ``.c`` pieces, so each (base_m, base_n) piece is
+    #: Fixpiped out when done while the next is computed (the Ascend C lowering emits it so; the cost model
+    #: overlaps the drain with the Mmad pieces)
+    streamed_out: dict = field(default_factory=dict)
 
     @property
     def spaces(self) -> dict:
@@ -206,6 +213,27 @@ def _align(x: int, a: int) -> int:
     return max(a, (x + a - 1) // a * a)
 
 
+def l0c_blocks(M: int, N: int) -> list:
+    """The layout of an (M, N) L0C tile: row blocks of up to 128 rows (the mma's base_m), each an NZ matrix of
+    its rows padded to 16 (M1 fractal rows) and the columns padded to 16, one after the other:
+    [(first row, rows, M1, element offset)]."""
+    mb = min(-(-M // 16) * 16, 128)
+    n16 = -(-N // 16) * 16
+    out, off = [], 0
+    for m0 in range(0, M, mb):
+        rows = min(mb, M - m0)
+        m1 = -(-rows // 16)
+        out.append((m0, rows, m1, off))
+        off += 16 * m1 * n16
+    return out
+
+
+def l0c_bytes(M: int, N: int) -> int:
+    """Bytes of an (M, N) fp32 L0C tile laid out as ``l0c_blocks``."""
+    _, _, m1, off = l0c_blocks(M, N)[-1]
+    return (off + 16 * m1 * (-(-N // 16) * 16)) * 4
+
+
 def plan_memory(kernel: Kernel, platform) -> Kernel:
     kernel.memory = plan_kernel(kernel, platform)
     return kernel
@@ -213,13 +241,13 @@ def plan_memory(kernel: Kernel, platform) -> Kernel:
 
 def plan_kernel(kernel: Kernel, platform) -> MemoryPlan:
     progs = kernel.programs() or {"kernel": kernel.body}
-    plans, mma_plans, buffer_of = {}, [], {}
+    plans, mma_plans, buffer_of, streamed_out = {}, [], {}, {}
     for core, body in progs.items():
         slots = [ch for ch in kernel.channels if ch.kind == "data" and ch.route == "onchip" and ch.dst == core]
         pings = _insert_pings(body) if core == "aiv" else {}
         apart = core == "aiv"
         while True:
-            spaces, mmas, of = _plan_program(body, SPACES_OF[core], platform, slots, pings, apart)
+            spaces, mmas, of, outs = _plan_program(body, SPACES_OF[core], platform, slots, pings, apart)
             if all(sp.fits for sp in spaces.values()):
                 break
             if apart:
@@ -238,7 +266,8 @@ def plan_kernel(kernel: Kernel, platform) -> MemoryPlan:
         plans[core] = spaces
         mma_plans += mmas
         buffer_of.update(of)
-    return MemoryPlan(platform.name, plans, mma_plans, kernel.workspace_bytes, buffer_of)
+        streamed_out.update(outs)
+    return MemoryPlan(platform.name, plans, mma_plans, kernel.workspace_bytes, buffer_of, streamed_out)
 
 
 # ------------------------------------------------------------------ one program
@@ -365,6 +394,7 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
                               (rows,) + tuple(ch.tile.shape[1:]), ch.tile.dtype.name, ch.depth, ch.depth * size, 0,
                               lv.n + 1, "on-chip hand-off slots", loc=ch.loc))
     # matmul staging pieces
+    outs = {}
     for op in walk(body):
         if op.kind != "mma":
             continue
@@ -381,6 +411,8 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
         notes = staged.get(id(op), [])
         if "out" in notes:
             pieces.append(("L0C", "c", (bm, bn), rt.dtype.name, bm * bn * 4))
+            if op.results[0].id in skip and l0c_bytes(m, n) > 2 * _align(bm * bn * 4, platform.align("L0C")):
+                outs[op.results[0].id] = (bm, bn)
         kpiece = min(_align(kk, 16), 256)
         for which, piece, tt in (("a", (bm, kpiece), a_t), ("b", (kpiece, bn), b_t)):
             if which in notes:
@@ -398,7 +430,7 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
         mine = [b for b in buffers if b.space == space]
         _assign(mine, platform.align(space))
         out[space] = _space_plan(space, mine, platform.capacity(space), lv.n)
-    return out, mmas, of
+    return out, mmas, of, outs
 
 
 def _streamed_if_results(op: Op, lv: Liveness):

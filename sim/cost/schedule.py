@@ -25,7 +25,13 @@ MTE1, M, FIX, V, MTE3; S is the issue unit itself), as on the chip:
   arrives ``flag_latency_cycles`` later; ``flag_wait`` blocks the issue unit
   until the flag has arrived (the AIC's wait needs both AIVs' sets, an AIV's
   wait the AIC's set: mode 2 of CrossCoreSetFlag, as the simulator counts);
-* scalar ops advance the issue clock by their cost.
+* scalar ops advance the issue clock by their cost;
+* an mma the memory plan streams out (``MemoryPlan.streamed_out``: only stored,
+  larger than its two L0C pieces) is timed where its store is, as the Ascend C
+  lowering emits it: after a FIX -> M fence, its pieces, and the drain of its
+  p base tiles overlapping them (from the end of the first piece's Mmad to
+  one piece's drain after the last; M held while the slower drain frees the
+  two L0C copies).
 
 A core group (one AIC, two AIVs) runs its three programs as coroutines that
 meet only at flags: a program runs until it waits on a flag nobody has set
@@ -211,7 +217,7 @@ class _Group:
         self.progress = 0
 
 
-_S_SCALAR, _S_FOR, _S_IF, _S_YIELD, _S_SYNC, _S_TILE = range(6)
+_S_SCALAR, _S_FOR, _S_IF, _S_YIELD, _S_SYNC, _S_TILE, _S_STREAM = range(7)
 
 _SBIN = {name: _sbin(fn) for name, fn in SCALAR_BINARY.items()}
 
@@ -320,11 +326,34 @@ class _TileStep:
         return ext, tuple(pieces)
 
 
+def _held_mmas(block, launch) -> dict:
+    """id(store) -> (mma op, (base_m, base_n)) for the mmas of ``block`` the memory plan streams out at their one
+    store (``MemoryPlan.streamed_out``): the chip computes such an mma piece by piece where its store is."""
+    plan = launch.kernel.memory
+    streamed = plan.streamed_out if plan is not None else {}
+    held = {}
+    for i, op in enumerate(block.ops):
+        if op.kind == "mma" and op.results[0].id in streamed:
+            rid = op.results[0].id
+            store = next((o for o in block.ops[i + 1:] if o.kind == "store" and o.args[0].id == rid), None)
+            if store is not None:
+                held[id(store)] = (op, streamed[rid])
+    return held
+
+
 def _compile_block(block, launch, relevant: set) -> list:
     steps = []
+    held = _held_mmas(block, launch)
+    deferred = {id(mma) for mma, _ in held.values()}
     for op in block.ops:
         kind = op.kind
         cat = op.defn.category
+        if id(op) in deferred:
+            continue       # timed at its store (below)
+        if id(op) in held:
+            mma, bases = held[id(op)]
+            steps.append((_S_STREAM, _TileStep(mma, launch), _TileStep(op, launch), bases))
+            continue
         if cat == "scalar":
             steps.append((_S_SCALAR, _scalar_fn(op, launch), math.ceil(scalar_cost(op, launch.cost))))
         elif kind == "for":
@@ -378,6 +407,8 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
                     else:
                         end = got
                     earliest = end - cycles + -(-cycles // overlap) if overlap > 1 else end
+            elif tag == _S_STREAM:
+                _streamed_out(st[1], st[2], st[3])
             elif tag == _S_FOR:
                 glo, ghi, gstep = st[1]
                 iv, carried, inits, body, results, memo = st[2], st[3], st[4], st[5], st[6], st[7]
@@ -416,6 +447,38 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
             else:
                 yield from _sync(st[1], st[2])
         return []
+
+    def _streamed_out(mstep, sstep, bases):
+        """An mma streamed out of L0C at its store, as the Ascend C lowering emits it: a FIX -> M fence (an
+        earlier Fixpipe may still read L0C), the mma's pieces, and each (base_m, base_n) piece Fixpiped out
+        when done while the next is computed in the other L0C copy. The drain starts after the first of the
+        p pieces and ends no sooner than one piece's drain after the last Mmad; with p > 2 the Mmad of piece
+        i + 2 waits for the drain of piece i (two copies), which holds M when the drain is the slower."""
+        ext, pieces = mstep.resolve(vals)
+        vals[mstep.rid] = ext
+        clock.t += loop_cycles
+        earliest, prev, m_start, m_cycles = 0.0, None, 0.0, 0
+        for pipe, cycles, overlap in pieces:
+            if pipe == "M":
+                earliest = max(earliest, clock.free["FIX"])
+            got = clock.run(pipe, cycles, mstep.op, earliest, prev)
+            end = got.end if record else got
+            prev = got if record else None
+            if pipe == "M":
+                m_start, m_cycles = end - cycles, cycles
+            earliest = end - cycles + -(-cycles // overlap) if overlap > 1 else end
+        m_end = m_start + m_cycles
+        _, fix = sstep.resolve(vals)
+        clock.t += loop_cycles
+        drain = sum(c for pipe, c, _ in fix)
+        rows, cols = (ext + (1,))[:2] if len(ext) == 1 else ext[:2]
+        p = -(-rows // bases[0]) * -(-cols // bases[1])
+        start = max(clock.t, clock.free["FIX"], m_start + -(-m_cycles // p))
+        stop = max(start + drain, m_end + -(-drain // p))
+        clock.run("FIX", stop - start, sstep.op, start, prev)
+        clock.busy["FIX"] -= stop - start - drain     # waiting for the last Mmad is not drain work
+        if p > 2:
+            clock.free["M"] = max(clock.free["M"], start + -(-(p - 2) * drain // p) + -(-m_cycles // p))
 
     def _sync(op, ping):
         kind = op.kind

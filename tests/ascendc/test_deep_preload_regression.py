@@ -52,7 +52,10 @@ def test_regression_three_stage_shift_register_runs_on_the_twin(tmp_path):
     res = A.emit(d, [A.Launch(ck, 2, args)], atol=1e-3, rtol=1e-3)
     assert len(A.check_project(d, res["kernels"])) == 4
     report = A.run_project(d, A.arch_of(ck.platform))
-    assert report.strip().startswith("PASS") and "bitwise equal" in report, report
+    # within tolerance, not bitwise: the simulator's fp32 row sums run in the host's vector-lane order (sim/rt.py),
+    # so bitwise equality with the twin's sequential sums holds on some hosts only; the bug put whole row blocks
+    # off by O(1)
+    assert report.strip().startswith("PASS") and " 0 elements out of tolerance" in report, report
 
 
 @ct.inline

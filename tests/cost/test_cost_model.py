@@ -273,3 +273,33 @@ def test_a_chunk_loops_next_load_overlaps_this_chunks_vector_work():
     assert len(loads) >= 8 and len(loads) == len(exps) == len(widen) == len(stores)
     assert all(loads[k + 1].start < exps[k].end for k in range(1, len(loads) - 1))
     assert all(stores[k].end > widen[k + 1].start for k in range(1, len(stores) - 1))
+
+
+@ct.jit
+def big_product(a, b, out):
+    with ct.cube():
+        a1 = ct.load(a[0:512, 0:128])
+        b1 = ct.load(b[0:512, 0:128])
+        ct.store(out[0:512, 0:512], ct.mma(a1, b1, trans_b=True))   # 1 MB of fp32: more than the two L0C pieces
+
+
+def test_a_streamed_out_mma_drains_each_piece_while_the_next_is_computed():
+    """A result only stored and larger than the mma's two L0C pieces is computed piece by piece at its store,
+    each piece Fixpiped out when done (the plan's ``streamed_out``, which the Ascend C lowering emits so): the
+    FIX drain starts after the first piece's Mmad and ends after the last one, never before."""
+    a = np.zeros((512, 128), np.float16)
+    out = np.zeros((512, 512), np.float32)
+    ck = big_product.compile(a, a, out)
+    final = ck.compilation.final
+    mma = next(op for op in walk(final.programs()["aic"]) if op.kind == "mma")
+    assert final.memory.streamed_out[mma.results[0].id] == (128, 128)
+    lc = estimate(ck, 1, [a, a, out], record="all")
+    spans = [s for _, _, ss in lc.recorded for s in ss if s.role == "aic"]
+    m = next(s for s in spans if s.pipe == "M")
+    fix = next(s for s in spans if s.pipe == "FIX")
+    pieces = 16                                                       # (512 / 128) x (512 / 128)
+    assert m.start < fix.start < m.end                                # overlapped, after the first piece
+    assert fix.start >= m.start + (m.end - m.start) / pieces - 1
+    assert fix.end >= m.end
+    # the drain dominates: the kernel ends about one drain after the first Mmad piece, not after M + drain
+    assert fix.end < m.end + (fix.end - fix.start)
