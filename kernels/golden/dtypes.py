@@ -38,6 +38,7 @@ _ALIASES = {
     "float8_e4m3fn": "float8_e4m3fn", "fp8_e4m3fn": "float8_e4m3fn",
     "float4_e2m1": "float4_e2m1", "float4_e2m1fn": "float4_e2m1",
     "float8_e8m0": "float8_e8m0", "float8_e8m0fnu": "float8_e8m0",
+    "hifloat8": "hifloat8", "hif8": "hifloat8",   # no numpy dtype: HiF8 tensors are uint8 codes (golden.hifloat8)
 }
 
 _NUMPY = {
