@@ -28,7 +28,12 @@ q/k/v; an int8 or int4 key/value cache with its antiquant parameters, on Ascend9
 and (MXFP4, mode 6 with float8_e8m0fnu scales) float4_e2m1fn;
 int8 q/k/v for full quant) or torch
 tensors when torch is installed; the outputs come back in the
-same kind. Returns ``(attention_out, softmax_lse)``; ``softmax_lse`` is a
+same kind. A HiFloat8 key/value cache (Ascend950, per-channel mode 0) has no numpy dtype: it arrives as uint8
+arrays of HiF8 codes marked by a dtype override, which only the V2 API takes (``key_dtype`` / ``value_dtype``
+"hifloat8" or torch_npu.hifloat8 = 290, as torch_npu's V2 binding reinterprets a uint8 tensor; ``api_v2``).
+This V1 API has no dtype argument, so it cannot express a HiF8 cache (a uint8 key is op_host's dtype error);
+``simulate_fia`` / ``prepare_fia`` take the override as ``dtypes``.
+Returns ``(attention_out, softmax_lse)``; ``softmax_lse`` is a
 ``(B, N, S1, 1)`` / ``(T, N, 1)`` float32 array when ``softmax_lse_flag``,
 else an empty ``(0,)`` array (what torch_npu returns, whatever its doc says).
 
@@ -67,6 +72,7 @@ from .nz_cache import check_nz_call
 from .tree import check_rope_call, check_tree_call, join_rope_call
 from .fullquant import fullquant_call, is_fullquant
 from ..golden.fullquant import FULLQUANT_SCALES
+from ..golden.hifloat8 import HIFLOAT8
 
 __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", "SUPPORTED_OPTIONAL_INPUTS",
            "prepare_fia", "plan_call", "simulate_fia", "check_binding"]
@@ -207,14 +213,15 @@ def _simulate_v1_names(given: dict, learnable_sink=None, overrides=None):
 
 
 def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = DEFAULT_TARGET,
-                 order: str = "program", overrides: dict | None = None, hooks=None):
+                 order: str = "program", overrides: dict | None = None, hooks=None, dtypes: dict | None = None):
     """Check, tile and run one call given as the operator's (V1-named) optional inputs and attributes; the
     shared body of the V1 and V2 APIs. Returns ``(attention_out, softmax_lse)`` in the inputs' kind.
     ``overrides``: the plan search's replacements of op_host's block sizes or core count (``tile_fia``);
-    ``hooks``: a variant's score_mod / mask_mod (``cvtile.attention``)."""
+    ``hooks``: a variant's score_mod / mask_mod (``cvtile.attention``); ``dtypes``: the V2 dtype overrides
+    (``prepare_fia``)."""
     torch_out = any(_is_torch(x) for x in (query, key, value))
     attrs = check_binding(query, key, value, optional, attrs)
-    arrays, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides)
+    arrays, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides, dtypes)
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
@@ -254,10 +261,13 @@ def plan_call(**kwargs):
     return prepare_fia(given["query"], given["key"], given["value"], optional, attrs, given["target"])
 
 
-def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, overrides: dict | None = None):
+def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, overrides: dict | None = None,
+                dtypes: dict | None = None):
     """Check the call as the operator would and plan it: returns (numpy arrays by name, FiaTiling). A KV-antiquant
     call's arrays also hold its ``AntiquantSpec`` under ``"_antiquant"``, a full-quant call its
-    ``FullQuantSpec`` under ``"_fullquant"``.
+    ``FullQuantSpec`` under ``"_fullquant"``. ``dtypes``: dtype overrides by tensor name, what torch_npu's V2
+    ``*_dtype`` arguments give (``_dtype_overrides``): ``{"key": "hifloat8", "value": "hifloat8"}`` reads uint8
+    key / value arrays as HiFloat8 codes; no other override is taken.
 
     Raises ``ParamError`` (the operator rejects the call) or ``UnsupportedParameterError``
     (the simulator does not model a requested feature)."""
@@ -271,6 +281,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     q = arrays["query"]
     metas = {name: arrays.get(name) for name in ("query", "key", "value", *optional)}
     _int4_cache(arrays, metas)
+    _dtype_overrides(arrays, metas, dtypes or {})
     paged = arrays.get("block_table") is not None
     try:
         out_shape = _out_shape(q.shape, attrs, first_tensor(arrays["value"]), paged)
@@ -319,11 +330,11 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         raise UnsupportedParameterError("actual_seq_lengths_kv", list(tiling.kv_seqlens),
                                         f"the {tiling.route}/{tiling.template} tiling gave no core work for this "
                                         f"call: {tiling.extras.get('row_tasks', 'its core split is not mirrored')}")
-    qd, kd = canonical_dtype(q.dtype), canonical_dtype(first_tensor(arrays["key"]).dtype)
-    vd = canonical_dtype(first_tensor(arrays["value"]).dtype)
+    qd, kd, vd = (_dtype_of(arrays, name) for name in ("query", "key", "value"))
     if is_fullquant(arrays):   # int8 query, key and value (fia.fullquant)
         arrays["_fullquant"] = fullquant_call(arrays, attrs, tiling)
-    elif kd in ("int8", "int4", "float8_e4m3fn", "float4_e2m1") or any(name in arrays for name in ANTIQUANT_PARAMS):
+    elif kd in ("int8", "int4", "float8_e4m3fn", "float4_e2m1", HIFLOAT8) or \
+            any(name in arrays for name in ANTIQUANT_PARAMS):
         if isinstance(arrays["key"], list):
             raise UnsupportedParameterError("key", _describe(arrays["key"]), "KV antiquant with a key/value tensor "
                                             "list is not simulated (the antiquant kernel reads dense key/value)")
@@ -358,17 +369,17 @@ def _int4_cache(arrays: dict, metas: dict) -> None:
 
 def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
     """The ``AntiquantSpec`` of a KV-antiquant call (int8 or int4 key/value, fp16/bf16 query, on the A2/A3 IFATiling
-    decode route the MSD kernel mirrors; on Ascend950's tiling-impl route the dequant kernel), or the typed
-    refusal naming the parameter."""
-    vd = canonical_dtype(arrays["value"].dtype)
+    decode route the MSD kernel mirrors; on Ascend950's tiling-impl route the dequant kernel, which also takes FP8,
+    FP4 and HiFloat8 caches), or the typed refusal naming the parameter."""
+    vd = _dtype_of(arrays, "value")
     int4 = bool(arrays.get("_int4"))
     arch35 = tiling.arch == "arch35" and tiling.route == "fia"
-    caches = ("int8", "float8_e4m3fn", "float4_e2m1") if arch35 else ("int8",)
+    caches = ("int8", "float8_e4m3fn", "float4_e2m1", HIFLOAT8) if arch35 else ("int8",)
     if kd not in caches or vd != kd:
         given = next((name for name in ANTIQUANT_PARAMS if name in arrays), "key")
         raise UnsupportedParameterError(given, _describe(arrays[given]), f"antiquant parameters with a {kd} key "
                                         f"and {vd} value: KV antiquant takes an int8 (or int4) key and value, on "
-                                        f"Ascend950 also float8_e4m3fn and float4_e2m1")
+                                        f"Ascend950 also float8_e4m3fn, float4_e2m1 and hifloat8")
     if qd not in ("float16", "bfloat16"):
         raise UnsupportedParameterError("query", f"query {qd}, key {kd}", "KV antiquant is simulated with a "
                                         "float16 or bfloat16 query (an int8 query, key and value are full quant)")
@@ -391,7 +402,36 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
                           seq_stride=chip_seq_stride(arrays["key"], arrays.get("block_table"),
                                                      parse_layout(attrs["input_layout"]).qkv)
                           if arch35 and "key_shared_prefix" not in arrays else None)
-    return dataclasses.replace(spec, int4=int4)
+    return dataclasses.replace(spec, int4=int4, cache=HIFLOAT8 if kd == HIFLOAT8 else None)
+
+
+def _dtype_overrides(arrays: dict, metas: dict, dtypes: dict) -> None:
+    """Apply the V2 dtype overrides (``prepare_fia``'s ``dtypes``): a key / value of "hifloat8" must be one uint8
+    array (its HiF8 codes, as torch_npu's V2 binding hands a uint8 tensor with ``key_dtype`` hifloat8 to aclnn);
+    op_host then reads a hifloat8 tensor of that shape (``metas``) and ``_dtype_of`` names it so. Anything else
+    is refused by its V2 keyword (``key_dtype`` ...) with ``UnsupportedParameterError``. Whether key and value
+    agree and the cache suits the call is op_host's to judge (a hifloat8 key with a uint8 value is its dtype
+    error)."""
+    for name, dtype in dtypes.items():
+        keyword = f"{name}_dtype"
+        if name not in ("key", "value") or dtype != HIFLOAT8:
+            raise UnsupportedParameterError(keyword, dtype, "the simulator takes only key_dtype / value_dtype "
+                                            "hifloat8 (a HiF8 cache as uint8 codes); other dtypes come from the "
+                                            "arrays")
+        x = arrays[name]
+        if isinstance(x, list) or canonical_dtype(x.dtype) != "uint8":
+            raise UnsupportedParameterError(keyword, dtype, f"hifloat8 reads a uint8 {name} array of HiF8 codes "
+                                            f"(as torch_npu's V2 binding reinterprets one); {name} is "
+                                            f"{_describe(x)}")
+        metas[name] = TensorMeta(tuple(x.shape), HIFLOAT8)
+    if dtypes:
+        arrays["_dtypes"] = dict(dtypes)
+
+
+def _dtype_of(arrays: dict, name: str) -> str:
+    """The dtype op_host sees for the query / key / value: its V2 override (``_dtype_overrides``), else the
+    (first) array's."""
+    return arrays.get("_dtypes", {}).get(name) or canonical_dtype(first_tensor(arrays[name]).dtype)
 
 
 def _antiquant_kv_extent(arrays: dict, attrs: dict, tiling) -> int:

@@ -16,7 +16,8 @@ num_query_heads            num_heads                   yes
 softmax_scale              scale                       yes
 return_softmax_lse         softmax_lse_flag            yes
 learnable_sink             learnable_sink              yes (one logit per query head)
-dequant_scale_key/value    key/value_antiquant_scale   yes with an int8/int4 key/value (KV antiquant)
+dequant_scale_key/value    key/value_antiquant_scale   yes with an int8/int4 key/value (KV antiquant);
+                                                       on Ascend950 also FP8, FP4 and HiF8 (below)
 dequant_offset_key/value   key/value_antiquant_offset  yes
 quant_scale_out/offset_out quant_scale2/offset2        yes (int8 attention_out)
 dequant_scale_query,       (query / rope quantisation) no
@@ -25,8 +26,17 @@ dequant_scale_key_rope
 query_quant_mode           (V4 attribute)              0 only; 3 (per-token per-head) needs
                                                        the quant kernel
 key/value_quant_mode       key/value_antiquant_mode    0 only; 0-3 with dequant_scale_key/value
-*_dtype, out_dtype         (reserved)                  must stay None
+key_dtype, value_dtype     (the tensors' dtypes)       "hifloat8" / torch_npu.hifloat8 (290)
+                                                       with uint8 key/value: a HiF8 cache
+other *_dtype, out_dtype   (the tensors' dtypes)       must stay None
 =========================  ==========================  =====================================
+
+A HiFloat8 KV cache (Ascend950's dequant kernel; op_host takes it in per-channel mode 0 only, without offsets,
+key and value both hifloat8) is what torch_npu's binding does with ``key_dtype`` / ``value_dtype``: uint8
+tensors of HiF8 codes reinterpreted as hifloat8 (``golden.hifloat8`` decodes them). The V1 API has no dtype
+argument and cannot express one. A dtype override of anything else, or on another tensor, raises
+``UnsupportedParameterError`` naming its keyword; a hifloat8 key with a uint8 value is op_host's dtype error
+(``ParamError`` naming the value).
 
 Invariants
 ----------
@@ -41,10 +51,11 @@ from __future__ import annotations
 from ...tiling.errors import ParamError
 from ...tiling.platform import DEFAULT_TARGET
 from ..errors import UnsupportedParameterError
+from ..golden.hifloat8 import HIFLOAT8, hifloat8_marker
 from .api import simulate_fia
 from .keywords import inverse, renamed
 
-__all__ = ["npu_fused_infer_attention_score_v2", "V2_TO_V1"]
+__all__ = ["npu_fused_infer_attention_score_v2", "V2_TO_V1", "V2_ATTRS_TO_V1"]
 
 #: V2 tensor keywords -> the operator parameter they feed.
 V2_TO_V1 = {
@@ -55,6 +66,10 @@ V2_TO_V1 = {
     "dequant_offset_value": "value_antiquant_offset", "quant_scale_out": "quant_scale2",
     "quant_offset_out": "quant_offset2", "learnable_sink": "learnable_sink",
 }
+
+#: V2 attributes renamed from V1 -> the V1 attribute they set
+V2_ATTRS_TO_V1 = {"num_query_heads": "num_heads", "softmax_scale": "scale", "return_softmax_lse": "softmax_lse_flag",
+                  "key_quant_mode": "key_antiquant_mode", "value_quant_mode": "value_antiquant_mode"}
 
 #: V2-only quantisation inputs with no V1 name (all need the quant kernels).
 _V2_ONLY_QUANT = {
@@ -67,6 +82,8 @@ _RESERVED_DTYPES = ("query_dtype", "key_dtype", "value_dtype", "query_rope_dtype
                     "key_shared_prefix_dtype", "value_shared_prefix_dtype", "dequant_scale_query_dtype",
                     "dequant_scale_key_dtype", "dequant_scale_value_dtype", "dequant_scale_key_rope_dtype",
                     "out_dtype")
+#: the dtype overrides taken: hifloat8 for a uint8 key / value (a HiF8 cache)
+_KV_DTYPES = ("key_dtype", "value_dtype")
 
 
 def npu_fused_infer_attention_score_v2(
@@ -88,10 +105,18 @@ def npu_fused_infer_attention_score_v2(
     for name, reason in _V2_ONLY_QUANT.items():
         if given[name] is not None:
             raise UnsupportedParameterError(name, _short(given[name]), reason)
+    dtypes = {}
     for name in _RESERVED_DTYPES:
-        if given[name] is not None:
-            raise UnsupportedParameterError(name, given[name], "a reserved torch_npu dtype override; the "
-                                            "simulator takes dtypes from the arrays (leave it None)")
+        if given[name] is None:
+            continue
+        if name in _KV_DTYPES and hifloat8_marker(given[name]):
+            dtypes[name[:-len("_dtype")]] = HIFLOAT8
+            continue
+        raise UnsupportedParameterError(name, given[name], "a torch_npu dtype override the simulator does not "
+                                        "take: it takes dtypes from the arrays, except key_dtype / value_dtype "
+                                        "hifloat8 (torch_npu.hifloat8 = 290) for a uint8 HiF8 key/value cache"
+                                        if name in _KV_DTYPES else "a reserved torch_npu dtype override; the "
+                                        "simulator takes dtypes from the arrays (leave it None)")
     antiquant = dequant_scale_key is not None or dequant_scale_value is not None
     for name in ("query_quant_mode", "key_quant_mode", "value_quant_mode"):
         if given[name] != 0 and not (antiquant and name != "query_quant_mode"):
@@ -104,15 +129,13 @@ def npu_fused_infer_attention_score_v2(
                  softmax_lse_flag=bool(return_softmax_lse), key_antiquant_mode=key_quant_mode,
                  value_antiquant_mode=value_quant_mode)
     try:
-        return simulate_fia(query, key, value, optional, attrs, target, order)
+        return simulate_fia(query, key, value, optional, attrs, target, order, dtypes=dtypes)
     except (UnsupportedParameterError, ParamError) as err:
         raise renamed(err, _V1_TO_V2) from None
 
 
 #: operator (V1) names -> the V2 keyword a caller of this API used
-_V1_TO_V2 = {**inverse(V2_TO_V1), "num_heads": "num_query_heads", "scale": "softmax_scale",
-             "softmax_lse_flag": "return_softmax_lse", "key_antiquant_mode": "key_quant_mode",
-             "value_antiquant_mode": "value_quant_mode"}
+_V1_TO_V2 = inverse({**V2_TO_V1, **V2_ATTRS_TO_V1})
 
 
 def _short(x) -> str:

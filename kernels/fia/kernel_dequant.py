@@ -1,5 +1,5 @@
-"""The Ascend 950 KV-antiquant kernel (int8, int4, FP8 or MXFP4 key/value cache, fp16/bf16 query) in the tile
-language.
+"""The Ascend 950 KV-antiquant kernel (int8, int4, FP8, HiFloat8 or MXFP4 key/value cache, fp16/bf16 query) in
+the tile language.
 
 Model
 -----
@@ -18,8 +18,10 @@ V0 per cache: int8 or int4 values cast exactly to the query's dtype (an int4 cac
 int8 values, ``golden.int4``), then plus the offset, times the scale, each step rounded to the query's dtype,
 per-token parameters (fp32) first rounded to it; FP8 E4M3 values (already widened to the query's dtype,
 ``launch.float_cache_widened``; no offset) times the scale, per channel (mode 0) or per token (modes 1 and 4, the
-fp32 scale rounded to the query's dtype as for int8: the 950's FP8 per-token vector functions); MXFP4 (mode 6, ``GROUP``) FP4 values (widened to
-bf16) times their group's bf16 power of two, in bf16, then cast to the query's dtype.
+fp32 scale rounded to the query's dtype as for int8: the 950's FP8 per-token vector functions); HiFloat8 values
+(uint8 codes widened exactly to the query's dtype through ``golden.hifloat8.HIF8_TABLE``, as the 950's int8 path
+casts them; per-channel mode 0 only, no offset: op_host's rules) times the scale; MXFP4 (mode 6, ``GROUP``) FP4
+values (widened to bf16) times their group's bf16 power of two, in bf16, then cast to the query's dtype.
 
 Caches: dense, or paged through the block table (``kernel_antiquant.cache_rows``): BnBsH, BnNBsD or NZ, which
 the 950 template copies in fractals of 16 values whatever the cache's dtype (``golden.nz.antiquant_nz_fraction``;

@@ -12,9 +12,9 @@ one left-up band per batch; an explicit mask to [Bm, S1, S2]; the tree mask of
 sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
 launches ``fia_attention`` (for an int8 or int4 key/value cache ``fia_antiquant``, the A2/A3 MSD kernel, or on
-Ascend950 ``fia_dequant``, which dequantises K/V before the cube and also takes FP8 and MXFP4 caches; ``fia_fullquant`` for full int8 quantisation) on ``used_cores`` cores, then
-``fia_fd_combine`` on
-the vector cores that the tiling's SplitFD gave work.
+Ascend950 ``fia_dequant``, which dequantises K/V before the cube and also takes FP8, HiFloat8 and MXFP4 caches;
+``fia_fullquant`` for full int8 quantisation) on ``used_cores`` cores, then ``fia_fd_combine`` on the vector
+cores that the tiling's SplitFD gave work.
 
 Key/value tensor lists (one tensor per batch) are laid into one GM arena and read per batch from its offset
 (``kv_list``: how, and what is refused). A paged cache is passed as it is, BnBsH, BnNBsD or NZ (5-D, read in
@@ -46,6 +46,7 @@ from ...dsl.errors import BudgetError
 from ..errors import UnsupportedParameterError
 from ..golden.masks import INT_MAX, MaskEngine
 from ..golden.fia import empty_row_lse
+from ..golden.hifloat8 import HIF8_TABLE, HIFLOAT8
 from .kernel import fia_attention, fia_fd_combine
 from .kernel_antiquant import fia_antiquant
 from .kernel_dequant import fia_dequant
@@ -103,8 +104,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
 
     ``antiquant``: a ``golden.antiquant.AntiquantSpec`` for an int8 (or int4, unpacked to int8 values: its
     ``int4``) key/value cache: the call runs ``fia_antiquant`` (MSD with ``msd_digit_count`` digits) instead of
-    ``fia_attention``; on arch35 ``fia_dequant``, which also takes an FP8 or FP4 cache (widened on the host,
-    ``float_cache_widened``).
+    ``fia_attention``; on arch35 ``fia_dequant``, which also takes an FP8, HiFloat8 (uint8 codes, the spec's
+    ``cache``) or FP4 cache (widened on the host, ``float_cache_widened``).
 
     ``fullquant``: a ``fullquant.FullQuantSpec`` for int8 query, key and value: the call runs ``fia_fullquant``
     (the output is fp16 unless post-quantised)."""
@@ -247,11 +248,12 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     plat = kernel_platform(tiling)
     if rows and antiquant is not None and tiling.arch == "arch35":
         _check_dequant_call(antiquant, lay.token, learnable_sink, hooks, cache)
+        widened = [float_cache_widened(x, q.dtype, antiquant.cache) for x in (k, v, kp, vp)]
         fia_dequant.on(plat)[ncores](
-            q, *(float_cache_widened(x, q.dtype) for x in (k, v)), out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks,
+            q, *widened[:2], out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks,
             ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
             *_antiquant_tables(antiquant), qs2, qo2, np.zeros((ncores, s2_tile, d), q.dtype),
-            np.zeros((ncores, s2_tile, dv), q.dtype), *(float_cache_widened(x, q.dtype) for x in (kp, vp)),
+            np.zeros((ncores, s2_tile, dv), q.dtype), *widened[2:],
             int(shared_prefix_len) if prefix else 0,
             _own_params_start(antiquant, k, lay.qkv) if prefix else 0, np.float32(scale), CACHE=cache,
             LAYOUT=kernel_layout(lay.qkv),
@@ -382,17 +384,22 @@ def _check_antiquant_call(spec, token, sink, hooks):
                                             "or paged")
 
 
-def float_cache_widened(x: np.ndarray, dtype) -> np.ndarray:
-    """An FP8 (float8_e4m3fn) cache as the query's dtype, an FP4 (float4_e2m1) one as bf16: the dequant's first
-    step (exact: every e4m3fn value is an fp16 and a bf16 value, every e2m1 one a bf16 value; the 950 casts FP4
-    to bf16 whatever the query's dtype); any other cache unchanged. The simulated kernel then reads 16-bit K/V
-    where the chip reads 8- or 4-bit ones (the values, and so the results, are the same). Widened through a
-    table of the 8-bit patterns (``storage.gather_bytes``; ml_dtypes' element-wise cast is about twenty times
-    slower)."""
+def float_cache_widened(x: np.ndarray, dtype, cache: str | None = None) -> np.ndarray:
+    """An FP8 (float8_e4m3fn) cache as the query's dtype, an FP4 (float4_e2m1) one as bf16, a HiFloat8 one (uint8
+    codes, ``cache`` "hifloat8") as the query's dtype: the dequant's first step (exact: every e4m3fn and every
+    HiF8 value is an fp16 and a bf16 value, every e2m1 one a bf16 value; the 950 casts FP4 to bf16 whatever the
+    query's dtype, and HiF8 as its int8 path does, straight to fp16 or through fp16 to bf16); any other cache
+    unchanged. The simulated kernel then reads 16-bit K/V where the chip reads 8- or 4-bit ones (the values, and
+    so the results, are the same). Widened through a table of the 8-bit patterns (``storage.gather_bytes``; the
+    HiF8 one is ``golden.hifloat8.HIF8_TABLE``, which the golden reads too; ml_dtypes' element-wise cast is about
+    twenty times slower)."""
     kind = canonical_dtype(x.dtype)
-    if kind not in ("float8_e4m3fn", "float4_e2m1"):
+    if cache == HIFLOAT8 and kind == "uint8":
+        table = HIF8_TABLE.astype(dtype)
+    elif kind in ("float8_e4m3fn", "float4_e2m1"):
+        table = np.arange(256, dtype=np.uint8).view(x.dtype).astype(dtype if kind == "float8_e4m3fn" else BFLOAT16)
+    else:
         return x
-    table = np.arange(256, dtype=np.uint8).view(x.dtype).astype(dtype if kind == "float8_e4m3fn" else BFLOAT16)
     return gather_bytes(table, x).reshape(x.shape)
 
 

@@ -1,10 +1,11 @@
-"""KV antiquantisation parameters: what the (int8, int4, FP8 or FP4) key/value caches mean, and their float64
-dequantisation.
+"""KV antiquantisation parameters: what the (int8, int4, FP8, HiF8 or FP4) key/value caches mean, and their
+float64 dequantisation.
 
 Model
 -----
-An int8 (or int4, :mod:`.int4`, read as its int8 values; or, on Ascend950, float8_e4m3fn or float4_e2m1, whose
-values are exact in every float type here) key or value element x of KV position s, kv head n, channel d stands
+An int8 (or int4, :mod:`.int4`, read as its int8 values; or, on Ascend950, float8_e4m3fn, float4_e2m1 or HiFloat8
+— uint8 codes with the spec's ``cache`` "hifloat8", read through :data:`.hifloat8.HIF8_TABLE` — whose values are
+exact in every float type here) key or value element x of KV position s, kv head n, channel d stands
 for
 
     (x + offset) · scale
@@ -57,10 +58,10 @@ Invariants
   shape and the accepted shapes; no parameter is silently reshaped (an NZ cache's mode-6 scales, and on the
   950 without a shared prefix the mode-3 and mode-6 parameters, are read in the 950's order of their bytes, the
   table above).
-* Dequantisation is float64 and exact in the inputs (int8, FP8, FP4, fp16/bf16/fp32 parameters convert exactly), except
-  with ``rounding`` (Ascend950's dequant kernel: the parameters, x + offset and the product each rounded to the
-  query's dtype, as its vector computes them; the group kind's product is rounded to bf16, then to the query's
-  dtype).
+* Dequantisation is float64 and exact in the inputs (int8, FP8, FP4, HiF8, fp16/bf16/fp32 parameters convert
+  exactly), except with ``rounding`` (Ascend950's dequant kernel: the parameters, x + offset and the product each
+  rounded to the query's dtype, as its vector computes them; the group kind's product is rounded to bf16, then
+  to the query's dtype).
 """
 
 from __future__ import annotations
@@ -72,11 +73,13 @@ import numpy as np
 from ...tiling.errors import AclnnStatus, ParamError
 from ..errors import UnsupportedParameterError
 from .dtypes import BFLOAT16, canonical_dtype, round_to, to_f64, to_numpy
+from .hifloat8 import HIFLOAT8, hif8_values
 
-__all__ = ["AntiquantSpec", "antiquant_spec", "chip_seq_stride", "ANTIQUANT_PARAMS", "QUANTISED_CACHES"]
+__all__ = ["AntiquantSpec", "antiquant_spec", "chip_seq_stride", "cache_values", "ANTIQUANT_PARAMS",
+           "QUANTISED_CACHES"]
 
 #: the cache dtypes a dequantisation reads: int8 (an int4 cache as its int8 values) and, on Ascend950, FP8 E4M3
-#: and (MXFP4, mode 6) FP4 E2M1
+#: and (MXFP4, mode 6) FP4 E2M1; a HiFloat8 cache is uint8 codes with the spec's ``cache`` "hifloat8"
 QUANTISED_CACHES = ("int8", "float8_e4m3fn", "float4_e2m1")
 
 ANTIQUANT_PARAMS = ("antiquant_scale", "antiquant_offset", "key_antiquant_scale", "key_antiquant_offset",
@@ -107,6 +110,7 @@ class AntiquantSpec:
     int4: bool = False    # an int4 cache (:mod:`.int4`; its values held as int8): the kernel splits into int4 digits
     rounding: str | None = None   # the dtype each dequant step rounds to (Ascend950's vector dequant: the query's)
     group_nz: bool = False   # mode 6 with an NZ cache: the tables are (B, N2, D, S2), the 950's NZ scale order
+    cache: str | None = None   # "hifloat8": the uint8 key/value hold HiFloat8 codes (None: the arrays' dtype says)
 
     @property
     def per_token(self) -> bool:
@@ -131,12 +135,7 @@ class AntiquantSpec:
         """float64 (x + offset) · scale of a chunk ``x`` (heads h0:h1, KV positions start:stop, D) of batch b."""
         scale = self.key_scale if which == "key" else self.value_scale
         offset = self.key_offset if which == "key" else self.value_offset
-        raw = to_numpy(x)
-        if canonical_dtype(raw.dtype) not in QUANTISED_CACHES:
-            raise ParamError(which, canonical_dtype(raw.dtype), "KV antiquant reads an int8 key/value cache (an "
-                             "int4 one as its int8 values: golden.int4) or, on Ascend950, a float8_e4m3fn one",
-                             status=AclnnStatus.PARAM_INVALID, checker="antiquant")
-        xf = raw.astype(np.float64)
+        xf = cache_values(x, which, self.cache)
         if self.kind == _GROUP:   # the 950 multiplies in bf16, then casts to the query's dtype
             s = to_f64(self._group_rows(scale, b, h0, h1, start, stop), "scale")
             return round_to(round_to(xf * s, "bfloat16"), self.rounding) if self.rounding else xf * s
@@ -171,6 +170,20 @@ class AntiquantSpec:
         bs = table.shape[2]
         blocks = self.block_table[b, pos // bs].astype(np.int64)
         return table[blocks, heads, pos % bs].T     # (block_num, N2 | 1, bs) -> (heads, positions)
+
+
+def cache_values(x, which: str, cache: str | None = None) -> np.ndarray:
+    """The float64 values of a quantised key/value chunk ``x`` (exact): int8, FP8 or FP4 as they are, uint8
+    HiFloat8 codes (``cache`` "hifloat8") through the HiF8 table."""
+    raw = to_numpy(x)
+    kind = canonical_dtype(raw.dtype)
+    if cache == HIFLOAT8 and kind == "uint8":
+        return hif8_values(raw).astype(np.float64)
+    if cache is not None or kind not in QUANTISED_CACHES:
+        raise ParamError(which, kind, "KV antiquant reads an int8 key/value cache (an int4 one as its int8 "
+                         "values: golden.int4) or, on Ascend950, a float8_e4m3fn, float4_e2m1 or HiFloat8 (uint8 "
+                         "codes marked hifloat8) one", status=AclnnStatus.PARAM_INVALID, checker="antiquant")
+    return raw.astype(np.float64)
 
 
 def _bad(name: str, x, rule: str) -> ParamError:

@@ -57,8 +57,9 @@ Semantics decisions (with their sources)
 
 Scope: post-quant (int8 output) is applied as the chip rounds it (:mod:`.quant`);
 an int8 or int4 KV cache with its antiquant parameters (modes 0-5, :mod:`.antiquant`; an int4
-cache as int4 or as op_api's int32 packing, :mod:`.int4`; on arch35 also an FP8 E4M3 cache, and an FP4 E2M1
-one with per-token-group E8M0 scales, mode 6) is dequantised exactly in float64, with P
+cache as int4 or as op_api's int32 packing, :mod:`.int4`; on arch35 also an FP8 E4M3 cache, a HiFloat8 one —
+uint8 codes with ``key_dtype`` / ``value_dtype`` "hifloat8", as FIA V2 takes it, :mod:`.hifloat8` — and an FP4
+E2M1 one with per-token-group E8M0 scales, mode 6) is dequantised exactly in float64, with P
 unrounded (A2/A3: the chip's MSD split keeps P to ~1e-7), or for an arch35 ``target`` (Ascend950's dequant
 kernel) with each dequant step rounded to the query's dtype and P rounded as ``p_dtype`` says (with a shared
 prefix, per-token parameters of the prefix's positions are the table's first; the own KV's follow them on
@@ -97,6 +98,7 @@ from .layouts import from_bnsd, from_tnd, parse_layout, to_bnsd, to_tnd
 from .masks import MaskEngine
 from .pse import PseShift, sink_logits
 from .antiquant import QUANTISED_CACHES, antiquant_spec, chip_seq_stride
+from .hifloat8 import HIFLOAT8, hifloat8_marker
 from .int4 import int4_kv
 from .nz import antiquant_nz_fraction, from_nz, group_scale_stride
 from .fullquant import FULLQUANT_SCALES, attend_fullquant, dequant_value
@@ -161,15 +163,29 @@ def _reject_out_of_scope(extra: dict):
         raise TypeError(f"fia_golden: unexpected keyword(s) {sorted(unknown)}")
 
 
-def _check_float(x, name: str, antiquant: bool = False):
+def _check_float(x, name: str, antiquant: bool = False, cache: str | None = None):
     kind = canonical_dtype(to_numpy(x).dtype)
-    if antiquant and kind in QUANTISED_CACHES:   # (also full quant's int8 query, key and value)
-        return
+    if antiquant and (kind in QUANTISED_CACHES or (cache == HIFLOAT8 and kind == "uint8")):
+        return   # (also full quant's int8 query, key and value)
     if kind not in ("float16", "bfloat16", "float32", "float64"):
         reason = "an int8/int4 KV cache needs its antiquant scale (antiquant_scale or key_/value_antiquant_scale)" \
             if name in ("key", "value") else "not a float tensor"
         raise UnsupportedParameterError(name, f"{kind} tensor {tuple(np.shape(to_numpy(x)))}",
                                         f"{reason}; outside the float golden's scope")
+
+
+def _cache_marker(key_dtype, value_dtype, key, value) -> str | None:
+    """"hifloat8" when ``key_dtype`` and ``value_dtype`` both name HiFloat8 (uint8 key/value arrays of its
+    codes), None when neither is given; anything else raises naming the keyword."""
+    if key_dtype is None and value_dtype is None:
+        return None
+    for name, dtype, x in (("key_dtype", key_dtype, key), ("value_dtype", value_dtype, value)):
+        if not hifloat8_marker(dtype):
+            raise UnsupportedParameterError(name, dtype, "the golden takes key_dtype and value_dtype hifloat8 "
+                                            "together (uint8 key/value of HiF8 codes), or neither")
+        if isinstance(x, list) or canonical_dtype(to_numpy(x).dtype) != "uint8":
+            raise UnsupportedParameterError(name, dtype, "hifloat8 marks a uint8 key/value array of HiF8 codes")
+    return HIFLOAT8
 
 
 def _kv_list(x):
@@ -199,16 +215,17 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                antiquant_offset=None, key_antiquant_scale=None, key_antiquant_offset=None, value_antiquant_scale=None,
                value_antiquant_offset=None, antiquant_mode: int = 0, key_antiquant_mode: int = 0,
                value_antiquant_mode: int = 0, query_rope=None, key_rope=None, dequant_scale1=None, quant_scale1=None,
-               dequant_scale2=None, **out_of_scope):
+               dequant_scale2=None, key_dtype=None, value_dtype=None, **out_of_scope):
     """Float64 FusedInferAttentionScore; returns ``(out, lse)`` (``lse`` None unless ``softmax_lse_flag``).
 
     Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
     ``learnable_sink``). ``quant_scale2`` / ``quant_offset2`` post-quantise the
-    output to int8 (:mod:`.quant`); an int8 or int4 (on arch35 also FP8 or FP4) key/value with its antiquant
-    scale (and offset) is
+    output to int8 (:mod:`.quant`); an int8 or int4 (on arch35 also FP8, HiF8 or FP4) key/value with its
+    antiquant scale (and offset) is
     dequantised exactly, ``(x + offset) · scale`` (:mod:`.antiquant`), and P is then never rounded (``p_dtype``
     is ignored: the A2/A3 chip splits the fp32 P into int8 or int4 digits instead of rounding it; on arch35 see
-    ``target`` below); ``query_rope`` /
+    ``target`` below); ``key_dtype`` / ``value_dtype`` (FIA V2's overrides) "hifloat8" or torch_npu.hifloat8
+    (290), both, mark uint8 key/value as HiFloat8 codes (:mod:`.hifloat8`, an antiquant cache); ``query_rope`` /
     ``key_rope`` join the scores' dot product (:mod:`.rope`); the other quantisation keywords are accepted only
     to raise ``UnsupportedParameterError`` when given. Rows of a batch without KV stay 0
     in a post-quantised output, as the FIA framework's output init leaves them; ``empty_rows_quantised``
@@ -250,6 +267,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                  "key_antiquant_scale": key_antiquant_scale, "key_antiquant_offset": key_antiquant_offset,
                  "value_antiquant_scale": value_antiquant_scale, "value_antiquant_offset": value_antiquant_offset}
     antiquant = any(x is not None for x in aq_arrays.values())
+    cache = _cache_marker(key_dtype, value_dtype, key, value)
     if antiquant:   # an int4 cache (int4, or int32 packing 8 each as op_api views it) as its int8 values
         key, value, int4 = int4_kv(key, value)
         nz_stride = group_scale_stride(key, block_table)
@@ -266,7 +284,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     _check_float(query, "query", fullquant is not None)
     for name, t in (("key", key), ("value", value)):
         for item in (t if isinstance(t, list) else [t]):
-            _check_float(item, name, antiquant or fullquant is not None)
+            _check_float(item, name, antiquant or fullquant is not None, cache)
     dequant_950 = antiquant and _arch(target) == "arch35"   # the 950 dequantises K/V, then the non-quant flow
     if antiquant and not dequant_950:
         p_dtype = None
@@ -357,6 +375,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                             kv_len=kv_len, nz_stride=nz_stride,
                             seq_stride=chip_seq_stride(key, block_table, layouts.qkv)
                             if dequant_950 and prefix is None else None)
+        aq = dataclasses.replace(aq, cache=cache)
         if dequant_950:
             aq = dataclasses.replace(aq, rounding=canonical_dtype(q_np.dtype))
             if prefix is not None and aq.per_token:

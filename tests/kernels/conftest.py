@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 
 from cvtile.kernels import compare, fia_golden_lowp, mask_template, npu_fused_infer_attention_score
+from cvtile.kernels.fia.api_v2 import V2_ATTRS_TO_V1, V2_TO_V1, npu_fused_infer_attention_score_v2
 from cvtile.kernels.golden import LSE_EMPTY_LEGACY_DECODE
 from cvtile.kernels.golden.dtypes import numpy_dtype
 from cvtile.kernels.golden.layouts import parse_layout
@@ -303,20 +304,58 @@ def fia_kit() -> FiaKit:
     return FiaKit()
 
 
+def _judged(simulated, golden, dtype, lse: bool):
+    """Assert the simulated ``(out, lse)`` within the golden's under the upstream rule of ``dtype`` (the lse
+    too, as fp32, when ``lse``); returns the output."""
+    (out, got_lse), (gold, gold_lse) = simulated, golden
+    rep = compare(out, gold, dtype)
+    assert rep.passed, str(rep)
+    if lse:
+        rl = compare(got_lse, gold_lse, "float32")
+        assert rl.passed, str(rl)
+    return out
+
+
 def _judge_fia(q, k, v, **kw):
     """Run one call on the simulator and judge it against ``fia_golden_lowp`` under the upstream rule of the
     query's dtype (the lse too, as fp32, with ``softmax_lse_flag``); returns the output."""
-    out, lse = npu_fused_infer_attention_score(q, k, v, **kw)
-    gold, glse = fia_golden_lowp(q, k, v, **kw)
-    rep = compare(out, gold, q.dtype)
-    assert rep.passed, str(rep)
-    if kw.get("softmax_lse_flag"):
-        rl = compare(lse, glse, "float32")
-        assert rl.passed, str(rl)
-    return out
+    return _judged(npu_fused_infer_attention_score(q, k, v, **kw), fia_golden_lowp(q, k, v, **kw), q.dtype,
+                   kw.get("softmax_lse_flag"))
+
+
+def _judge_fia_v2(q, k, v, **kw):
+    """``_judge_fia`` of a call in FIA V2's keywords (the golden gets their V1 names; ``key_dtype`` /
+    ``value_dtype`` as they are)."""
+    names = {**V2_TO_V1, **V2_ATTRS_TO_V1}
+    return _judged(npu_fused_infer_attention_score_v2(q, k, v, **kw),
+                   fia_golden_lowp(q, k, v, **{names.get(name, name): x for name, x in kw.items()}), q.dtype,
+                   kw.get("return_softmax_lse"))
 
 
 @pytest.fixture
 def judge_fia():
     """``judge_fia(q, k, v, **keywords)``: the call's simulated output, asserted within the golden's tolerance."""
     return _judge_fia
+
+
+@pytest.fixture
+def judge_fia_v2():
+    """``judge_fia_v2(q, k, v, **V2 keywords)``: as ``judge_fia``, through ``npu_fused_infer_attention_score_v2``."""
+    return _judge_fia_v2
+
+
+def _paged_bsh(rng, values, *, b, n, n2, d, bs, lens, s1=1, dtype=np.float16):
+    """A paged BnBsH call: a BSH query (b, s1, n*d) of ``dtype``, key and value caches (b * blocks per batch, bs,
+    n2*d) drawn by ``values(shape)`` and a permuted block table covering ``lens``. Returns (q, kc, vc, table)."""
+    per = -(-max(lens) // bs)
+    q = rng.uniform(-1, 1, (b, s1, n * d)).astype(dtype)
+    kc, vc = (values((b * per, bs, n2 * d)) for _ in range(2))
+    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
+    return q, kc, vc, table
+
+
+@pytest.fixture
+def paged_bsh():
+    """``paged_bsh(rng, values, b=, n=, n2=, d=, bs=, lens=, s1=1, dtype=fp16)``: (q, kc, vc, table) of a paged
+    BnBsH call (``_paged_bsh``)."""
+    return _paged_bsh

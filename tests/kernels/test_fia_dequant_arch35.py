@@ -77,13 +77,11 @@ def test_bf16_prefill_per_channel_without_offset(judge_fia):
 
 
 @pytest.mark.slow
-def test_paged_bnbsh_cache_per_channel(judge_fia):
+def test_paged_bnbsh_cache_per_channel(judge_fia, paged_bsh):
     rng = np.random.default_rng(4)
     b, n, n2, d, bs, lens = 2, 8, 2, 128, 128, (300, 700)
-    per = -(-max(lens) // bs)
-    q = rng.uniform(-1, 1, (b, 1, n * d)).astype(np.float16)
-    kc, vc = (rng.integers(-128, 128, (b * per, bs, n2 * d)).astype(np.int8) for _ in range(2))
-    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
+    q, kc, vc, table = paged_bsh(rng, lambda shape: rng.integers(-128, 128, shape).astype(np.int8), b=b, n=n, n2=n2,
+                                 d=d, bs=bs, lens=lens)
     judge_fia(q, kc, vc, num_heads=n, num_key_value_heads=n2, input_layout="BSH", scale=d ** -0.5, target=T950,
               block_table=table, block_size=bs, actual_seq_lengths_kv=list(lens), softmax_lse_flag=True,
               **_channel(rng, n2, d, np.float16))
@@ -176,13 +174,11 @@ def test_fp8_e4m3fn_cache_per_channel(judge_fia):
 
 
 @pytest.mark.slow
-def test_fp8_e4m3fn_paged_bnbsh_cache_bf16_prefill(judge_fia):
+def test_fp8_e4m3fn_paged_bnbsh_cache_bf16_prefill(judge_fia, paged_bsh):
     rng = np.random.default_rng(11)
     b, n, n2, d, bs, lens = 2, 4, 2, 128, 128, (300, 520)
-    per = -(-max(lens) // bs)
-    q = rng.uniform(-1, 1, (b, 3, n * d)).astype(BF16)
-    kc, vc = (_fp8(rng, (b * per, bs, n2 * d)) for _ in range(2))
-    table = rng.permutation(b * per).reshape(b, per).astype(np.int32)
+    q, kc, vc, table = paged_bsh(rng, lambda shape: _fp8(rng, shape), b=b, n=n, n2=n2, d=d, bs=bs, lens=lens, s1=3,
+                                 dtype=BF16)
     judge_fia(q, kc, vc, num_heads=n, num_key_value_heads=n2, input_layout="BSH", scale=d ** -0.5, target=T950,
               block_table=table, block_size=bs, actual_seq_lengths_kv=list(lens), actual_seq_lengths=[3, 2],
               softmax_lse_flag=True, **_channel(rng, n2, d, BF16, offset=False))
