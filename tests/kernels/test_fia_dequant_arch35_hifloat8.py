@@ -23,6 +23,7 @@ from cvtile.kernels.fia.launch import float_cache_widened
 from cvtile.kernels.golden.antiquant import antiquant_spec, cache_values
 from cvtile.kernels.golden.fia import fia_golden
 from cvtile.kernels.golden.hifloat8 import HIF8_TABLE, HIFLOAT8
+from cvtile.kernels.golden.nz import to_nz
 from cvtile.tiling.errors import ParamError
 
 BF16 = ml_dtypes.bfloat16
@@ -184,3 +185,22 @@ def test_v1_has_no_dtype_argument_so_a_uint8_cache_is_an_operator_error():
         fia_v1(q, k, v, key_antiquant_scale=kw["dequant_scale_key"], value_antiquant_scale=kw["dequant_scale_value"],
                num_heads=2, input_layout="BNSD", target=T950)
     assert err.value.param == "key" and "uint8" in str(err.value)
+
+
+@pytest.mark.slow
+def test_hifloat8_nz_cache_is_bitwise_the_bnnbsd_cache_it_holds(judge_fia_v2, paged_bsh):
+    """A HiF8 NZ cache (blocks, N2, D/16, block_size, 16) on the 950: read in place, the same bits as the BnNBsD
+    cache it holds; judged against the golden."""
+    rng = np.random.default_rng(50)
+    n, n2, d, bs, lens = 4, 2, 128, 128, (200, 130)
+    q, kc, vc, table = paged_bsh(rng, lambda shape: _hif8(rng, shape), b=2, n=n, n2=n2, d=d, bs=bs, lens=lens,
+                                 dtype=BF16)
+    kd, vd = (x.reshape(x.shape[0], bs, n2, d).transpose(0, 2, 1, 3).copy() for x in (kc, vc))   # BnNBsD
+    q = q.reshape(2, 1, n, d).transpose(0, 2, 1, 3)      # BNSD, as a 4-D or 5-D paged cache wants
+    kw = dict(num_query_heads=n, num_key_value_heads=n2, input_layout="BNSD", softmax_scale=d ** -0.5, target=T950,
+              block_table=table, block_size=bs, actual_seq_kvlen=list(lens), return_softmax_lse=True,
+              **_channel(rng, n2, d, BF16), **HIF8)
+    a, la = fia_v2(q, to_nz(kd, 16), to_nz(vd, 16), **kw)
+    b, lb = fia_v2(q, kd, vd, **kw)
+    assert np.array_equal(a.view(np.uint16), b.view(np.uint16)) and np.array_equal(la, lb)
+    judge_fia_v2(q, to_nz(kd, 16), to_nz(vd, 16), **kw)
