@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from cvtile.kernels import compare, fia_golden_lowp
 from cvtile.kernels.errors import UnsupportedParameterError
 from cvtile.kernels.fia.api import npu_fused_infer_attention_score as fia_v1
 from cvtile.kernels.fia.api_v2 import npu_fused_infer_attention_score_v2 as fia_v2
@@ -204,3 +205,29 @@ def test_hifloat8_nz_cache_is_bitwise_the_bnnbsd_cache_it_holds(judge_fia_v2, pa
     b, lb = fia_v2(q, kd, vd, **kw)
     assert np.array_equal(a.view(np.uint16), b.view(np.uint16)) and np.array_equal(la, lb)
     judge_fia_v2(q, to_nz(kd, 16), to_nz(vd, 16), **kw)
+
+
+def test_nan_and_inf_codes_reach_the_output_as_the_golden_has_them():
+    """A NaN code (0x80) in the key and a -inf code (0xEF) in the value: the kernel and the golden decode them
+    through the one table, so the non-finite outputs sit in the same places (a NaN score poisons its row, the
+    -inf value its channel) and the rest agrees under the fp16 rule."""
+    rng = np.random.default_rng(51)
+    q, k, v, kw = _call(rng, b=1, n=2, n2=1, s2=64, d=64)
+    k[0, 0, 10, 3] = 0x80
+    k2, v2 = k.copy(), v.copy()
+    k2[0, 0, 10, 3] = 0x08
+    v2[0, 0, 20, 7] = 0xEF
+    golden_kw = dict(key_antiquant_scale=kw["dequant_scale_key"], value_antiquant_scale=kw["dequant_scale_value"],
+                     num_heads=2, num_key_value_heads=1, input_layout="BNSD", scale=kw["softmax_scale"],
+                     target=T950, **HIF8)
+    for key, value in ((k, v), (k2, v2)):
+        out, _ = fia_v2(q, key, value, **kw)
+        gold, _ = fia_golden_lowp(q, key, value, **golden_kw)
+        out64, gold64 = np.asarray(out, np.float64), np.asarray(gold, np.float64)
+        assert np.array_equal(np.isnan(out64), np.isnan(gold64)) and np.array_equal(out64 == -np.inf,
+                                                                                  gold64 == -np.inf)
+        bad = ~np.isfinite(out64)
+        assert bad.any()
+        rep = compare(np.where(bad, 0, out).astype(q.dtype), np.where(bad, 0, gold), q.dtype)
+        assert rep.passed, str(rep)
+    assert np.isnan(np.asarray(fia_v2(q, k, v, **kw)[0], np.float64)).all()
