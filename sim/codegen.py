@@ -211,7 +211,7 @@ def _module_header(kernel: Kernel) -> list:
         "                           write_rows_f32, write_rows_raw, fexp_call, flog_call, fsqrt_call,",
         "                           frsqrt_call, round_f16_call, round_bf16_call, dot_rows_t, axpy_rows,",
         "                           ftanh, fsigmoid, ferf, ffloor, fpow, ftanh_call, fsigmoid_call, ferf_call,",
-        "                           ffloor_call, fpow_call, dot_into, dot_int_into, mm_bt_i8, mm_b_i8)",
+        "                           ffloor_call, fpow_call, dot_into, dot_int_into, mm_bt_i8, mm_b_i8, sel)",
     ] + (["from cvtile.sim.sync import abort_group, finish_turn, take_turn, wait_turn"] if len(kernel.programs()) == 2
          else []) + [""]
 
@@ -1253,8 +1253,8 @@ class _Gen:
                 args.append(self.expr(o, self._sub_idx(o, v, idx), subst=subst))
             else:
                 args.append(self._scalar_as(o, operand_dt))
-        if kind == "where":
-            e = f"({args[1]} if {args[0]} else {args[2]})"
+        if kind == "where":   # both operands evaluated (see ``rt.sel``)
+            e = f"sel({args[0]}, {args[1]}, {args[2]})"
         elif kind in _BIN_FMT:
             e = _BIN_FMT[kind].format(a=args[0], b=args[1])
         elif kind == "not":

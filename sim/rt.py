@@ -52,7 +52,7 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw", "fexp_call", "flog_call",
            "fsqrt_call", "frsqrt_call", "round_f16_call", "round_bf16_call", "dot_rows_t", "axpy_rows", "ftanh",
            "fsigmoid", "ferf", "ffloor", "fpow", "ftanh_call", "fsigmoid_call", "ferf_call", "ffloor_call",
-           "fpow_call", "dot_into", "dot_int_into", "mm_bt_i8", "mm_b_i8"]
+           "fpow_call", "dot_into", "dot_int_into", "mm_bt_i8", "mm_b_i8", "sel"]
 
 #: LLVM fast-math flags for generated code: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay IEEE.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -138,6 +138,17 @@ def fpow(x, y):
     """x ** y of two float32: the double libm pow of their exact values (C99 special cases: pow(x, 0) = 1,
     pow(negative, non-integer) = NaN), rounded once to float32."""
     return np.float32(math.pow(np.float64(x), np.float64(y)))
+
+
+@njit(inline="always")
+def sel(c, a, b):
+    """``a if c else b`` with both operands evaluated (a call's arguments are): the elementwise ``where`` of
+    generated kernels. A conditional expression evaluates only the branch taken, so a loop over it loads its
+    operands under the condition (masked vector loads, about 1.6x slower in the band mask's select); here the
+    loads are plain and the choice is a blend. The operand expressions are pure (tile reads within the loop's
+    extent, arithmetic; integer // and % by zero give 0 under the kernels' numpy error model), so evaluating
+    the unused one changes no result."""
+    return a if c else b
 
 
 @njit(inline="always", fastmath=FASTMATH)
