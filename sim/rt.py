@@ -40,8 +40,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .rounding import (_u32_as_f32, bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits,
-                       round_to_bf16, round_to_bf16_away, round_to_f16, round_to_f16_away)
+from .rounding import (_f32_as_u32, _u32_as_f32, bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits,
+                       f32_to_f16_bits, round_to_bf16, round_to_bf16_away, round_to_f16, round_to_f16_away)
 
 __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits_to_f32", "bf16_bits_to_f32",
            "f32_to_f16_bits", "f32_to_bf16_bits", "round_to_f16", "round_to_bf16", "FASTMATH", "f32",
@@ -215,7 +215,8 @@ def fail(err, blk, site, a, b, c):
 # --------------------------------------------------------------- reductions
 # Row reductions run here, in functions compiled once per machine (cache=True), not in each kernel. A sum
 # is vectorised with reassociation: its accumulation order is LLVM's lane order, not a sequential one (the
-# chip's ReduceSum order is not modelled bit for bit either); max/min are exact in any order.
+# chip's ReduceSum order is not modelled bit for bit either); max/min are exact in any order but for the sign
+# of a zero, which the lanes' order of ``_row_max_lanes`` / ``_row_min_lanes`` decides.
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "nsz"}, _nrt=True)
 def row_sum(x, n):
@@ -227,8 +228,10 @@ def row_sum(x, n):
 
 
 @njit(cache=True, nogil=True, _nrt=True)
-def row_max(x, n):
-    """Max of x[:n] (-inf for n == 0), in 16 lanes so that it vectorises."""
+def _row_max_lanes(x, n):
+    """Max of x[:n] (-inf for n == 0), in 16 lanes: lane t keeps the first of its largest elements j = t mod 16
+    (a greater-than update skips NaNs and keeps the first of equal values), the elements after the last whole
+    16 first, then the lanes in order. Where the largest value is a zero this order picks its sign."""
     lanes = np.full(16, -np.inf, np.float32)
     nb = n - n % 16
     for j0 in range(0, nb, 16):
@@ -244,8 +247,8 @@ def row_max(x, n):
 
 
 @njit(cache=True, nogil=True, _nrt=True)
-def row_min(x, n):
-    """Min of x[:n] (+inf for n == 0), in 16 lanes so that it vectorises."""
+def _row_min_lanes(x, n):
+    """Min of x[:n] (+inf for n == 0): ``_row_max_lanes`` with less-than."""
     lanes = np.full(16, np.inf, np.float32)
     nb = n - n % 16
     for j0 in range(0, nb, 16):
@@ -258,6 +261,53 @@ def row_min(x, n):
     for t in range(16):
         acc = lanes[t] if lanes[t] < acc else acc
     return acc
+
+
+# Float order as int32 order: a float32's bits as int32, the magnitude bits flipped where the sign is set, orders
+# like the values (-0 just below +0); NaNs fall outside [key(-inf), key(+inf)], -NaN below, +NaN above.
+_KEY_MIN = np.int32(-2147483648)
+_KEY_MAX = np.int32(2147483647)
+_KEY_NEG_INF = np.int32(np.uint32(0xFF800000).view(np.int32) ^ np.int32(0x7FFFFFFF))
+_KEY_POS_INF = np.int32(0x7F800000)
+
+
+@njit(inline="always")
+def _order_key(v):
+    b = np.int32(_f32_as_u32(np.float32(v)))
+    return np.int32(b ^ np.int32(np.int32(b >> np.int32(31)) & np.int32(0x7FFFFFFF)))
+
+
+@njit(inline="always")
+def _key_value(k):
+    return _u32_as_f32(np.uint32(np.int32(k ^ np.int32(np.int32(k >> np.int32(31)) & np.int32(0x7FFFFFFF)))))
+
+
+@njit(cache=True, nogil=True, _nrt=True)
+def row_max(x, n):
+    """Max of x[:n] (-inf for n == 0 or only NaNs; NaNs are skipped), the value ``_row_max_lanes`` gives: a
+    vectorised integer max of the order keys (NaN keys replaced by the smallest), and where that max is a zero,
+    whose sign depends on the order, ``_row_max_lanes`` itself. Every other value has one bit pattern."""
+    acc = _KEY_MIN
+    for j in range(n):
+        k = _order_key(x[j])
+        acc = max(acc, sel(k > _KEY_POS_INF, _KEY_MIN, k))
+    if acc < _KEY_NEG_INF:
+        return NEG_INF
+    m = _key_value(acc)
+    return _row_max_lanes(x, n) if m == 0 else m
+
+
+@njit(cache=True, nogil=True, _nrt=True)
+def row_min(x, n):
+    """Min of x[:n] (+inf for n == 0 or only NaNs): ``row_max`` mirrored (``_row_min_lanes`` for a zero)."""
+    acc = _KEY_MAX
+    for j in range(n):
+        k = _order_key(x[j])
+        acc = min(acc, sel(k < _KEY_NEG_INF, _KEY_MAX, k))
+    if acc > _KEY_POS_INF:
+        return POS_INF
+    m = _key_value(acc)
+    return _row_min_lanes(x, n) if m == 0 else m
 
 
 @njit(cache=True, nogil=True, _nrt=True)
