@@ -50,11 +50,13 @@ def test_sliding_window_skips_empty_blocks_and_matches_the_golden():
     out, lse = attention(q, k, v, mask_mod=mm, **kw)
     _judge(out, lse, q, k, v, kw, mask_mod=mm)
     # skipping only leaves out blocks and columns that would add exp(-inf) = 0 with alpha = 1: the dense run's
-    # result up to the fp32 reassociation of the row sums over the narrower blocks (at most one fp16 ulp)
+    # result up to the fp32 summation order over the narrower blocks. That order is the host's: the scores are
+    # BLAS sgemm, whose order depends on the call's shape on some hosts (an AMD EPYC: 16 of 524288 outputs
+    # beyond one fp16 ulp, near zero), so the two runs are held to the kernel's own tolerance, not to one ulp
     assert bmap.live < bmap.columns, bmap.summary()
     dense_out, dense_lse = attention(q, k, v, mask_mod=mm, block_sparse=False, **kw)
-    ulp = np.spacing(np.abs(dense_out)).astype(np.float32)
-    assert np.all(np.abs(out.astype(np.float32) - dense_out.astype(np.float32)) <= ulp)
+    rep = compare(out, dense_out, q.dtype, name="attention_out (sparse vs dense)")
+    assert rep.passed, rep
     np.testing.assert_allclose(lse, dense_lse, rtol=1e-6, atol=1e-6)
 
 
