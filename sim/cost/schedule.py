@@ -399,14 +399,7 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
                 if step.rid is not None:
                     vals[step.rid] = ext
                 clock.t += loop_cycles
-                earliest, prev = 0.0, None
-                for pipe, cycles, overlap in pieces:
-                    got = clock.run(pipe, cycles, step.op, earliest, prev)
-                    if record:
-                        prev, end = got, got.end
-                    else:
-                        end = got
-                    earliest = end - cycles + -(-cycles // overlap) if overlap > 1 else end
+                _run_pieces(step.op, pieces)
             elif tag == _S_STREAM:
                 _streamed_out(st[1], st[2], st[3])
             elif tag == _S_FOR:
@@ -448,6 +441,24 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
                 yield from _sync(st[1], st[2])
         return []
 
+    def _run_pieces(op, pieces, m_fence: bool = False):
+        """Run an op's pieces in order, each streamed piece letting the next start after 1/overlap of it
+        (``m_fence``: the M piece also waits for the FIX pipe). Returns (the last span or None, the M piece's
+        start and cycles)."""
+        earliest, prev, m_start, m_cycles = 0.0, None, 0.0, 0
+        for pipe, cycles, overlap in pieces:
+            if m_fence and pipe == "M":
+                earliest = max(earliest, clock.free["FIX"])
+            got = clock.run(pipe, cycles, op, earliest, prev)
+            if record:
+                prev, end = got, got.end
+            else:
+                end = got
+            if pipe == "M":
+                m_start, m_cycles = end - cycles, cycles
+            earliest = end - cycles + -(-cycles // overlap) if overlap > 1 else end
+        return prev, m_start, m_cycles
+
     def _streamed_out(mstep, sstep, bases):
         """An mma streamed out of L0C at its store, as the Ascend C lowering emits it: a FIX -> M fence (an
         earlier Fixpipe may still read L0C), the mma's pieces, and each (base_m, base_n) piece Fixpiped out
@@ -457,21 +468,12 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
         ext, pieces = mstep.resolve(vals)
         vals[mstep.rid] = ext
         clock.t += loop_cycles
-        earliest, prev, m_start, m_cycles = 0.0, None, 0.0, 0
-        for pipe, cycles, overlap in pieces:
-            if pipe == "M":
-                earliest = max(earliest, clock.free["FIX"])
-            got = clock.run(pipe, cycles, mstep.op, earliest, prev)
-            end = got.end if record else got
-            prev = got if record else None
-            if pipe == "M":
-                m_start, m_cycles = end - cycles, cycles
-            earliest = end - cycles + -(-cycles // overlap) if overlap > 1 else end
+        prev, m_start, m_cycles = _run_pieces(mstep.op, pieces, m_fence=True)
         m_end = m_start + m_cycles
         _, fix = sstep.resolve(vals)
         clock.t += loop_cycles
         drain = sum(c for pipe, c, _ in fix)
-        rows, cols = (ext + (1,))[:2] if len(ext) == 1 else ext[:2]
+        rows, cols = ext[:2]
         p = -(-rows // bases[0]) * -(-cols // bases[1])
         start = max(clock.t, clock.free["FIX"], m_start + -(-m_cycles // p))
         stop = max(start + drain, m_end + -(-drain // p))
