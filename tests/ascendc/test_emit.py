@@ -219,11 +219,14 @@ def _fia_launches(**case):
 
 
 def _check_launches(tmp_path, launches, only=None):
-    from cvtile.kernels.precision import tolerance
+    """Emit, check, build and run ``launches`` on the twin; every output within its class of the simulator's
+    (a workspace at the query's: ``twin_tolerance``)."""
+    from cvtile.kernels.precision import twin_tolerance
 
     chosen = [A.Launch.of(r) for r in launches if only is None or r.kernel.name == only]
     assert chosen
-    res = A.emit(str(tmp_path), chosen, tolerance=tolerance)
+    query = launches[0].args[0]   # the first launch is the attention kernel, its first argument the query
+    res = A.emit(str(tmp_path), chosen, tolerance=twin_tolerance(query.dtype))
     A.check_project(str(tmp_path), res["kernels"])
     report = A.run_project(str(tmp_path), A.arch_of(chosen[0].kernel.platform))
     assert report.count("PASS") == len(res["outputs"]) >= 1, report
