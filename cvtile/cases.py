@@ -10,7 +10,9 @@ case's layout and builds the keyword arguments of
 ``npu_fused_infer_attention_score`` (the 2048x2048 compressed mask for sparse
 2/3/4; cumulative lengths for TND/NTD). With ``kv_dtype`` "int8" or "int4" the
 key/value are integer caches (int4 packed 8 per int32, as aclnn takes it), with "float8_e4m3fn" an FP8 cache
-(Ascend950; no offset), with
+(Ascend950; no offset), with "hifloat8" a HiFloat8 cache (Ascend950; no offset: uint8 arrays of HiF8 codes, the
+keywords carrying V2's ``key_dtype`` / ``value_dtype`` "hifloat8", which ``api.run_call`` / ``plan_call`` take;
+``check_kv_dtype`` refuses it on a target without the dtype), with
 per-channel ``antiquant_scale`` / ``antiquant_offset`` (2, Nkv, 1, D) in the
 query's dtype (on arch35 the key's and the value's own, (Nkv, 1, D) each), drawn so the dequantised values
 also lie about in [-1, 1]: KV antiquant, which op_host routes to the IFA decode template on A2/A3 and to
@@ -37,7 +39,7 @@ from .kernels.precision import compare
 from .sim.launch import COMPILE_STATS
 from .tiling.platform import DEFAULT_TARGET, get_platform
 
-__all__ = ["CaseSpec", "CaseResult", "DEFAULT_CASES", "make_inputs", "run_case", "shape_of"]
+__all__ = ["CaseSpec", "CaseResult", "DEFAULT_CASES", "make_inputs", "run_case", "shape_of", "check_kv_dtype"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,8 @@ class CaseSpec:
     target: str = DEFAULT_TARGET
     actual_q: tuple | None = None
     actual_kv: tuple | None = None
-    kv_dtype: str | None = None     # None: the query's dtype; "int8" / "int4" / "float8_e4m3fn": a KV-antiquant cache
+    kv_dtype: str | None = None     # None: the query's dtype; "int8" / "int4" / "float8_e4m3fn" / "hifloat8": a
+    #                                 KV-antiquant cache
 
     def describe(self) -> str:
         s = (f"B={self.batch} Nq={self.num_heads} Nkv={self.num_kv_heads} Sq={self.q_seqlen} "
@@ -122,22 +125,48 @@ def make_inputs(spec: CaseSpec, seed: int = 0):
 
 
 #: a KV-antiquant cache's value range and its per-channel scale range (dequantised values about in [-1, 1]);
-#: an FP8 cache takes no offset (op_host refuses one)
+#: an FP8 or HiF8 cache takes no offset (op_host refuses one)
 _ANTIQUANT_CACHES = {"int8": ((-127, 128), (0.004, 0.008)), "int4": ((-8, 8), (0.08, 0.12)),
-                     "float8_e4m3fn": ((-240, 240), (0.003, 0.005))}
+                     "float8_e4m3fn": ((-240, 240), (0.003, 0.005)), "hifloat8": ((-64, 64), (0.012, 0.016))}
+#: caches without an offset
+_NO_OFFSET = ("float8_e4m3fn", "hifloat8")
+#: caches only Ascend950's dequant kernel takes, refused up front on other targets (``check_kv_dtype``)
+_ARCH35_ONLY = ("hifloat8",)
+
+
+def check_kv_dtype(kv_dtype: str | None, target: str) -> None:
+    """Refuse a cache the target has no dtype for, before any input is drawn: a HiFloat8 cache off Ascend950
+    raises ``ParamError`` 161002 (checker "cli") naming ``kv_dtype`` (the command line's ``--kv-dtype``), the
+    target and the rule (op_host there would refuse the key's dtype)."""
+    from .tiling.errors import AclnnStatus, ParamError
+
+    arch = get_platform(target).arch
+    if kv_dtype in _ARCH35_ONLY and arch != "arch35":
+        raise ParamError("kv_dtype", kv_dtype, f"a {kv_dtype} KV cache is Ascend950's (arch35: its dequant kernel, "
+                         f"per-channel mode 0 without offsets); target {target} ({arch}) has no {kv_dtype} dtype",
+                         status=AclnnStatus.PARAM_INVALID, checker="cli")
 
 
 def _antiquant_cache(rng, spec: CaseSpec, kshape: tuple, dt):
-    """(key, value, antiquant keywords) of an int8 / int4 cache (int4 packed 8 per int32): per-channel scale and
-    offset, stacked (``antiquant_scale``, (2, Nkv, 1, D)) or, on arch35, as the key's and the value's own."""
+    """(key, value, antiquant keywords) of an int8 / int4 / FP8 / HiF8 cache (int4 packed 8 per int32, HiF8 as
+    uint8 codes with ``key_dtype`` / ``value_dtype`` "hifloat8" among the keywords): per-channel scale and offset
+    (none for FP8 and HiF8), stacked (``antiquant_scale``, (2, Nkv, 1, D)) or, on arch35, as the key's and the
+    value's own."""
+    from .kernels.golden.hifloat8 import HIF8_TABLE, HIFLOAT8
     from .kernels.golden.int4 import pack_int4
 
     if spec.kv_dtype not in _ANTIQUANT_CACHES:
         raise ValueError(f"kv_dtype {spec.kv_dtype!r}: one of {', '.join(_ANTIQUANT_CACHES)} (or None)")
+    check_kv_dtype(spec.kv_dtype, spec.target)
     (lo, hi), (s_lo, s_hi) = _ANTIQUANT_CACHES[spec.kv_dtype]
-    fp8 = spec.kv_dtype == "float8_e4m3fn"
-    if fp8:
+    no_offset = spec.kv_dtype in _NO_OFFSET
+    dtypes = {}
+    if spec.kv_dtype == "float8_e4m3fn":
         k, v = (rng.uniform(lo, hi, kshape).astype(numpy_dtype(spec.kv_dtype)) for _ in range(2))
+    elif spec.kv_dtype == HIFLOAT8:   # every finite code in [lo, hi], zero and denormals included
+        codes = np.flatnonzero(np.isfinite(HIF8_TABLE) & (HIF8_TABLE >= lo) & (HIF8_TABLE <= hi)).astype(np.uint8)
+        k, v = (rng.choice(codes, kshape) for _ in range(2))
+        dtypes = dict(key_dtype=HIFLOAT8, value_dtype=HIFLOAT8)
     else:
         k, v = (rng.integers(lo, hi, kshape).astype(np.int8) for _ in range(2))
     if spec.kv_dtype == "int4":
@@ -145,9 +174,9 @@ def _antiquant_cache(rng, spec: CaseSpec, kshape: tuple, dt):
     params = (2, spec.num_kv_heads, 1, spec.head_dim)
     scale, offset = rng.uniform(s_lo, s_hi, params).astype(dt), rng.uniform(-1, 1, params).astype(dt)
     if get_platform(spec.target).arch == "arch35":   # Ascend950 takes the key's and the value's apart
-        kw = dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1])
-        return k, v, kw if fp8 else dict(kw, key_antiquant_offset=offset[0], value_antiquant_offset=offset[1])
-    return k, v, dict(antiquant_scale=scale) if fp8 else dict(antiquant_scale=scale, antiquant_offset=offset)
+        kw = dict(dtypes, key_antiquant_scale=scale[0], value_antiquant_scale=scale[1])
+        return k, v, kw if no_offset else dict(kw, key_antiquant_offset=offset[0], value_antiquant_offset=offset[1])
+    return k, v, dict(antiquant_scale=scale) if no_offset else dict(antiquant_scale=scale, antiquant_offset=offset)
 
 
 @dataclass
@@ -172,7 +201,7 @@ class CaseResult:
 
 def run_case(spec: CaseSpec, seed: int = 0, order: str = "program") -> CaseResult:
     """Tile, simulate (in ``order``: "program" or "pipelined"), compare with the float64 golden."""
-    from .kernels.fia.api import npu_fused_infer_attention_score, plan_call
+    from .kernels.fia.api import plan_call, run_call
 
     q, k, v, kw = make_inputs(spec, seed)
     _, tiling = plan_call(query=q, key=k, value=v, target=spec.target, **kw)
@@ -180,7 +209,7 @@ def run_case(spec: CaseSpec, seed: int = 0, order: str = "program") -> CaseResul
     summary["fd_reason"] = _reason(tiling, "flash_decode")
     compiled_before = COMPILE_STATS["seconds"]
     t0 = time.perf_counter()
-    out, lse = npu_fused_infer_attention_score(q, k, v, target=spec.target, order=order, **kw)
+    out, lse = run_call(q, k, v, target=spec.target, order=order, **kw)
     t1 = time.perf_counter()
     compile_seconds = COMPILE_STATS["seconds"] - compiled_before
     g_out, g_lse = fia_golden(q, k, v, target=spec.target, **kw)

@@ -98,9 +98,11 @@ def _case_options(p) -> None:
                    help=f"key/value sequence length S2 (default {base.kv_seqlen})")
     p.add_argument("--head-dim", "-d", type=positive_int, help=f"head dim D (default {base.head_dim})")
     p.add_argument("--dtype", choices=("float16", "bfloat16"), help=f"query/key/value dtype (default {base.dtype})")
-    p.add_argument("--kv-dtype", choices=("int8", "int4", "float8_e4m3fn"),
-                   help="a KV-antiquant cache instead: int8, int4 packed 8 per int32, or float8_e4m3fn "
-                        "(Ascend950, no offset), with per-channel scale and offset in the query's dtype (A2/A3: the IFA decode route, stacked antiquant_scale/offset; "
+    p.add_argument("--kv-dtype", choices=("int8", "int4", "float8_e4m3fn", "hifloat8"),
+                   help="a KV-antiquant cache instead: int8, int4 packed 8 per int32, float8_e4m3fn or hifloat8 "
+                        "(Ascend950 only, no offset; hifloat8 as uint8 codes with V2's key_dtype/value_dtype), with "
+                        "per-channel scale and offset in the query's dtype (A2/A3: the IFA decode route, stacked "
+                        "antiquant_scale/offset; "
                         "Ascend950: its dequant kernel, the key's and value's own; default: "
                         "key/value in the query's dtype)")
     p.add_argument("--layout", choices=("BSH", "BSND", "BNSD", "TND", "NTD", "BNSD_BSND", "BSH_BNSD",
@@ -213,12 +215,14 @@ def main(argv=None) -> int:
 
 
 def _run(args) -> int:
-    from .cases import DEFAULT_CASES, run_case, with_options
+    from .cases import DEFAULT_CASES, check_kv_dtype, run_case, with_options
     from .kernels.errors import UnsupportedParameterError
     from .tiling.errors import ParamError
 
     given = case_options_of(args)
     specs = [with_options(DEFAULT_CASES[0], name="custom", **given)] if given else list(DEFAULT_CASES)
+    for spec in specs:   # a cache the target has no dtype for is a user error (main: one line, exit 2)
+        check_kv_dtype(spec.kv_dtype, spec.target)
     results, failed = [], False
     for spec in specs:
         try:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["add_cost_parsers", "arrays_of_call"]
+__all__ = ["add_cost_parsers", "arrays_of_call", "dtype_overrides_of_call"]
 
 
 def add_cost_parsers(sub, case_options) -> None:
@@ -48,10 +48,12 @@ def _fail(cmd: str, msg: str) -> int:
 
 
 def arrays_of_call(tensors: dict) -> dict:
-    """numpy stand-ins for a call's tensor metadata: zeros of each shape and dtype, the 2048x2048 mask template
-    for a sparse-mode mask, a block table numbering the blocks in order; length lists pass through."""
+    """numpy stand-ins for a call's tensor metadata: zeros of each shape and dtype (a hifloat8 tensor's as uint8
+    codes: ``dtype_overrides_of_call`` marks them), the 2048x2048 mask template for a sparse-mode mask, a block
+    table numbering the blocks in order; length lists pass through."""
     from .kernels.golden import mask_template
     from .kernels.golden.dtypes import numpy_dtype
+    from .kernels.golden.hifloat8 import HIFLOAT8
 
     out = {}
     for name, meta in tensors.items():
@@ -65,8 +67,17 @@ def arrays_of_call(tensors: dict) -> dict:
         elif name in ("attention_out", "softmax_lse"):
             continue
         else:
-            out[name] = np.zeros(meta.shape, numpy_dtype(meta.dtype))
+            out[name] = np.zeros(meta.shape, np.uint8 if meta.dtype == HIFLOAT8 else numpy_dtype(meta.dtype))
     return out
+
+
+def dtype_overrides_of_call(tensors: dict) -> dict:
+    """V2's ``key_dtype`` / ``value_dtype`` keywords of a call's tensor metadata: "hifloat8" for a HiF8 key /
+    value (whose stand-in ``arrays_of_call`` gives as uint8 codes), as ``fia_cost`` takes them."""
+    from .kernels.golden.hifloat8 import HIFLOAT8
+
+    return {f"{name}_dtype": HIFLOAT8 for name in ("key", "value")
+            if getattr(tensors.get(name), "dtype", None) == HIFLOAT8}
 
 
 def run_cost(args) -> int:
@@ -78,8 +89,11 @@ def run_cost(args) -> int:
     from .tiling.errors import ParamError
     from .tiling.platform import UnknownPlatformError, get_platform
 
+    from .cases import check_kv_dtype
+
     try:
         get_platform(args.target)
+        check_kv_dtype(args.kv_dtype, args.target)
         tensors, attrs = build_call(args)
         arrays = arrays_of_call(tensors)
         q, k, v = arrays.pop("query"), arrays.pop("key"), arrays.pop("value")
@@ -88,7 +102,7 @@ def run_cost(args) -> int:
 
             report = fas_cost(q, k, v, target=args.target, **fas_keywords(args, arrays, attrs))
         else:
-            report = fia_cost(q, k, v, target=args.target, **arrays, **attrs)
+            report = fia_cost(q, k, v, target=args.target, **arrays, **attrs, **dtype_overrides_of_call(tensors))
     except (ParamError, UnsupportedParameterError, UnknownPlatformError, ModelError, CompilationError) as e:
         return _fail("cost", str(e).splitlines()[0])
     if args.json:
@@ -112,7 +126,8 @@ def fas_keywords(args, arrays: dict, attrs: dict) -> dict:
     if layout not in ("BSH", "BSND", "BNSD", "TND"):
         raise ParamError("layout", layout, "FlashAttentionScore takes BSH, SBH, BSND, BNSD or TND (no separate "
                          "output layout)", status=161002, checker="cli")
-    for opt, name in (("block_size", "--block-size"), ("rope_dim", "--rope-dim"), ("lse", "--lse")):
+    for opt, name in (("block_size", "--block-size"), ("rope_dim", "--rope-dim"), ("lse", "--lse"),
+                      ("kv_dtype", "--kv-dtype")):
         if getattr(args, opt, None):
             raise ParamError(name, getattr(args, opt), "not an option of FlashAttentionScore", status=161002,
                              checker="cli")

@@ -57,9 +57,9 @@ def _record_fia(spec, seed):
     from .kernels.fia.api import npu_fused_infer_attention_score
     from .kernels.precision import twin_tolerance
 
-    if spec.kv_dtype in ("int4", "float8_e4m3fn"):   # the kernels read a widened cache; the chip reads it as is
-        raise _UserError(f"kv_dtype={spec.kv_dtype!r}: the cache is simulated widened (int4 as int8, FP8 as the "
-                         "query's dtype); the Ascend C backend does not lower the chip's narrow loads, so it emits "
+    if spec.kv_dtype in ("int4", "float8_e4m3fn", "hifloat8"):   # the kernels read a widened cache, the chip as is
+        raise _UserError(f"kv_dtype={spec.kv_dtype!r}: the cache is simulated widened (int4 as int8, FP8 and HiF8 as "
+                         "the query's dtype); the Ascend C backend does not lower the chip's narrow loads, so it emits "
                          "no such kernel (use --kv-dtype int8)")
     q, k, v, kw = make_inputs(spec, seed)
     with record_launches() as rec:

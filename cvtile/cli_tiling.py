@@ -55,9 +55,9 @@ def add_shape_options(p) -> None:
     p.add_argument("--value-head-dim", type=int, default=None, help="D of value (default: head-dim)")
     p.add_argument("--rope-dim", type=int, default=0, help="split rope head dim (query_rope/key_rope), 0 = none")
     p.add_argument("--dtype", default="float16", help="query/key/value dtype (float16, bfloat16)")
-    p.add_argument("--kv-dtype", choices=("int8", "int4", "float8_e4m3fn"), default=None,
-                   help="a KV-antiquant cache: int8, int4 or float8_e4m3fn (no offset) key/value with per-channel "
-                        "scale/offset in the query's "
+    p.add_argument("--kv-dtype", choices=("int8", "int4", "float8_e4m3fn", "hifloat8"), default=None,
+                   help="a KV-antiquant cache: int8, int4, float8_e4m3fn or hifloat8 (both no offset; hifloat8 "
+                        "Ascend950 only) key/value with per-channel scale/offset in the query's "
                         "dtype (stacked antiquant_scale/offset; on arch35 key_/value_antiquant_scale/offset) "
                         "(default: key/value in --dtype)")
     p.add_argument("--layout", default="BNSD", choices=_LAYOUTS, help="input_layout (default BNSD)")
@@ -71,6 +71,10 @@ def add_shape_options(p) -> None:
     p.add_argument("--inner-precise", type=int, default=0)
     p.add_argument("--lse", action="store_true", help="softmax_lse_flag: also output the log-sum-exp")
     p.add_argument("--target", "-t", default=DEFAULT_TARGET, help=f"platform (default {DEFAULT_TARGET})")
+
+
+#: the caches that take no antiquant offset (op_host refuses one)
+_NO_OFFSET = ("float8_e4m3fn", "hifloat8")
 
 
 def _shape(layout: str, b: int, n: int, s: int, d: int) -> tuple:
@@ -134,10 +138,10 @@ def build_call(args) -> tuple:
             tensors[name] = TensorMeta(tensors[name].shape, kv_dtype)
         if get_platform(args.target).arch == "arch35":   # Ascend950 takes the key's and the value's apart
             for name in ("key_antiquant_scale", "value_antiquant_scale", "key_antiquant_offset",
-                         "value_antiquant_offset")[:2 if kv_dtype == "float8_e4m3fn" else 4]:
+                         "value_antiquant_offset")[:2 if kv_dtype in _NO_OFFSET else 4]:
                 tensors[name] = TensorMeta((nkv, 1, d), dt)
         else:
-            for name in ("antiquant_scale", "antiquant_offset")[:1 if kv_dtype == "float8_e4m3fn" else 2]:
+            for name in ("antiquant_scale", "antiquant_offset")[:1 if kv_dtype in _NO_OFFSET else 2]:
                 tensors[name] = TensorMeta((2, nkv, 1, d), dt)
     if args.rope_dim:
         r = args.rope_dim
@@ -218,7 +222,7 @@ def _block_map(args, t):
 def _compare(args):
     """The plan search of ``--compare`` (``kernels.fia.plan_search``), or exit status 2 for a call cvtile
     cannot time."""
-    from cvtile.cli_cost import arrays_of_call
+    from cvtile.cli_cost import arrays_of_call, dtype_overrides_of_call
     from cvtile.dsl.errors import CompilationError
     from cvtile.kernels.errors import UnsupportedParameterError
     from cvtile.kernels.fia.plan_search import search_plans
@@ -227,7 +231,7 @@ def _compare(args):
     arrays = arrays_of_call(tensors)
     q, k, v = arrays.pop("query"), arrays.pop("key"), arrays.pop("value")
     try:
-        return search_plans(q, k, v, target=args.target, **arrays, **attrs)
+        return search_plans(q, k, v, target=args.target, **arrays, **attrs, **dtype_overrides_of_call(tensors))
     except (UnsupportedParameterError, CompilationError, ValueError) as e:
         print(f"cvtile tiling --compare: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -32,7 +32,8 @@ same kind. A HiFloat8 key/value cache (Ascend950, per-channel mode 0) has no num
 arrays of HiF8 codes marked by a dtype override, which only the V2 API takes (``key_dtype`` / ``value_dtype``
 "hifloat8" or torch_npu.hifloat8 = 290, as torch_npu's V2 binding reinterprets a uint8 tensor; ``api_v2``).
 This V1 API has no dtype argument, so it cannot express a HiF8 cache (a uint8 key is op_host's dtype error);
-``simulate_fia`` / ``prepare_fia`` take the override as ``dtypes``.
+``simulate_fia`` / ``prepare_fia`` take the override as ``dtypes``, and ``run_call`` / ``plan_call`` (and
+``cost.fia_cost``) take V1's keywords plus V2's ``key_dtype`` / ``value_dtype`` (``kv_dtype_overrides``).
 Returns ``(attention_out, softmax_lse)``; ``softmax_lse`` is a
 ``(B, N, S1, 1)`` / ``(T, N, 1)`` float32 array when ``softmax_lse_flag``,
 else an empty ``(0,)`` array (what torch_npu returns, whatever its doc says).
@@ -72,10 +73,11 @@ from .nz_cache import check_nz_call
 from .tree import check_rope_call, check_tree_call, join_rope_call
 from .fullquant import fullquant_call, is_fullquant
 from ..golden.fullquant import FULLQUANT_SCALES
-from ..golden.hifloat8 import HIFLOAT8
+from ..golden.hifloat8 import HIFLOAT8, hifloat8_marker
 
 __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", "SUPPORTED_OPTIONAL_INPUTS",
-           "prepare_fia", "plan_call", "simulate_fia", "check_binding"]
+           "prepare_fia", "plan_call", "run_call", "simulate_fia", "check_binding", "kv_dtype_overrides",
+           "split_dtype_overrides", "KV_DTYPE_KEYWORDS"]
 
 #: Optional tensor inputs the simulated kernels implement; every other one raises UnsupportedParameterError.
 SUPPORTED_OPTIONAL_INPUTS = ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv", "pse_shift", "block_table",
@@ -250,15 +252,58 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     return out, lse
 
 
-def plan_call(**kwargs):
-    """The checks and tiling of one ``npu_fused_infer_attention_score`` call (given by its keywords, ``query``,
-    ``key`` and ``value`` included) without running a kernel: ``prepare_fia``'s ``(arrays, FiaTiling)``, or the
-    error the call would raise before its launch."""
+#: the torch_npu V2 dtype overrides the simulator takes (``kv_dtype_overrides``)
+KV_DTYPE_KEYWORDS = ("key_dtype", "value_dtype")
+
+
+def kv_dtype_overrides(key_dtype=None, value_dtype=None) -> dict:
+    """``prepare_fia``'s ``dtypes`` of V2's ``key_dtype`` / ``value_dtype`` (None: no override): hifloat8 (the
+    name, or torch_npu.hifloat8 = 290) marks a uint8 key / value as HiF8 codes; any other dtype raises
+    ``UnsupportedParameterError`` naming the keyword."""
+    dtypes = {}
+    for keyword, dtype in zip(KV_DTYPE_KEYWORDS, (key_dtype, value_dtype)):
+        if dtype is None:
+            continue
+        if not hifloat8_marker(dtype):
+            raise UnsupportedParameterError(keyword, dtype, "a torch_npu dtype override the simulator does not "
+                                            "take: it takes dtypes from the arrays, except key_dtype / value_dtype "
+                                            "hifloat8 (torch_npu.hifloat8 = 290) for a uint8 HiF8 key/value cache")
+        dtypes[keyword[:-len("_dtype")]] = HIFLOAT8
+    return dtypes
+
+
+def split_dtype_overrides(kwargs: dict) -> tuple:
+    """(``kwargs`` without ``key_dtype`` / ``value_dtype``, the ``dtypes`` they give: ``kv_dtype_overrides``)."""
+    rest = {name: x for name, x in kwargs.items() if name not in KV_DTYPE_KEYWORDS}
+    return rest, kv_dtype_overrides(**{name: kwargs[name] for name in KV_DTYPE_KEYWORDS if name in kwargs})
+
+
+def _bound_v1_call(kwargs: dict) -> tuple:
+    """(every V1 parameter by name, dtypes) of a call given as V1 keywords (``query``, ``key``, ``value``
+    included) plus ``key_dtype`` / ``value_dtype``; unknown keywords raise TypeError."""
+    kwargs, dtypes = split_dtype_overrides(kwargs)
     bound = inspect.signature(npu_fused_infer_attention_score).bind(**kwargs)
     bound.apply_defaults()
-    given = dict(bound.arguments)
+    return dict(bound.arguments), dtypes
+
+
+def plan_call(**kwargs):
+    """The checks and tiling of one ``npu_fused_infer_attention_score`` call (given by its keywords, ``query``,
+    ``key`` and ``value`` included, plus V2's ``key_dtype`` / ``value_dtype`` for a HiF8 cache) without running a
+    kernel: ``prepare_fia``'s ``(arrays, FiaTiling)``, or the error the call would raise before its launch."""
+    given, dtypes = _bound_v1_call(kwargs)
     optional, attrs = v1_call_parts(given)
-    return prepare_fia(given["query"], given["key"], given["value"], optional, attrs, given["target"])
+    return prepare_fia(given["query"], given["key"], given["value"], optional, attrs, given["target"],
+                       dtypes=dtypes)
+
+
+def run_call(query, key, value, **kwargs):
+    """``npu_fused_infer_attention_score(query, key, value, **kwargs)`` that also takes V2's ``key_dtype`` /
+    ``value_dtype`` (hifloat8: a uint8 HiF8 cache, ``kv_dtype_overrides``), as ``plan_call`` and
+    ``cost.fia_cost`` do: one call description for cvtile's cases, whatever their cache."""
+    given, dtypes = _bound_v1_call(dict(kwargs, query=query, key=key, value=value))
+    optional, attrs = v1_call_parts(given)
+    return simulate_fia(query, key, value, optional, attrs, given["target"], given["order"], dtypes=dtypes)
 
 
 def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, overrides: dict | None = None,

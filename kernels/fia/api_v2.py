@@ -51,8 +51,7 @@ from __future__ import annotations
 from ...tiling.errors import ParamError
 from ...tiling.platform import DEFAULT_TARGET
 from ..errors import UnsupportedParameterError
-from ..golden.hifloat8 import HIFLOAT8, hifloat8_marker
-from .api import simulate_fia
+from .api import KV_DTYPE_KEYWORDS, kv_dtype_overrides, simulate_fia
 from .keywords import inverse, renamed
 
 __all__ = ["npu_fused_infer_attention_score_v2", "V2_TO_V1", "V2_ATTRS_TO_V1"]
@@ -82,8 +81,6 @@ _RESERVED_DTYPES = ("query_dtype", "key_dtype", "value_dtype", "query_rope_dtype
                     "key_shared_prefix_dtype", "value_shared_prefix_dtype", "dequant_scale_query_dtype",
                     "dequant_scale_key_dtype", "dequant_scale_value_dtype", "dequant_scale_key_rope_dtype",
                     "out_dtype")
-#: the dtype overrides taken: hifloat8 for a uint8 key / value (a HiF8 cache)
-_KV_DTYPES = ("key_dtype", "value_dtype")
 
 
 def npu_fused_infer_attention_score_v2(
@@ -105,18 +102,11 @@ def npu_fused_infer_attention_score_v2(
     for name, reason in _V2_ONLY_QUANT.items():
         if given[name] is not None:
             raise UnsupportedParameterError(name, _short(given[name]), reason)
-    dtypes = {}
     for name in _RESERVED_DTYPES:
-        if given[name] is None:
-            continue
-        if name in _KV_DTYPES and hifloat8_marker(given[name]):
-            dtypes[name[:-len("_dtype")]] = HIFLOAT8
-            continue
-        raise UnsupportedParameterError(name, given[name], "a torch_npu dtype override the simulator does not "
-                                        "take: it takes dtypes from the arrays, except key_dtype / value_dtype "
-                                        "hifloat8 (torch_npu.hifloat8 = 290) for a uint8 HiF8 key/value cache"
-                                        if name in _KV_DTYPES else "a reserved torch_npu dtype override; the "
-                                        "simulator takes dtypes from the arrays (leave it None)")
+        if given[name] is not None and name not in KV_DTYPE_KEYWORDS:
+            raise UnsupportedParameterError(name, given[name], "a reserved torch_npu dtype override; the "
+                                            "simulator takes dtypes from the arrays (leave it None)")
+    dtypes = kv_dtype_overrides(key_dtype, value_dtype)   # hifloat8: a uint8 HiF8 cache
     antiquant = dequant_scale_key is not None or dequant_scale_value is not None
     for name in ("query_quant_mode", "key_quant_mode", "value_quant_mode"):
         if given[name] != 0 and not (antiquant and name != "query_quant_mode"):

@@ -1,11 +1,13 @@
 """The cost of a FusedInferAttentionScore call: the cost model on exactly what the operator launches.
 
 ``fia_cost(query, key, value, **kwargs)`` takes the arguments of
-``npu_fused_infer_attention_score`` (torch_npu's names) plus ``target``,
-runs the operator's host side (checks, tiling, the kernels' compilation for
+``npu_fused_infer_attention_score`` (torch_npu's names) plus ``target`` and
+V2's ``key_dtype`` / ``value_dtype`` (hifloat8: a uint8 HiF8 cache, as
+``api.run_call`` takes them), runs the operator's host side (checks, tiling, the kernels' compilation for
 the target) with launches recorded but not run, and times every launch with
 ``cvtile.sim.cost`` (the attention kernel, then the flash-decode combine when
-the tiling splits the KV). The inputs' values matter only where the kernels
+the tiling splits the KV). A cache the simulated kernel reads widened (FP8, FP4, HiF8: ``launch.float_cache_widened``)
+is timed as the 16-bit K/V the kernel loads, not the 8- or 4-bit one the chip loads. The inputs' values matter only where the kernels
 read scalars (actual lengths, block tables, the tiling's per-core tables);
 zeros are a fine stand-in for the data.
 
@@ -23,7 +25,7 @@ import numpy as np
 from ...dsl.jit import record_launches
 from ...sim.cost import CostReport, estimate_calls
 from ..golden.int4 import INT4_PER_INT32
-from .api import npu_fused_infer_attention_score, prepare_fia, simulate_fia, v1_call_parts
+from .api import npu_fused_infer_attention_score, prepare_fia, simulate_fia, split_dtype_overrides, v1_call_parts
 
 __all__ = ["fia_cost", "useful_flops"]
 
@@ -32,13 +34,15 @@ def fia_cost(query, key, value, *, target: str, record: str = "critical", overri
              hooks=None, **kwargs) -> CostReport:
     """The cost report of ``npu_fused_infer_attention_score(query, key, value, target=target, **kwargs)``;
     ``overrides`` replaces op_host's block sizes or core count (the plan search, ``tile_fia``); ``hooks`` (a
-    ``variants.Hooks``) costs the call with a variant compiled in (``cvtile.attention``)."""
+    ``variants.Hooks``) costs the call with a variant compiled in (``cvtile.attention``); ``key_dtype`` /
+    ``value_dtype`` in ``kwargs`` are V2's dtype overrides (``api.kv_dtype_overrides``)."""
+    kwargs, dtypes = split_dtype_overrides(kwargs)
     bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, target=target, **kwargs)
     bound.apply_defaults()
     optional, attrs = v1_call_parts(dict(bound.arguments))
-    _, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides)
+    _, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides, dtypes)
     with record_launches(run=False) as rec:
-        simulate_fia(query, key, value, optional, attrs, target, "program", overrides, hooks)
+        simulate_fia(query, key, value, optional, attrs, target, "program", overrides, hooks, dtypes)
     report = estimate_calls(rec.launches, target, flops=useful_flops(query, key, value, **kwargs), record=record)
     report.tiling = tiling
     return report

@@ -70,7 +70,7 @@ def test_run_kv_antiquant_cache_passes(capsys, kv_dtype):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kv_dtype", ["int8", "int4", "float8_e4m3fn"])
+@pytest.mark.parametrize("kv_dtype", ["int8", "int4", "float8_e4m3fn", "hifloat8"])
 def test_run_kv_antiquant_cache_on_ascend950_runs_the_dequant_kernel(capsys, kv_dtype):
     code, out = run_cli(capsys, "run", *SMALL, "--kv-dtype", kv_dtype, "--target", "Ascend950")
     assert code == 0, out
@@ -85,6 +85,47 @@ def test_case_inputs_of_a_950_kv_antiquant_cache_are_the_key_and_value_own():
     q, k, v, kw = make_inputs(spec)
     assert "antiquant_scale" not in kw and k.dtype == np.int8
     assert kw["key_antiquant_scale"].shape == kw["value_antiquant_offset"].shape == (2, 1, 64)
+
+
+#: the shape of tests/kernels/test_fia_dequant_arch35_hifloat8's GQA decode: the same compiled dequant kernel
+HIF8_CASE = ["--batch", "2", "--num-heads", "8", "--num-kv-heads", "2", "--kv-seqlen", "300", "--head-dim", "128",
+             "--kv-dtype", "hifloat8", "--target", "Ascend950"]
+
+
+def test_run_hifloat8_cache_on_ascend950_passes_its_golden(capsys):
+    """``--kv-dtype hifloat8``: uint8 HiF8 codes marked by V2's key_dtype / value_dtype, per-channel scales, no
+    offset; the dequant kernel against the float64 golden, which decodes the same codes."""
+    code, out = run_cli(capsys, "run", *HIF8_CASE, "--json")
+    case = json.loads(out)[0]
+    assert code == 0 and case["passed"], out
+    assert case["spec"]["kv_dtype"] == "hifloat8" and case["spec"]["description"].endswith("kv hifloat8 on Ascend950")
+    assert case["tiling"]["template"] == "FusedInferAttentionScoreTilingImpl"
+    assert case["reports"]["attention_out"]["passed"] and case["reports"]["softmax_lse"]["passed"]
+
+
+def test_case_inputs_of_a_hifloat8_cache():
+    """The case's HiF8 cache: uint8 codes of finite values in [-64, 64], the key's and the value's own scales in
+    the query's dtype (no offsets: op_host refuses one), the dtype overrides among the keywords; plan_call reads
+    them as hifloat8 and op_host tiles the call to the 950's impl route."""
+    from cvtile.kernels.golden.hifloat8 import HIF8_TABLE
+
+    spec = with_options(DEFAULT_CASES[0], batch=1, num_heads=4, num_kv_heads=2, kv_seqlen=300, head_dim=64,
+                        kv_dtype="hifloat8", target="Ascend950")
+    q, k, v, kw = make_inputs(spec)
+    assert k.dtype == v.dtype == np.uint8 and k.shape == (1, 2, 300, 64)
+    assert kw["key_dtype"] == kw["value_dtype"] == "hifloat8"
+    assert not any("offset" in name for name in kw) and kw["key_antiquant_scale"].dtype == q.dtype
+    values = HIF8_TABLE[k]
+    assert np.isfinite(values).all() and np.abs(values).max() <= 64 and len(np.unique(k)) > 100
+    arrays, tiling = plan_call(query=q, key=k, value=v, target=spec.target, **kw)
+    assert tiling.template == "FusedInferAttentionScoreTilingImpl" and arrays["_antiquant"].cache == "hifloat8"
+    deq = values.astype(np.float64) * kw["key_antiquant_scale"].astype(np.float64)
+    assert np.abs(deq).max() < 1.1
+
+
+def test_tiling_of_a_hifloat8_cache_on_ascend950(capsys):
+    code, out = run_cli(capsys, "tiling", *HIF8_CASE)
+    assert code == 0 and "fia/FusedInferAttentionScoreTilingImpl" in out, out
 
 
 @pytest.mark.parametrize("kv_dtype, dtype, packed", [("int8", np.int8, 1), ("int4", np.int32, 8)])

@@ -38,7 +38,7 @@ def test_run_unknown_kv_dtype_is_a_one_line_user_error(capsys):
 
 
 @pytest.mark.parametrize("kv_dtype, target", [("int4", "Ascend910B1"), ("int4", "Ascend950"),
-                                              ("float8_e4m3fn", "Ascend950")])
+                                              ("float8_e4m3fn", "Ascend950"), ("hifloat8", "Ascend950")])
 def test_emit_of_a_widened_cache_is_refused_naming_kv_dtype(capsys, tmp_path, kv_dtype, target):
     """The kernels read an int4 cache's int8 values and an FP8 cache's 16-bit values; an emitted kernel would read
     a cache the chip does not hold, so the backend refuses instead of writing it."""
@@ -47,6 +47,21 @@ def test_emit_of_a_widened_cache_is_refused_naming_kv_dtype(capsys, tmp_path, kv
     lines = captured.err.strip().splitlines()
     assert captured.out == "" and len(lines) == 1, captured.err
     assert f"kv_dtype={kv_dtype!r}" in lines[0] and "--kv-dtype int8" in lines[0]
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", ["run", "cost", "trace"])
+@pytest.mark.parametrize("target", ["Ascend910B1", "Ascend910_93"])
+def test_a_hifloat8_cache_off_ascend950_is_a_one_line_user_error(capsys, tmp_path, command, target):
+    """A2/A3 have no HiFloat8 dtype: run, cost and trace refuse --kv-dtype hifloat8 before drawing inputs, in one
+    line naming the parameter, the value, the target and the rule (exit 2, nothing on stdout)."""
+    argv = [command, "--kv-dtype", "hifloat8", "--target", target] + (["-o", str(tmp_path)] if command == "trace"
+                                                                       else [])
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1, captured.err
+    assert "kv_dtype='hifloat8'" in lines[0] and target in lines[0] and "Ascend950" in lines[0], lines[0]
     assert not any(tmp_path.iterdir())
 
 
