@@ -6,7 +6,7 @@ A corpus is an st JSON list (:mod:`.st_cases`) or tiny_rdv cases, one file or a 
 (:mod:`.tiny_rdv`; :func:`load_cases` tells them apart). For every case: build random inputs
 (:meth:`StCase.make_inputs`, seeded by ``(seed, case id)``), call
 ``api(**kwargs)`` (torch_npu's V1 keywords plus the aclnn V4 additions
-``learnable_sink`` and ``query_quant_mode``: the default API is
+``learnable_sink``, ``dequant_scale_query`` and ``query_quant_mode``: the default API is
 ``cvtile.kernels.fia.api.fused_infer_attention_score_v4``), call ``golden(**kwargs)`` and
 compare the outputs with :func:`cvtile.kernels.precision.compare` under the
 tolerance class of the query's dtype (the lse, when requested, under the same

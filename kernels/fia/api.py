@@ -104,15 +104,18 @@ def npu_fused_infer_attention_score(
     return _simulate_v1_names(dict(locals()))
 
 
-def fused_infer_attention_score_v4(query, key, value, *, learnable_sink=None, query_quant_mode=0, **kwargs):
-    """The aclnnFusedInferAttentionScoreV4 parameter set: torch_npu's V1 keywords plus ``learnable_sink`` and
-    ``query_quant_mode`` (what the st corpus describes). Unknown keywords raise TypeError."""
-    if query_quant_mode != 0:
-        raise UnsupportedParameterError("query_quant_mode", query_quant_mode,
-                                        "query quantisation (FA quant) is not simulated (only mode 0)")
+def fused_infer_attention_score_v4(query, key, value, *, learnable_sink=None, dequant_scale_query=None,
+                                   query_quant_mode=0, **kwargs):
+    """The aclnnFusedInferAttentionScoreV4 parameter set: torch_npu's V1 keywords plus ``learnable_sink``,
+    ``dequant_scale_query`` and ``query_quant_mode`` (what the st corpus describes); the last two go through
+    op_host's checks and are then refused by name (``_check_query_quant``). Unknown keywords raise TypeError."""
     bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, **kwargs)
     bound.apply_defaults()
-    return _simulate_v1_names(dict(bound.arguments), learnable_sink)
+    given = dict(bound.arguments)
+    optional, attrs = v1_call_parts(given, learnable_sink)
+    optional["dequant_scale_query"] = dequant_scale_query
+    attrs["query_quant_mode"] = query_quant_mode
+    return simulate_fia(query, key, value, optional, attrs, given["target"], given["order"])
 
 
 #: V1 optional tensor inputs, in torch_npu's order
@@ -138,7 +141,7 @@ def v1_call_parts(given: dict, learnable_sink=None) -> tuple:
 
 #: integer attributes (torch_npu's schema: int)
 _INT_ATTRS = ("num_heads", "pre_tokens", "next_tokens", "num_key_value_heads", "sparse_mode", "inner_precise",
-              "block_size", "antiquant_mode", "key_antiquant_mode", "value_antiquant_mode")
+              "block_size", "antiquant_mode", "key_antiquant_mode", "value_antiquant_mode", "query_quant_mode")
 #: int[] inputs whose values the host reads
 _INT_LIST_INPUTS = ("actual_seq_lengths", "actual_seq_lengths_kv", "actual_shared_prefix_len")
 
@@ -358,6 +361,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     _check_kv_heads(tiling, attrs)
     check_list_lengths(arrays["key"], tiling.kv_seqlens, 2 if parse_layout(attrs["input_layout"]).qkv == "BNSD"
                        else 1)
+    _check_query_quant(arrays, attrs, tiling)
     unsupported = [name for name in optional if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS]
     if unsupported:
         name = unsupported[0]
@@ -392,6 +396,35 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     join_rope_call(arrays, attrs)   # the split rope (and with it the tree mask): fia.tree
     check_tree_call(arrays, attrs, tiling)
     return arrays, tiling
+
+
+def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
+    """Query quantisation (V4/V5's ``dequantScaleQuery`` and ``queryQuantMode``: FA full quant with a quantised
+    query, per-token-head for mode 3), after op_host has judged the call (an invalid one is its ``ParamError``
+    with the aclnn status): the simulator has no kernel for it (Ascend950's FiaTilingFullQuantGqaArch35, MLA and
+    MXFP8 full-quant kernels; cvtile's one full-quant kernel is the A2/A3 PFA int8 per-tensor template, whose
+    query takes no scale), so a call op_host accepts raises ``UnsupportedParameterError`` naming
+    ``dequant_scale_query`` (or ``query_quant_mode`` given alone, which takes effect only with a quantised query;
+    cvtile refuses it rather than drop it)."""
+    mode = int(attrs.get("query_quant_mode", 0) or 0)
+    if "dequant_scale_query" not in arrays and not mode:
+        return
+    modes = f"query/key/value quant modes {mode}/{attrs['key_antiquant_mode']}/{attrs['value_antiquant_mode']}"
+    qd = _dtype_of(arrays, "query")
+    if "dequant_scale_query" in arrays and qd in ("float16", "bfloat16"):
+        raise UnsupportedParameterError("dequant_scale_query", _describe(arrays["dequant_scale_query"]),
+                                        f"a {qd} query is not quantised: query dequantisation belongs to FA full "
+                                        f"quant ({modes}); op_host lets the call through ({tiling.route}/"
+                                        f"{tiling.template}) and cvtile refuses the scale rather than drop it")
+    if "dequant_scale_query" in arrays:
+        raise UnsupportedParameterError("dequant_scale_query", _describe(arrays["dequant_scale_query"]),
+                                        f"query dequantisation (FA full quant, {qd} query, {modes}) is not "
+                                        f"simulated: op_host accepts the call ({tiling.route}/{tiling.template}), "
+                                        "but cvtile has no query-quant kernel (Ascend950's full-quant GQA / MLA / "
+                                        "MXFP8 kernels)")
+    raise UnsupportedParameterError("query_quant_mode", mode, f"without dequant_scale_query ({modes}): the mode "
+                                    "takes effect only when a quantised query comes with its scale; cvtile refuses "
+                                    "it rather than drop it")
 
 
 def _int4_cache(arrays: dict, metas: dict) -> None:

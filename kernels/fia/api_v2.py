@@ -20,11 +20,11 @@ dequant_scale_key/value    key/value_antiquant_scale   yes with an int8/int4 key
                                                        on Ascend950 also FP8, FP4 and HiF8 (below)
 dequant_offset_key/value   key/value_antiquant_offset  yes
 quant_scale_out/offset_out quant_scale2/offset2        yes (int8 attention_out)
-dequant_scale_query,       (query / rope quantisation) no
-quant_scale_p,
+dequant_scale_query        dequant_scale_query         op_host's checks run (its ParamError with the aclnn
+query_quant_mode           query_quant_mode (V4 attr)  status); a call it accepts is refused by name: no
+                                                       query-quant (FA full quant) kernel is simulated
+quant_scale_p,             (P / rope quantisation)     no
 dequant_scale_key_rope
-query_quant_mode           (V4 attribute)              0 only; 3 (per-token per-head) needs
-                                                       the quant kernel
 key/value_quant_mode       key/value_antiquant_mode    0 only; 0-3 with dequant_scale_key/value
 key_dtype, value_dtype     (the tensors' dtypes)       "hifloat8" / torch_npu.hifloat8 (290)
                                                        with uint8 key/value: a HiF8 cache
@@ -64,15 +64,16 @@ V2_TO_V1 = {
     "dequant_offset_key": "key_antiquant_offset", "dequant_scale_value": "value_antiquant_scale",
     "dequant_offset_value": "value_antiquant_offset", "quant_scale_out": "quant_scale2",
     "quant_offset_out": "quant_offset2", "learnable_sink": "learnable_sink",
+    "dequant_scale_query": "dequant_scale_query",
 }
 
 #: V2 attributes renamed from V1 -> the V1 attribute they set
 V2_ATTRS_TO_V1 = {"num_query_heads": "num_heads", "softmax_scale": "scale", "return_softmax_lse": "softmax_lse_flag",
-                  "key_quant_mode": "key_antiquant_mode", "value_quant_mode": "value_antiquant_mode"}
+                  "key_quant_mode": "key_antiquant_mode", "value_quant_mode": "value_antiquant_mode",
+                  "query_quant_mode": "query_quant_mode"}
 
-#: V2-only quantisation inputs with no V1 name (all need the quant kernels).
+#: V2-only quantisation inputs refused before the operator's checks (their operator parameter is not mapped).
 _V2_ONLY_QUANT = {
-    "dequant_scale_query": "query dequantisation (FA quant, query_quant_mode 3) is not simulated",
     "dequant_scale_key_rope": "reserved by torch_npu; MLA rope quantisation is not simulated",
     "quant_scale_p": "P quantisation (fp8/int8 FA quant) is not simulated",
 }
@@ -108,16 +109,17 @@ def npu_fused_infer_attention_score_v2(
                                             "simulator takes dtypes from the arrays (leave it None)")
     dtypes = kv_dtype_overrides(key_dtype, value_dtype)   # hifloat8: a uint8 HiF8 cache
     antiquant = dequant_scale_key is not None or dequant_scale_value is not None
-    for name in ("query_quant_mode", "key_quant_mode", "value_quant_mode"):
-        if given[name] != 0 and not (antiquant and name != "query_quant_mode"):
+    for name in ("key_quant_mode", "value_quant_mode"):
+        if given[name] != 0 and not antiquant:
             raise UnsupportedParameterError(name, given[name], "quantised attention is not simulated (mode 0 only, "
                                             "or the KV antiquant modes 0-3 with dequant_scale_key/value)")
+    # query_quant_mode and dequant_scale_query go to the operator: op_host judges them, prepare_fia refuses them
     optional = {v1: given[v2] for v2, v1 in V2_TO_V1.items()}
     attrs = dict(num_heads=num_query_heads, scale=softmax_scale, pre_tokens=pre_tokens, next_tokens=next_tokens,
                  input_layout=input_layout, num_key_value_heads=num_key_value_heads, sparse_mode=sparse_mode,
                  inner_precise=inner_precise, block_size=block_size, antiquant_mode=0,
                  softmax_lse_flag=bool(return_softmax_lse), key_antiquant_mode=key_quant_mode,
-                 value_antiquant_mode=value_quant_mode)
+                 value_antiquant_mode=value_quant_mode, query_quant_mode=query_quant_mode)
     try:
         return simulate_fia(query, key, value, optional, attrs, target, order, dtypes=dtypes)
     except (UnsupportedParameterError, ParamError) as err:

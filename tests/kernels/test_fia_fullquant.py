@@ -136,10 +136,12 @@ def test_learnable_sink_with_full_quant_is_refused():
     assert info.value.param == "learnable_sink"
 
 
-def test_query_quant_mode_is_refused_by_name():
-    with pytest.raises(UnsupportedParameterError) as info:
+def test_query_quant_mode_on_the_pfa_route_is_op_hosts_error():
+    """query_quant_mode goes to op_host: the legacy PFA route (the int8 per-tensor template) does not dequantise
+    the query, so op_host rejects mode 3 naming it (aclnn 561002)."""
+    with pytest.raises(ParamError) as info:
         fused_infer_attention_score_v4(**_call(query_quant_mode=3))
-    assert info.value.param == "query_quant_mode"
+    assert info.value.param == "query_quant_mode" and info.value.status == 561002
 
 
 def test_dequant_value_reads_the_low_32_bits_of_a_uint64_as_the_fixpipe_truncates_them():
