@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["AclnnStatus", "ParamError"]
+__all__ = ["AclnnStatus", "ParamError", "UnsupportedPlanOverride"]
 
 
 class AclnnStatus(IntEnum):
@@ -48,6 +48,10 @@ class ParamError(ValueError):
     def to_dict(self) -> dict:
         return {"status": int(self.status), "status_name": self.status.name, "param": self.param,
                 "value": _jsonable(self.value), "rule": self.rule, "checker": self.checker}
+
+
+class UnsupportedPlanOverride(ValueError):
+    """Plan-search overrides given for a template (or a variant of one) whose planner does not read them."""
 
 
 def _jsonable(value):

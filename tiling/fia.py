@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from .block_grid import per_batch_lengths
 from .draft import Draft
+from .errors import UnsupportedPlanOverride
+from .plan_overrides import check_override_keys
 from .platform import DEFAULT_TARGET, Platform, get_platform
 from .result import Decision, FiaTiling
 from .view import TilingView, view_from_info
@@ -40,16 +42,14 @@ from .view import TilingView, view_from_info
 __all__ = ["tile_fia", "tile_view", "format_tiling", "UnsupportedPlanOverride"]
 
 
-class UnsupportedPlanOverride(ValueError):
-    """Plan-search overrides given for a template whose planner does not read them."""
-
-
 def tile_fia(params, platform: Platform | str = DEFAULT_TARGET, overrides: dict | None = None) -> FiaTiling:
     """Tile one FusedInferAttentionScore call on ``platform`` (raises ``ParamError`` when op_host would reject it).
-    ``overrides`` (plan search): replace op_host's ``m_base``, ``s2_base`` or core count (``cores``) by these,
-    or the kernel's preload depth (``preload_depth``: the hand-off slots and pipeline stages the compiler gives
-    the AIC/AIV programs, the platform's by default; recorded in ``extras``, read by the kernel launch; op_host's
-    workspace figure stays its own, sized for its fixed preload)."""
+    ``overrides`` (plan search): replace op_host's choices by these before the derived machinery runs; which
+    planner reads which (``m_base``, ``s2_base``, ``cores``, ``kv_splits``) is :mod:`.plan_overrides`' table,
+    and one it does not read raises ``UnsupportedPlanOverride``. Every template takes the kernel's preload
+    depth (``preload_depth``: the hand-off slots and pipeline stages the compiler gives the AIC/AIV programs,
+    the platform's by default; recorded in ``extras``, read by the kernel launch; op_host's workspace figure
+    stays its own, sized for its fixed preload)."""
     from .verdict import check_fia
 
     plat = platform if isinstance(platform, Platform) else get_platform(platform)
@@ -92,9 +92,7 @@ def tile_view(view: TilingView, plat: Platform, overrides: dict | None = None) -
               "FiaTilingFullQuantGqaArch35": plan_arch35.plan_fullquant_gqa,
               "FusedInferAttentionScoreTilingImpl": plan_arch35.plan_impl}
     legacy = {"ifa": plan_legacy.plan_ifa, "pfa": plan_legacy.plan_pfa, "fai": plan_fai.plan_fai}
-    if overrides and not (view.arch == "arch22" and view.route not in legacy and view.template == "FiaTilingNonQuant"):
-        raise UnsupportedPlanOverride(f"plan overrides {sorted(overrides)} apply to the arch22 FiaTilingNonQuant "
-                                      f"template only; this call routes to {view.route}/{view.template}")
+    check_override_keys(view, overrides)
     if view.arch == "arch22" and view.route in legacy:
         legacy[view.route](d, plat)
     else:

@@ -132,19 +132,23 @@ def ifa_is_flash_decode(*, cores: int, perf_mode: int, batch: int, n2: int, g: i
 
 
 def ifa_kv_splits(*, cores: int, batch: int, n2: int, max_s2: int, s2: int, paged: bool, block_size: int,
-                  int4: bool = False) -> tuple[int, int, str]:
-    """(kv splits, positions per split, reason) of ``SplitBNS``."""
+                  int4: bool = False, parts: int | None = None) -> tuple[int, int, str]:
+    """(kv splits, positions per split, reason) of ``SplitBNS``; ``parts`` (the plan search's) replaces
+    kvSplitPart, the positions per split following from it as from op_host's."""
     bn = batch * n2
-    parts = max(cores // bn, 1) if bn else 1
-    while max_s2 // parts < 512 and parts > 1:
-        parts -= 1
+    if parts is None:
+        parts = max(cores // bn, 1) if bn else 1
+        while max_s2 // parts < 512 and parts > 1:
+            parts -= 1
+        rule = f"kvSplitPart = {cores}//(B*N2={bn}) lowered while max S2 / parts < 512 -> {parts}"
+    else:
+        rule = f"kvSplitPart {parts} (plan search override)"
     length = (s2 + parts - 1) // parts
     if paged and block_size:
         length = (length + block_size - 1) // block_size * block_size
     if int4:
         length = (length + 1) // 2 * 2
-    why = (f"kvSplitPart = {cores}//(B*N2={bn}) lowered while max S2 / parts < 512 -> {parts}; "
-           f"{length} KV positions per split (SplitBNS)")
+    why = f"{rule}; {length} KV positions per split (SplitBNS)"
     return parts, length, why
 
 

@@ -10,6 +10,11 @@ One function per template, each filling a :class:`~.draft.Draft`:
 * ``plan_mla`` — ``FiaTilingNonQuantMla``: the same with the MLA block rules;
 * ``plan_empty`` — ``FiaTilingEmptyTensor``: no split, key ``10^17 + 20``.
 
+Plan search (:mod:`.plan_overrides`): ``plan_gqa`` and ``plan_mla`` take ``m_base`` / ``s2_base`` (multiples
+of 16) in place of the template's blocks and ``cores`` in place of split_core's search (one greedy pass for
+that core count); the grid, the FD plan (it follows the core split), the workspace and the key are then
+derived as for op_host's own plan. A tiling sink refuses them.
+
 A "tiling sink" (a length list without values) skips the split: op_host sizes the
 largest workspace and launches every cube core; the kernel splits at run time.
 
@@ -31,6 +36,7 @@ from dataclasses import replace
 from .block_grid import BlockGrid, GridSpec, per_batch_lengths
 from .blocks import arch22_gqa_blocks, arch22_mla_blocks
 from .draft import Draft
+from .plan_overrides import forced, refuse_overrides
 from .platform import Platform
 from .split_core import plan_for_cores, search_bounds, split_core, split_fd
 from .tasks import core_work, vector_work_v1
@@ -67,9 +73,9 @@ def _key_digits(v, q_map, kv_map, flags: int, tail: int) -> dict:
 
 
 def _split(d: Draft, plat: Platform, grid: BlockGrid, rule: str) -> None:
-    forced = d.overrides.get("cores")
-    if forced is not None:
-        plan = plan_for_cores(grid, max(1, min(int(forced), plat.aic, grid.total_blocks or 1)))
+    forced_cores = forced(d, "cores", hi=plat.aic, rule=f"the platform's {plat.aic} cube cores")
+    if forced_cores is not None:
+        plan = plan_for_cores(grid, min(forced_cores, grid.total_blocks or 1))
         rule = f"plan search: {plan.used_cores} cores forced"
     else:
         plan = split_core(grid, plat.aic)
@@ -130,11 +136,12 @@ def plan_gqa(d: Draft, plat: Platform) -> None:
 
 def _overridden(d: Draft, blocks):
     """The template's blocks with the plan search's ``m_base`` / ``s2_base`` overrides, if any."""
-    if "s2_base" not in d.overrides and "m_base" not in d.overrides:
+    s2 = forced(d, "s2_base", lo=16, multiple=16, rule="whole 16-position fractal columns")
+    m = forced(d, "m_base", lo=16, multiple=16, rule="whole 16-row fractals")
+    if s2 is None and m is None:
         return blocks
-    return replace(blocks, s2_base=int(d.overrides.get("s2_base", blocks.s2_base)),
-                   s2_base_aligned=int(d.overrides.get("s2_base", blocks.s2_base_aligned)),
-                   m_base=int(d.overrides.get("m_base", blocks.m_base)),
+    return replace(blocks, s2_base=s2 or blocks.s2_base, s2_base_aligned=s2 or blocks.s2_base_aligned,
+                   m_base=m or blocks.m_base,
                    reasons={**blocks.reasons, "s2_base": "plan search override", "m_base": "plan search override"})
 
 
@@ -191,6 +198,7 @@ def plan_empty(d: Draft, plat: Platform) -> None:
 
 
 def _tiling_sink(d: Draft, plat: Platform, blocks) -> None:
+    refuse_overrides(d, "a tiling sink has no host split (the kernel splits at run time)")
     d.s2_base = blocks.s2_base
     d.m_base = blocks.m_base
     d.used_cores = d.decide("used_cores", plat.aic, "tiling sink (a length list without values): no split on the "

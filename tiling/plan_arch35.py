@@ -14,6 +14,11 @@ Model
   blocks of :mod:`.blocks_arch35`, the optional S1 outer split, the weighted split of
   :mod:`.nbseq_split`, and up-front FD (:func:`~.flash_decode.impl_flash_decode`).
 
+Plan search (:mod:`.plan_overrides`): ``plan_gqa`` and ``plan_mla`` take ``cores`` (split_core_v2 runs one
+greedy pass for that core count instead of its search, then its FD re-plan as usual; the workspace and the
+key follow). Their blocks are fixed configs of the templates' kernels (the key's config field selects
+them), so they are not searched; the quant templates and the catch-all take no overrides.
+
 Split inputs (``CreateSplitInput`` of the v2 templates): query lengths from
 ``actual_seq_lengths`` (cumulative for a TND query), KV lengths from
 ``actual_seq_lengths_kv`` (cumulative for a TND query without paged attention), the
@@ -38,6 +43,7 @@ from .blocks_arch35 import (CV_RATIO, gqa_blocks, gqa_config, impl_antiquant_blo
 from .draft import Draft
 from .flash_decode import impl_flash_decode, impl_kv_splits
 from .nbseq_split import antiquant_rows, antiquant_target_weight, row_windows, split_nbseq
+from .plan_overrides import forced, refuse_overrides
 from .platform import Platform, tsch_num_blocks
 from .result import CoreWork, FdTask, RowTask
 from .split_core_v2 import split_core_v2, split_fd_v2
@@ -89,7 +95,11 @@ def _v2_split(d: Draft, plat: Platform, v: TilingView, *, m_base: int, s2_base: 
     d.q_lens, d.kv_lens = q, kv
     grid = BlockGrid(GridSpec(v.batch, n2, g, q, kv, m_base, s2_base, v.s1_major, v.mask, v.sparse_mode,
                               v.pre_tokens, v.next_tokens))
-    plan, choice = split_core_v2(grid, plat.aic, stream_k=stream_k, fd_tolerance=tolerance, fd_least_blocks=least)
+    forced_cores = forced(d, "cores", hi=plat.aic, rule=f"the platform's {plat.aic} cube cores")
+    if forced_cores is not None:
+        name += f"; plan search: {forced_cores} cores forced"
+    plan, choice = split_core_v2(grid, plat.aic, stream_k=stream_k, fd_tolerance=tolerance, fd_least_blocks=least,
+                                 core_count=forced_cores)
     cores, fd_tasks = core_work(grid, plan)
     d.cores, d.fd_tasks = cores, fd_tasks
     d.used_cores = d.decide("used_cores", plan.used_cores,
@@ -111,6 +121,7 @@ def _v2_split(d: Draft, plat: Platform, v: TilingView, *, m_base: int, s2_base: 
 
 
 def _sink(d: Draft, plat: Platform) -> None:
+    refuse_overrides(d, "a tiling sink has no host split (the kernel splits at run time)")
     d.used_cores = d.decide("used_cores", plat.aic, "tiling sink (a length list without values): no host split, "
                                                     "every cube core launched, max workspace")
     d.decide("flash_decode", False, "tiling sink: the key's FD bit is off")

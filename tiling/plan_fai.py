@@ -58,6 +58,12 @@ fold they would not be). ``m_base`` is 128 (no task holds more rows), ``s2_base`
   the uncovered rows and gives no core work (``extras["row_tasks"]`` says why), as
   the simulator cannot reproduce an undefined result.
 
+Plan search (:mod:`.plan_overrides`): ``cores`` replaces the cube core count (``aicNum``) the whole
+tiling works with: the flash-decode and decoding flags, the split (regular round-robin, decoding, or the
+flash-decode walk, whose split rows follow from the count), the launch and the workspace. The block tiles
+(128 query rows, 512 KV positions) are the kernel's constants, not tiling fields, so they are not searched.
+A tiling sink refuses overrides.
+
 What is not mirrored: the partial results upstream are (O, lse) per row and the
 combine's arithmetic is its own; the simulator stores (O, max, sum) per piece and
 merges with its combine kernel (the same mathematics). ``m_fd_base`` stays 8: it is
@@ -75,6 +81,7 @@ from .draft import Draft
 from .fai_split import (KV_STACK, MASK_CAUSAL, MASK_FULL, MASK_NAMES, MASK_NONE, MASK_SWA, Q_TILE_CEIL,
                         FaiBatch, batch_tiles, combine_rows, decode_split, fd_core_ranges, fd_kv_blocks, fd_pieces,
                         fd_split_nodes, regular_kv_blocks, regular_tasks)
+from .plan_overrides import forced, refuse_overrides
 from .platform import Platform
 from .result import CoreWork, FdTask, FdVectorWork, RowTask
 from .tiling_key import decode_fai, encode_fai
@@ -158,7 +165,6 @@ def _rows(bt: FaiBatch, g0: int, g_len: int, s0: int, s_len: int) -> tuple[int, 
 
 def plan_fai(d: Draft, plat: Platform) -> None:
     v = d.view
-    cores = plat.aic
     if v.num_kv_heads_attr == 0:
         d.decide("kv_heads", v.n2, "num_key_value_heads 0: the split-fuse context divides by the raw attribute "
                                    "(no defined result upstream); cvtile takes N2 = N (MHA), as the checkers do")
@@ -173,6 +179,7 @@ def plan_fai(d: Draft, plat: Platform) -> None:
     if lens is None:
         _tiling_sink(d, plat)
         return
+    cores = _fai_cores(d, plat)
     q, kv = lens
     d.q_lens, d.kv_lens = q, kv
     d.decide("seq_lengths", {"q": list(q), "kv": list(kv)},
@@ -190,19 +197,18 @@ def plan_fai(d: Draft, plat: Platform) -> None:
              "N2*ceil(G/head tile)*token blocks tasks (FillSplitCoreTilingData)")
     lse_elems = o_elems = 0
     if fd:
-        lse_elems, o_elems = _flash_decode(d, plat, batches, mask_type)
+        lse_elems, o_elems = _flash_decode(d, cores, batches, mask_type)
     elif dec:
-        _decoding(d, plat, batches)
+        _decoding(d, cores, batches)
     else:
-        _regular(d, plat, batches, mask_type)
+        _regular(d, cores, batches, mask_type)
     _workspace(d, cores, lse_elems * 4, o_elems * 4, sink=False)
     _key(d, mask_type, fd, dec)
 
 
 # ------------------------------------------------------------------------------------------------ the three splits
-def _regular(d: Draft, plat: Platform, batches: list, mask_type: int) -> None:
+def _regular(d: Draft, cores: int, batches: list, mask_type: int) -> None:
     v = d.view
-    cores = plat.aic
     tasks = regular_tasks(batches, v.g)
     per_core: list = [[] for _ in range(cores)]
     rules = set()
@@ -225,9 +231,8 @@ def _regular(d: Draft, plat: Platform, batches: list, mask_type: int) -> None:
     d.decide("flash_decode", False, "no flash-decode flag: no row is split")
 
 
-def _decoding(d: Draft, plat: Platform, batches: list) -> None:
+def _decoding(d: Draft, cores: int, batches: list) -> None:
     v = d.view
-    cores = plat.aic
     sp = decode_split(len(batches), v.n2, v.g, cores)
     core_work = []
     for c, items in enumerate(sp.per_core):
@@ -249,9 +254,8 @@ def _decoding(d: Draft, plat: Platform, batches: list) -> None:
     d.decide("flash_decode", False, "decoding split: no row is split")
 
 
-def _flash_decode(d: Draft, plat: Platform, batches: list, mask_type: int) -> tuple[int, int]:
+def _flash_decode(d: Draft, cores: int, batches: list, mask_type: int) -> tuple[int, int]:
     v = d.view
-    cores = plat.aic
     ranges = fd_core_ranges(batches, v.n1, cores)
     pieces = fd_pieces(batches, ranges, cores)
     nodes, lse_elems, o_elems = fd_split_nodes(batches, pieces, v.g, v.v_dim, cores)
@@ -355,7 +359,18 @@ def _unassigned(batches: list, pieces: list, launched: int, mask_type: int) -> l
     return out
 
 
+def _fai_cores(d: Draft, plat: Platform) -> int:
+    """The cube cores the split-fuse tiling works over and launches (``aicNum``), or the plan search's
+    ``cores``."""
+    n = forced(d, "cores", hi=plat.aic, rule=f"the platform's {plat.aic} cube cores")
+    if n is None:
+        return plat.aic
+    return d.decide("split_cores", n, f"plan search: {n} of the {plat.aic} cube cores in place of aicNum (the "
+                                      "flags, the split and the launch follow from that count)")
+
+
 def _tiling_sink(d: Draft, plat: Platform) -> None:
+    refuse_overrides(d, "a tiling sink has no host split (the kernel splits at run time)")
     v = d.view
     cores = plat.aic
     d.used_cores = d.decide("used_cores", cores, "tiling sink (length lists without values): no host split, "

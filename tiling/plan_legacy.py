@@ -24,6 +24,15 @@ is not mirrored. The PFA key and workspace are not mirrored (``tiling_key`` 0, `
 ``workspace_mirrored`` False). The TND-like layouts (``TND``, ``NTD_TND``) take op_host's TND branch
 instead, with its own block sizes, split, key and workspace, all mirrored: :mod:`.pfa_tnd`.
 
+Plan search (:mod:`.plan_overrides`): ``plan_ifa`` takes ``cores`` (the cores SplitBN / SplitBNS work
+over, in place of ``SetCoreNum``'s; the FD rule then runs on that count), ``kv_splits`` (SplitBNS's
+kvSplitPart: 2 or more forces flash decode with that many parts per (b, n2), 1 forces SplitBN; at most
+cores / (B*N2), refused for GQA MTP and for rope with S1 > 1 or G > 128) and ``s2_base`` (sInner, whole
+paged blocks, clipped to the part's length as op_host clips its own); the tasks, the launch, the workspace
+and the key follow as for op_host's plan. The ATB kernel refuses them. ``plan_pfa`` (not the TND branch or
+an empty tensor) takes ``m_base`` (2 x sOuter), ``s2_base`` (sInner) and ``cores`` (the greedy's target
+divides the weight by that count instead of the cube cores).
+
 The TND split-fuse route ("fai") has its own planner, :func:`.plan_fai.plan_fai`
 (re-exported here under its old name).
 
@@ -38,6 +47,8 @@ from .block_grid import BlockGrid, GridSpec, per_batch_lengths
 from .draft import Draft
 from .flash_decode import (IFA_PERF_C1V1, IFA_PERF_CUBE_VIEW, IFA_PERF_DD, IFA_PERF_MLA, IFA_PERF_NORMAL,
                            ifa_is_flash_decode, ifa_kv_splits, ifa_perf_mode, ifa_s_inner, ifa_split_bn)
+from .errors import ParamError
+from .plan_overrides import forced, refuse_overrides
 from .platform import Platform, tsch_num_blocks
 from .result import CoreWork, FdTask, FdVectorWork, RowTask
 from .tiling_key import DTYPE_CODE, decode_ifa, encode_ifa
@@ -64,10 +75,13 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
                                max_s2=max_s2, inner_precise=v.inner_precise, layout=v.input_layout, antiquant=anti,
                                antiquant_per_channel=v.key_antiquant_mode == 0)
     d.decide("perf_mode", perf, pwhy + " (IFATiling::SetupPerfMode)")
-    cores = plat.aic if perf in (IFA_PERF_CUBE_VIEW, IFA_PERF_MLA, IFA_PERF_DD) else plat.aiv
-    d.decide("split_units", cores, ("cube" if cores == plat.aic else "vector") + " cores (IFATiling::SetCoreNum)")
+    cores = _ifa_split_units(d, plat, perf)
     fd, fwhy = ifa_is_flash_decode(cores=cores, perf_mode=perf, batch=v.batch, n2=v.n2, g=v.g, s1=v.s1,
                                    max_s2=max_s2, paged=v.paged, rope=rope, gqa_mtp=kv_nz)
+    forced_parts = _ifa_forced_splits(d, cores, rope=rope, gqa_mtp=kv_nz)
+    if forced_parts is not None:
+        fd, fwhy = forced_parts > 1, f"plan search: kv_splits {forced_parts}" + (" (no FD)" if forced_parts == 1
+                                                                                  else "")
     d.decide("flash_decode", fd, fwhy + " (IFATiling::IsFlashDecode)")
     s2 = v.s2 if v.s2 else 1024      # the block sizing's S2 (an empty key sizes as 1024); the KV itself is v.s2
     q = per_batch_lengths(v.batch, v.s1, None)
@@ -79,16 +93,17 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
     parts = 1
     if fd:
         parts, length, kwhy = ifa_kv_splits(cores=cores, batch=v.batch, n2=v.n2, max_s2=max_s2, s2=s2,
-                                            paged=v.paged, block_size=v.block_size, int4=v.kv_dtype == "int4")
+                                            paged=v.paged, block_size=v.block_size, int4=v.kv_dtype == "int4",
+                                            parts=forced_parts)
         d.decide("kv_splits", parts, kwhy)
-        s_inner, swhy = ifa_s_inner(seq=length, g=v.g, antiquant=anti, perf_mode=perf, rope=rope, paged=v.paged,
-                                    block_size=v.block_size, int4=v.kv_dtype == "int4")
+        s_inner, swhy = _ifa_s_inner(d, seq=length, g=v.g, antiquant=anti, perf_mode=perf, rope=rope,
+                                     paged=v.paged, block_size=v.block_size, int4=v.kv_dtype == "int4")
         d.s2_base = d.decide("s2_base", s_inner, swhy)
         d.used_cores = d.decide("used_cores", v.batch * v.n2 * parts, f"B*N2*kv_splits = {v.batch}*{v.n2}*{parts}")
         _ifa_fd_tasks(d, parts, length, s_inner)
     else:
-        s_inner, swhy = ifa_s_inner(seq=s2, g=v.g, antiquant=anti, perf_mode=perf, rope=rope, paged=v.paged,
-                                    block_size=v.block_size, int4=v.kv_dtype == "int4")
+        s_inner, swhy = _ifa_s_inner(d, seq=s2, g=v.g, antiquant=anti, perf_mode=perf, rope=rope,
+                                     paged=v.paged, block_size=v.block_size, int4=v.kv_dtype == "int4")
         d.s2_base = d.decide("s2_base", s_inner, swhy)
         units = v.batch * v.n2
         loads = None
@@ -132,6 +147,48 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
              why="IFATiling::GenTilingKey: mode*10^16 + perf*10^15 + digits")
 
 
+def _ifa_split_units(d: Draft, plat: Platform, perf: int) -> int:
+    """The cores SplitBN / SplitBNS work over (``SetCoreNum``: cube cores in the cube-view modes, else vector
+    cores), or the plan search's ``cores``."""
+    cube = perf in (IFA_PERF_CUBE_VIEW, IFA_PERF_MLA, IFA_PERF_DD)
+    cores, kind = (plat.aic, "cube") if cube else (plat.aiv, "vector")
+    n = forced(d, "cores", hi=cores, rule=f"perf mode {perf} splits over the {cores} {kind} cores")
+    if n is not None:
+        return d.decide("split_units", n, f"plan search: {n} of the {cores} {kind} cores (IFATiling::SetCoreNum)")
+    return d.decide("split_units", cores, f"{kind} cores (IFATiling::SetCoreNum)")
+
+
+def _ifa_forced_splits(d: Draft, cores: int, *, rope: bool, gqa_mtp: bool) -> int | None:
+    """The plan search's ``kv_splits`` (SplitBNS's kvSplitPart; 1 = no flash decode), checked against what the
+    FD kernel takes: one core per (b, n2) split, no GQA MTP, rope only with S1 1 and G <= 128."""
+    v = d.view
+    bn = max(v.batch * v.n2, 1)
+    parts = forced(d, "kv_splits", hi=max(cores // bn, 1),
+                   rule=f"SplitBNS gives each of the B*N2 = {bn} (b, n2) units kv_splits of the {cores} split cores")
+    if parts is not None and parts > 1:
+        if gqa_mtp:
+            raise ParamError("overrides.kv_splits", parts, "GQA MTP (KV in NZ) has no flash-decode kernel: "
+                                                           "kv_splits must be 1", checker="plan search")
+        if rope and (v.s1 > 1 or v.g > 128):
+            raise ParamError("overrides.kv_splits", parts, "the rope flash-decode kernel takes S1 1 and G <= 128 "
+                                                           "only: kv_splits must be 1", checker="plan search")
+    return parts
+
+
+def _ifa_s_inner(d: Draft, *, seq: int, **kw) -> tuple[int, str]:
+    """``CalcInnerSize``'s sInner for a (split) KV length ``seq``, or the plan search's ``s2_base`` (whole paged
+    blocks, clipped to ``seq`` as op_host clips its own)."""
+    v = d.view
+    step = v.block_size if (v.paged and v.block_size) else 16
+    s_inner = forced(d, "s2_base", lo=step, multiple=step,
+                     rule="whole KV blocks of the paged cache" if v.paged else "whole 16-position columns")
+    if s_inner is None:
+        return ifa_s_inner(seq=seq, **kw)
+    if seq and s_inner > seq:
+        return seq, f"plan search: sInner {s_inner} clipped to {seq}"
+    return s_inner, f"plan search: sInner {s_inner}"
+
+
 def _ifa_key(d: Draft, *, mode: int, perf: int, flags: int, antiquant_mode: int, kv_layout: int, why: str) -> None:
     """``IFATiling::GenTilingKey``: the route's mode and perf digits, then the layout and dtype digits."""
     v = d.view
@@ -155,6 +212,7 @@ def _plan_ifa_atb(d: Draft, plat: Platform) -> None:
     """``IFATiling::AtbTilingProcess`` on A2/A3: the query's token blocks (``seqStepQ`` rows of each batch's
     span of the cumulative query lengths) cut evenly over the launch (``CalcTschNumBlocks(aiv, aic, aiv)``
     blocks); workspace and key of the ATB kernel. Its tasks are not expressible as RowTasks."""
+    refuse_overrides(d, "the ATB kernel's query-token tasks are not built from these numbers (no RowTasks)")
     v = d.view
     u32 = 0xFFFFFFFF
     head = v.n1 * v.qk_dim if v.q_layout == "BSH" else v.qk_dim      # GetHeadSize: the query's last dim
@@ -263,18 +321,29 @@ def _pfa_blocks(v) -> tuple[int, int, str]:
     return so, si, why + f", sInner {si} (PromptFlashAttentionTiling, UB-fit loop not mirrored)"
 
 
+def _pfa_forced_blocks(d: Draft, m: int, si: int, why: str) -> tuple[int, int, str]:
+    """The cube-view M base (2 x sOuter) and sInner, or the plan search's ``m_base`` / ``s2_base``."""
+    fm = forced(d, "m_base", lo=32, multiple=32, rule="the cube view's 2 x sOuter, sOuter whole 16-row fractals")
+    fs = forced(d, "s2_base", lo=16, multiple=16, rule="whole 16-position columns")
+    if fm is None and fs is None:
+        return m, si, why
+    return fm or m, fs or si, f"plan search: sOuter {(fm or m) // 2}, sInner {fs or si}"
+
+
 def plan_pfa(d: Draft, plat: Platform) -> None:
     v = d.view
     if v.empty:
+        refuse_overrides(d, "an empty tensor only zero-fills the output")
         _plan_pfa_empty(d, plat)
         return
     if pfa_tnd.tnd_like(v):
+        refuse_overrides(d, "the TND branch's blocks and split (pfa_tnd) do not read them")
         pfa_tnd.plan_pfa_tnd(d, plat)       # its key and workspace too
         d.decide("flash_decode", False, "PFA prefill: no FD")
         return
     so, si, why = _pfa_blocks(v)
-    m = so * 2
-    d.m_base = d.decide("m_base", m, f"cube view: sOuter {so} x 2; " + why)
+    m, si, why = _pfa_forced_blocks(d, so * 2, si, why)
+    d.m_base = d.decide("m_base", m, f"cube view: sOuter {m // 2} x 2; " + why)
     d.s2_base = d.decide("s2_base", si, why)
     d.m_order = "GS1"
     q = per_batch_lengths(v.batch, v.s1, v.actual_q, cumulative=v.accum_q)
@@ -294,7 +363,8 @@ def plan_pfa(d: Draft, plat: Platform) -> None:
                 w = k + 1 if nxt == 0 else loops
                 rows.append((h, b, k, w))
                 total += w
-    target = total / plat.aic if plat.aic else 0.0
+    split_cores = forced(d, "cores", hi=plat.aic, rule=f"the platform's {plat.aic} cube cores") or plat.aic
+    target = total / split_cores if split_cores else 0.0
     core_rows = [[]]
     acc = 0
     for h, b, k, w in rows:
@@ -313,8 +383,9 @@ def plan_pfa(d: Draft, plat: Platform) -> None:
                                      r.s2_end))
         cores.append(CoreWork(c, tuple(tasks), 0))
     d.cores = tuple(cores)
+    over = f"{plat.aic} cube cores" if split_cores == plat.aic else f"{split_cores} cores (plan search)"
     d.used_cores = d.decide("used_cores", len(core_rows), f"head-major weighted split, total weight {total} over "
-                                                          f"{plat.aic} cube cores (PromptFlashAttentionSplitNSNew)")
+                                                          f"{over} (PromptFlashAttentionSplitNSNew)")
     _pfa_unmirrored(d)
 
 

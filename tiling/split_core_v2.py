@@ -60,11 +60,15 @@ def fd_worth_it(no_fd_cost: int, fd_cost: int, fd_rows: int, s2_base: int, toler
 
 
 def split_core_v2(grid: BlockGrid, cores: int, *, stream_k: bool = True, fd_tolerance: int = GQA_FD_TOLERANCE,
-                  fd_least_blocks: int = GQA_FD_LEAST_BLOCKS) -> tuple[CorePlan, FdChoice]:
-    """The arch35 core split: search, then the FD re-plan when the best plan split a row."""
+                  fd_least_blocks: int = GQA_FD_LEAST_BLOCKS, core_count: int | None = None
+                  ) -> tuple[CorePlan, FdChoice]:
+    """The arch35 core split: search, then the FD re-plan when the best plan split a row. ``core_count`` (the
+    plan search's) replaces the search over core counts by that one count; the FD re-plan runs as usual."""
     if grid.all_empty:
         return _empty_plan(grid, cores), FdChoice(False, False)
     lo, hi = search_bounds(grid.total_blocks, cores)
+    if core_count is not None:
+        lo = hi = max(1, min(core_count, grid.total_blocks or 1))
     floor = grid.max_row_cost
     best: CorePlan | None = None
     best_cost = None

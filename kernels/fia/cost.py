@@ -27,7 +27,7 @@ from ...sim.cost import CostReport, estimate_calls
 from ..golden.int4 import INT4_PER_INT32
 from .api import npu_fused_infer_attention_score, prepare_fia, simulate_fia, split_dtype_overrides, v1_call_parts
 
-__all__ = ["fia_cost", "useful_flops"]
+__all__ = ["fia_cost", "fia_plan", "useful_flops"]
 
 
 def fia_cost(query, key, value, *, target: str, record: str = "critical", overrides: dict | None = None,
@@ -36,16 +36,28 @@ def fia_cost(query, key, value, *, target: str, record: str = "critical", overri
     ``overrides`` replaces op_host's block sizes or core count (the plan search, ``tile_fia``); ``hooks`` (a
     ``variants.Hooks``) costs the call with a variant compiled in (``cvtile.attention``); ``key_dtype`` /
     ``value_dtype`` in ``kwargs`` are V2's dtype overrides (``api.kv_dtype_overrides``)."""
-    kwargs, dtypes = split_dtype_overrides(kwargs)
-    bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, target=target, **kwargs)
-    bound.apply_defaults()
-    optional, attrs = v1_call_parts(dict(bound.arguments))
+    optional, attrs, dtypes = _call_parts(query, key, value, target, kwargs)
     _, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides, dtypes)
     with record_launches(run=False) as rec:
         simulate_fia(query, key, value, optional, attrs, target, "program", overrides, hooks, dtypes)
     report = estimate_calls(rec.launches, target, flops=useful_flops(query, key, value, **kwargs), record=record)
     report.tiling = tiling
     return report
+
+
+def fia_plan(query, key, value, *, target: str, overrides: dict | None = None, **kwargs):
+    """The tiling (``FiaTiling``) ``fia_cost`` would time for the same arguments, without compiling or timing."""
+    optional, attrs, dtypes = _call_parts(query, key, value, target, kwargs)
+    return prepare_fia(query, key, value, optional, attrs, target, overrides, dtypes)[1]
+
+
+def _call_parts(query, key, value, target: str, kwargs: dict) -> tuple[dict, dict, dict]:
+    """(optional inputs, attributes, V2 dtype overrides) of a call given by V1's keywords plus V2's
+    ``key_dtype`` / ``value_dtype``."""
+    kwargs, dtypes = split_dtype_overrides(kwargs)
+    bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, target=target, **kwargs)
+    bound.apply_defaults()
+    return (*v1_call_parts(dict(bound.arguments)), dtypes)
 
 
 def useful_flops(query, key, value, *, input_layout="BSH", num_heads=1, actual_seq_lengths=None,

@@ -2,34 +2,54 @@
 
 Model
 -----
-A plan is op_host's tiling with some of its choices replaced (``tile_fia``'s ``overrides``): the M base
-(query rows per block), the S2 base (keys per block), the core count and the kernel's preload depth. The
-candidates are op_host's own bases and their halves and doubles (M in 16..1024, S2 in 64..16384, multiples
-of 16), each with op_host's cost-based core split and with every AI core, at the platform's preload depth;
-and op_host's plan at one preload step less and more (the hand-off slots and pipeline stages the compiler
-gives the AIC/AIV programs; the flash-decode split follows the core split, as op_host derives it). Each goes
-through the same checks, the same tiling machinery (block grid, split_core, flash-decode plan, workspace)
-and the same kernel compilation as op_host's plan, and is timed by the cost model (``fia_cost``). A
-candidate the kernel cannot take (it does not fit the on-chip budget, a check rejects it, or its preload
-depth is below the pipeline's stages) is listed as illegal with its reason, never timed; two candidates
-that come out as the same plan (the same bases, core count and preload) are timed once.
+A plan is op_host's tiling with some of its choices replaced (``tile_fia``'s ``overrides``), which the call's
+planner reads in place of its own before it derives the rest (:mod:`cvtile.tiling.plan_overrides`). The
+candidates depend on the route op_host takes:
 
-Only the arch22 FiaTilingNonQuant template reads overrides; another route gives op_host's plan alone
-with the reason.
+* arch22 ``FiaTilingNonQuant`` / ``FiaTilingNonQuantMla``: op_host's M and S2 bases, their halves and
+  doubles (M in 16..1024, S2 in 64..16384, multiples of 16), each with op_host's cost-based core split and
+  with every cube core. Flash decode follows the core split (split_core cuts a row where a core's share
+  ends), so it has no split count of its own to search;
+* arch22 legacy IFA decode (``IFATiling``, its KV-antiquant kernel too): the flash-decode split count
+  ``kv_splits`` (1 = no flash decode, 2, half and double op_host's, and the most, split cores / (B*N2)),
+  each at op_host's sInner and its half and double; and op_host's rules over half its split cores;
+* arch22 split-fuse (``FlashAttentionInferSplitFuse``): a quarter, a half and three quarters of the cube
+  cores (its flash-decode split follows from the count); its 128 x 512 tiles are kernel constants;
+* arch22 PFA (``PromptFlashAttentionTiling``): sOuter (M = 2 x sOuter) and sInner, halved and doubled,
+  each with op_host's greedy over all and over half of its cores;
+* arch35 ``FiaTilingNonQuant(Mla)Arch35``: split_core_v2 over half and over all the cube cores (their
+  blocks are fixed configs);
+
+and, on every route, op_host's plan at one preload step less and more (the hand-off slots and pipeline
+stages the compiler gives the AIC/AIV programs). Each candidate goes through the same checks, the same
+tiling machinery (block grid, core split, flash-decode plan, workspace, key) and the same kernel
+compilation as op_host's plan, and is timed by the cost model (``fia_cost``). A candidate the kernel cannot
+take (an override a rule forbids, it does not fit the on-chip budget, a check rejects it, its preload depth
+is below the pipeline's stages, or the cost model cannot time it) is listed as illegal with its reason,
+never timed; two candidates that come out as the same plan (the same per-core work, key and preload) are
+timed once.
+
+A route whose planner reads no overrides (``PlanSearch.note`` says which and why: the arch22 empty-tensor
+template, a tiling sink, the IFA ATB kernel, the PFA TND branch, the arch35 quant templates and catch-all)
+gets op_host's plan and its preload neighbours only (``PlanSearch.searched`` False).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from ...dsl.errors import CompilationError
-from ...tiling.errors import ParamError
-from ...tiling.fia import UnsupportedPlanOverride
+from ...tiling.errors import ParamError, UnsupportedPlanOverride
+from ...tiling.platform import Platform, get_platform
+from ...tiling.plan_overrides import OVERRIDE_KEYS
 from ..errors import UnsupportedParameterError
-from .cost import fia_cost
+from .cost import fia_cost, fia_plan
 from .launch import kernel_platform
 
 __all__ = ["PlanResult", "PlanSearch", "search_plans"]
+
+_ILLEGAL = (CompilationError, ParamError, UnsupportedParameterError)
 
 
 @dataclass
@@ -43,6 +63,8 @@ class PlanResult:
     fd: bool = False
     error: str = ""
     preload: int = 0
+    kv_splits: int = 1
+    tiling: object = field(default=None, repr=False, compare=False)
 
     @property
     def legal(self) -> bool:
@@ -54,6 +76,8 @@ class PlanSearch:
     op_host: PlanResult
     plans: list = field(default_factory=list)
     note: str = ""
+    #: the planner's choices were searched (False: op_host's plan and its preload neighbours only)
+    searched: bool = False
 
     @property
     def best(self) -> PlanResult:
@@ -67,17 +91,21 @@ class PlanSearch:
         def one(p):
             return {"overrides": p.overrides, "estimated_us": p.estimated_us and round(p.estimated_us, 3),
                     "bound": p.bound, "m_base": p.m_base, "s2_base": p.s2_base, "cores": p.cores, "fd": p.fd,
-                    "preload": p.preload, "error": p.error}
-        return {"op_host": one(self.op_host), "best": one(self.best), "op_host_over_best": self.op_host_over_best,
+                    "kv_splits": p.kv_splits, "preload": p.preload, "error": p.error}
+        t = self.op_host.tiling
+        return {"route": f"{t.route}/{t.template}" if t is not None else "", "op_host": one(self.op_host),
+                "best": one(self.best), "op_host_over_best": self.op_host_over_best, "searched": self.searched,
                 "plans": [one(p) for p in self.plans], "note": self.note}
 
     def format(self) -> str:
-        lines = ["plan search (cost model):", "  M base  S2 base  cores  fd   preload     estimate   bound   plan"]
+        t = self.op_host.tiling
+        head = "plan search (cost model):" + (f" {t.route}/{t.template}" if t is not None else "")
+        lines = [head, "  M base  S2 base  cores  fd  splits  preload     estimate   bound   plan"]
         for p in sorted(self.plans, key=lambda p: (not p.legal, p.estimated_us or 0)):
             tag = "op_host" if p is self.op_host else ("best" if p is self.best else "")
             if p.legal:
-                lines.append(f"  {p.m_base:6d}  {p.s2_base:7d}  {p.cores:5d}  {'on ' if p.fd else 'off'}  "
-                             f"{p.preload:7d}  {p.estimated_us:9.2f} us  {p.bound:<7} {tag}")
+                lines.append(f"  {p.m_base:6d}  {p.s2_base:7d}  {p.cores:5d}  {'on ' if p.fd else 'off'} "
+                             f"{p.kv_splits:6d}  {p.preload:7d}  {p.estimated_us:9.2f} us  {p.bound:<7} {tag}")
             else:
                 over = ", ".join(f"{k}={v}" for k, v in p.overrides.items())
                 lines.append(f"  {over}: illegal ({p.error})")
@@ -87,51 +115,109 @@ class PlanSearch:
         return "\n".join(lines)
 
 
-def _run(q, k, v, target, overrides, kw) -> PlanResult:
+def _illegal(overrides: dict, e: Exception) -> PlanResult:
+    return PlanResult(dict(overrides), None, error=str(e).splitlines()[0])
+
+
+def _signature(t) -> str:
+    """The plan's identity: its key, bases, per-core work, FD plan and preload depth."""
+    what = (t.tiling_key, t.m_base, t.s2_base, t.cores, t.fd_tasks, kernel_platform(t).preload_depth)
+    return hashlib.sha1(repr(what).encode()).hexdigest()
+
+
+def _time(q, k, v, target, overrides, kw) -> PlanResult:
     try:
         rep = fia_cost(q, k, v, target=target, record="none", overrides=overrides or None, **kw)
-    except (CompilationError, ParamError, UnsupportedParameterError) as e:
-        return PlanResult(dict(overrides), None, error=str(e).splitlines()[0])
+    except _ILLEGAL as e:
+        return _illegal(overrides, e)
     t = rep.tiling
     return PlanResult(dict(overrides), rep.estimated_us, rep.bound, t.m_base, t.s2_base, t.used_cores, t.fd,
-                      preload=kernel_platform(t).preload_depth)
+                      preload=kernel_platform(t).preload_depth, kv_splits=t.kv_splits if t.fd else 1, tiling=t)
 
 
-def _halves_doubles(x: int, lo: int, hi: int) -> list:
-    return sorted({c for c in (x // 2, x, x * 2) if lo <= c <= hi and c % 16 == 0})
+def _halves_doubles(x: int, lo: int, hi: int, step: int = 16) -> list:
+    return sorted({c for c in (x // 2, x, x * 2) if lo <= c <= hi and c % step == 0})
 
 
+# ---------------------------------------------------------------------------------------------- candidates
+def _bases_cores(t, plat: Platform) -> list:
+    """arch22 GQA / MLA: bases halved and doubled, each with op_host's core split and with every core."""
+    return [dict({"m_base": m, "s2_base": s2}, **({"cores": cores} if cores is not None else {}))
+            for m in _halves_doubles(t.m_base, 16, 1024) for s2 in _halves_doubles(t.s2_base, 64, 16384)
+            for cores in (None, plat.aic) if (m, s2, cores) != (t.m_base, t.s2_base, None)]
+
+
+def _ifa(t, plat: Platform) -> list:
+    """Legacy IFA: the flash-decode split count (each at op_host's sInner and its half and double), and op_host's
+    rules over half its split cores."""
+    units = t.decision("split_units").value
+    most = max(units // max(t.batch * t.num_kv_heads, 1), 1)
+    now = t.kv_splits if t.fd else 1
+    splits = sorted({p for p in (1, 2, now // 2, now, now * 2, most) if 1 <= p <= most})
+    step = 16
+    s2s = sorted({s for s in (t.s2_base // 2 // step * step, t.s2_base, t.s2_base * 2 // step * step) if s >= step})
+    out = [dict({"kv_splits": p}, **({"s2_base": s} if s != t.s2_base else {}))
+           for p in splits for s in s2s if (p, s) != (now, t.s2_base)]
+    return out + ([{"cores": units // 2}] if units >= 2 else [])
+
+
+def _fai(t, plat: Platform) -> list:
+    return [{"cores": n} for n in sorted({plat.aic // 4, plat.aic // 2, plat.aic * 3 // 4}) if n >= 1]
+
+
+def _pfa(t, plat: Platform) -> list:
+    return [dict({"m_base": m, "s2_base": s2}, **({"cores": cores} if cores is not None else {}))
+            for m in _halves_doubles(t.m_base, 32, 512, 32) for s2 in _halves_doubles(t.s2_base, 64, 8192)
+            for cores in (None, max(t.used_cores // 2, 1)) if (m, s2, cores) != (t.m_base, t.s2_base, None)]
+
+
+def _arch35_cores(t, plat: Platform) -> list:
+    return [{"cores": n} for n in sorted({max(plat.aic // 2, 1), plat.aic})]
+
+
+_CANDIDATES = {"FiaTilingNonQuant": _bases_cores, "FiaTilingNonQuantMla": _bases_cores, "IFATiling": _ifa,
+               "FlashAttentionInferSplitFuse": _fai, "PromptFlashAttentionTiling": _pfa,
+               "FiaTilingNonQuantArch35": _arch35_cores, "FiaTilingNonQuantMlaArch35": _arch35_cores}
+
+
+def _planner_candidates(t, plat: Platform) -> tuple[list, str]:
+    """The planner overrides to try for op_host's tiling ``t``, or none and the reason."""
+    where = (t.arch, t.route, t.template)
+    if where not in OVERRIDE_KEYS:
+        return [], f"the {t.arch} {t.route}/{t.template} planner reads no overrides: preload depth only"
+    return _CANDIDATES[t.template](t, plat), ""
+
+
+# ---------------------------------------------------------------------------------------------- search
 def search_plans(query, key, value, *, target: str, **kwargs) -> PlanSearch:
     """Time op_host's plan and its neighbours (see the module docstring) for one call."""
-    base = _run(query, key, value, target, {}, kwargs)
+    base = _time(query, key, value, target, {}, kwargs)
     if not base.legal:
         raise ValueError(f"op_host's own plan cannot be timed: {base.error}")
     search = PlanSearch(op_host=base, plans=[base])
-    from ...tiling.platform import get_platform
-
-    aic = get_platform(target).aic
-    try:
-        _run_checked(query, key, value, target, {"cores": base.cores}, kwargs)
-    except UnsupportedPlanOverride as e:
-        search.note = str(e)
-        return search
-    seen = {(base.m_base, base.s2_base, base.cores, base.preload)}
-    candidates = [dict({"m_base": m, "s2_base": s2}, **({"cores": cores} if cores is not None else {}))
-                  for m in _halves_doubles(base.m_base, 16, 1024) for s2 in _halves_doubles(base.s2_base, 64, 16384)
-                  for cores in (None, aic) if (m, s2, cores) != (base.m_base, base.s2_base, None)]
-    candidates += [{"preload_depth": depth} for depth in (base.preload - 1, base.preload + 1) if depth >= 1]
-    for ov in candidates:
-        got = _run(query, key, value, target, ov, kwargs)
-        sig = (got.m_base, got.s2_base, got.cores, got.preload) if got.legal else tuple(sorted(ov.items()))
-        if sig not in seen:
-            seen.add(sig)
-            search.plans.append(got)
+    planner, search.note = _planner_candidates(base.tiling, get_platform(target))
+    seen = {_signature(base.tiling)}
+    if planner:
+        try:
+            _try(search, seen, planner, (query, key, value, target, kwargs))
+            search.searched = True
+        except UnsupportedPlanOverride as e:
+            search.plans, seen, search.note = [base], {_signature(base.tiling)}, f"{e}: preload depth only"
+    preload = [{"preload_depth": depth} for depth in (base.preload - 1, base.preload + 1) if depth >= 1]
+    _try(search, seen, preload, (query, key, value, target, kwargs))
     return search
 
 
-def _run_checked(q, k, v, target, overrides, kw) -> None:
-    """Raises ``UnsupportedPlanOverride`` when the call's template does not take overrides."""
-    try:
-        fia_cost(q, k, v, target=target, record="none", overrides=overrides, **kw)
-    except (CompilationError, ParamError, UnsupportedParameterError):
-        pass
+def _try(search: PlanSearch, seen: set, candidates: list, call: tuple) -> None:
+    """Plan each candidate, time the ones that are new plans, list the illegal ones with their reason."""
+    q, k, v, target, kw = call
+    for ov in candidates:
+        try:
+            sig = _signature(fia_plan(q, k, v, target=target, overrides=ov, **kw))
+        except _ILLEGAL as e:
+            sig, got = tuple(sorted(ov.items())), _illegal(ov, e)
+        else:
+            got = None if sig in seen else _time(q, k, v, target, ov, kw)
+        if sig not in seen:
+            seen.add(sig)
+            search.plans.append(got)

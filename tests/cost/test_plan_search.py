@@ -1,6 +1,7 @@
-"""Plan search (issue 8, item 7): op_host's FusedInferAttentionScore plan against its neighbours (M / S2 bases
-halved and doubled, op_host's or every core, the preload depth one step either way), timed by the cost model;
-``cvtile tiling --compare``. The cost model runs on the compiled IR only, so a search takes seconds."""
+"""Plan search (issue 8, item 7): op_host's FusedInferAttentionScore plan against its neighbours (per route:
+M / S2 bases halved and doubled, core counts, the legacy IFA route's flash-decode split count, the preload
+depth one step either way), timed by the cost model; ``cvtile tiling --compare``. The cost model runs on the
+compiled IR only, so a search takes seconds."""
 
 from __future__ import annotations
 
@@ -72,16 +73,35 @@ def test_a_preload_override_compiles_for_a_platform_of_its_own():
         tile_fia(FiaParams.from_api(metas, attrs), "Ascend910B1", {"preload_depth": 0})
 
 
-def test_a_template_without_overrides_gives_op_hosts_plan_alone():
-    """An int8 KV-antiquant decode on the legacy IFA route: its planner takes no overrides, and the search says
-    so."""
+def test_the_legacy_ifa_route_searches_its_flash_decode_split_and_s_inner():
+    """An int8 KV-antiquant decode on the legacy IFA route: op_host runs it without FD; the search times it
+    with 2 and with every KV split op_host's rule allows (12 per (b, n2) unit over the 48 vector cores), and
+    at half op_host's sInner."""
     rng = np.random.default_rng(1)
     q = rng.uniform(-1, 1, (2, 8, 1, 128)).astype(np.float16)
     k = rng.integers(-127, 128, (2, 2, 512, 128)).astype(np.int8)
     s = search_plans(q, k, k.copy(), target="Ascend910B1", num_heads=8, num_key_value_heads=2,
                      input_layout="BNSD", scale=128 ** -0.5, antiquant_scale=np.full((2, 2, 1, 128), 0.01,
                                                                                     np.float16))
-    assert s.plans == [s.op_host] and "FiaTilingNonQuant template only" in s.note
+    assert s.searched and not s.note and s.op_host.tiling.route == "ifa"
+    assert not s.op_host.fd and s.op_host.kv_splits == 1
+    legal = [p for p in s.plans if p.legal]
+    assert {p.kv_splits for p in legal} >= {1, 2, 12}
+    two = [p for p in legal if p.overrides.get("kv_splits") == 2]     # parts of 256: sInner 256, 512 and 1024
+    assert len(two) == 1 and two[0].fd and two[0].cores == 2 * 2 * 2   # clip to one plan, timed once
+    assert any(p.s2_base == s.op_host.s2_base // 2 and not p.fd for p in legal)
+    assert "splits" in s.format() and s.to_dict()["route"] == "ifa/IFATiling"
+
+
+def test_a_planner_without_overrides_is_named_and_only_the_preload_is_searched():
+    from types import SimpleNamespace
+
+    from cvtile.kernels.fia.plan_search import _planner_candidates
+    from cvtile.tiling.platform import get_platform
+
+    empty = SimpleNamespace(arch="arch22", route="fia", template="FiaTilingEmptyTensor")
+    got, note = _planner_candidates(empty, get_platform("Ascend910B1"))
+    assert got == [] and "arch22 fia/FiaTilingEmptyTensor planner reads no overrides" in note
 
 
 def test_cli_tiling_compare_prints_the_table(capsys):
