@@ -27,8 +27,9 @@ class Draft:
     def __init__(self, view: TilingView, platform_name: str, q_lens: tuple, kv_lens: tuple,
                  overrides: dict | None = None):
         self.view = view
-        #: plan-search overrides of op_host's choices (``m_base``, ``s2_base``, ``cores``); only planners that
-        #: read them accept them (``tile_view`` refuses the others)
+        #: plan-search overrides of op_host's choices (``m_base``, ``s2_base``, ``cores``, ``kv_splits``); only
+        #: the planners that read them accept them (``plan_overrides.OVERRIDE_KEYS``; ``tile_view`` refuses the
+        #: others)
         self.overrides = dict(overrides or {})
         self.platform = platform_name
         self.q_lens = tuple(q_lens)

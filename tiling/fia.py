@@ -23,6 +23,10 @@ FD tasks and the combine's vector work, workspace size and layout, tiling key an
 its decoded fields) and records a :class:`~.result.Decision` with the op_host rule
 for every choice. ``format_tiling`` renders the result for people.
 
+The plan search's ``overrides`` reach the planner as ``Draft.overrides``; :mod:`.plan_overrides`
+says which planner reads which (``tile_view`` refuses the others with ``UnsupportedPlanOverride``)
+and checks their values; ``tile_fia`` itself applies ``preload_depth``, a kernel setting.
+
 Invariants
 ----------
 * A returned tiling's key decodes to ``key_fields``; ``fd`` is True iff ``fd_tasks`` is non-empty.

@@ -6,8 +6,8 @@ A plan is op_host's tiling with some of its choices replaced (``tile_fia``'s ``o
 planner reads in place of its own before it derives the rest (:mod:`cvtile.tiling.plan_overrides`). The
 candidates depend on the route op_host takes:
 
-* arch22 ``FiaTilingNonQuant`` / ``FiaTilingNonQuantMla``: op_host's M and S2 bases, their halves and
-  doubles (M in 16..1024, S2 in 64..16384, multiples of 16), each with op_host's cost-based core split and
+* arch22 ``FiaTilingNonQuant`` / ``FiaTilingNonQuantMla``: op_host's M and S2 bases and their halves and
+  doubles rounded down to multiples of 16 (M in 16..1024, S2 in 64..16384), each with op_host's cost-based core split and
   with every cube core. Flash decode follows the core split (split_core cuts a row where a core's share
   ends), so it has no split count of its own to search;
 * arch22 legacy IFA decode (``IFATiling``, its KV-antiquant kernel too): the flash-decode split count
@@ -136,15 +136,23 @@ def _time(q, k, v, target, overrides, kw) -> PlanResult:
 
 
 def _halves_doubles(x: int, lo: int, hi: int, step: int = 16) -> list:
-    return sorted({c for c in (x // 2, x, x * 2) if lo <= c <= hi and c % step == 0})
+    """``x`` (op_host's, whatever it is) with its half and double rounded down to whole ``step``s."""
+    return sorted({x} | {c // step * step for c in (x // 2, x * 2) if lo <= c // step * step <= hi})
 
 
 # ---------------------------------------------------------------------------------------------- candidates
+def _changed(t, **choice) -> dict:
+    """The overrides of ``choice`` that differ from op_host's tiling ``t`` (``cores`` None: op_host's split)."""
+    now = {"m_base": t.m_base, "s2_base": t.s2_base, "cores": None}
+    return {k: v for k, v in choice.items() if v != now.get(k)}
+
+
 def _bases_cores(t, plat: Platform) -> list:
     """arch22 GQA / MLA: bases halved and doubled, each with op_host's core split and with every core."""
-    return [dict({"m_base": m, "s2_base": s2}, **({"cores": cores} if cores is not None else {}))
-            for m in _halves_doubles(t.m_base, 16, 1024) for s2 in _halves_doubles(t.s2_base, 64, 16384)
-            for cores in (None, plat.aic) if (m, s2, cores) != (t.m_base, t.s2_base, None)]
+    got = [_changed(t, m_base=m, s2_base=s2, cores=cores)
+           for m in _halves_doubles(t.m_base, 16, 1024) for s2 in _halves_doubles(t.s2_base, 64, 16384)
+           for cores in (None, plat.aic)]
+    return [ov for ov in got if ov]
 
 
 def _ifa(t, plat: Platform) -> list:
@@ -154,10 +162,8 @@ def _ifa(t, plat: Platform) -> list:
     most = max(units // max(t.batch * t.num_kv_heads, 1), 1)
     now = t.kv_splits if t.fd else 1
     splits = sorted({p for p in (1, 2, now // 2, now, now * 2, most) if 1 <= p <= most})
-    step = 16
-    s2s = sorted({s for s in (t.s2_base // 2 // step * step, t.s2_base, t.s2_base * 2 // step * step) if s >= step})
-    out = [dict({"kv_splits": p}, **({"s2_base": s} if s != t.s2_base else {}))
-           for p in splits for s in s2s if (p, s) != (now, t.s2_base)]
+    out = [dict(_changed(t, s2_base=s), kv_splits=p) for p in splits for s in _halves_doubles(t.s2_base, 16, 1 << 20)
+           if (p, s) != (now, t.s2_base)]
     return out + ([{"cores": units // 2}] if units >= 2 else [])
 
 
@@ -166,9 +172,10 @@ def _fai(t, plat: Platform) -> list:
 
 
 def _pfa(t, plat: Platform) -> list:
-    return [dict({"m_base": m, "s2_base": s2}, **({"cores": cores} if cores is not None else {}))
-            for m in _halves_doubles(t.m_base, 32, 512, 32) for s2 in _halves_doubles(t.s2_base, 64, 8192)
-            for cores in (None, max(t.used_cores // 2, 1)) if (m, s2, cores) != (t.m_base, t.s2_base, None)]
+    got = [_changed(t, m_base=m, s2_base=s2, cores=cores)
+           for m in _halves_doubles(t.m_base, 32, 512, 32) for s2 in _halves_doubles(t.s2_base, 64, 8192)
+           for cores in (None, max(t.used_cores // 2, 1))]
+    return [ov for ov in got if ov]
 
 
 def _arch35_cores(t, plat: Platform) -> list:
