@@ -6,7 +6,10 @@ Model
 kernel it generates the numba module text (``codegen.generate``), writes it
 into the cache directory under a name derived from a hash of the text, and
 imports it; numba's own ``cache=True`` then keeps the machine code beside it,
-so a second process with the same kernel loads instead of compiling.
+so a second process with the same kernel loads instead of compiling. The
+compile holds a lock file beside the module (``_compiling``), so processes
+that need the same kernel at the same moment (test or corpus workers) compile
+it once: the others wait, then load it.
 
 ``launch(grid, args)`` converts the arguments (arrays to flat storage views,
 16-bit floats as uint16 bits, zero-copy when contiguous; a copied array is
@@ -35,6 +38,7 @@ compiles, which tests share a specialisation, and which compiles ran twice).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -210,15 +214,16 @@ class NumbaRunner:
             t0 = time.perf_counter()
             compile_fn = _compile_group if group else _compile_only
             fallback = ""
-            try:
-                compile_fn(variant.module, err, flat_args, shadows)
-            except Exception as e:   # an NRT-free function that turns out to need NRT: compile it with NRT
-                if _NO_NRT not in variant.generated.text or not _is_numba_error(e):
-                    raise
-                fallback = _nrt_reason(e)
-                variant.generated.text = variant.generated.text.replace(_NO_NRT, "")
-                variant._module = None
-                compile_fn(variant.module, err, flat_args, shadows)
+            with _compiling(variant.module):
+                try:
+                    compile_fn(variant.module, err, flat_args, shadows)
+                except Exception as e:   # an NRT-free function that turns out to need NRT: compile it with NRT
+                    if _NO_NRT not in variant.generated.text or not _is_numba_error(e):
+                        raise
+                    fallback = _nrt_reason(e)
+                    variant.generated.text = variant.generated.text.replace(_NO_NRT, "")
+                    variant._module = None
+                    compile_fn(variant.module, err, flat_args, shadows)
             seconds = time.perf_counter() - t0
             COMPILE_STATS["seconds"] += seconds
             COMPILE_STATS["kernels"] += 1
@@ -430,6 +435,25 @@ def _nrt_reason(e: Exception) -> str:
 
     found = re.search(r'lowering "([^"]*)"', str(e))
     return "nrt fallback: " + (found.group(1) if found else str(e).splitlines()[0])[:160]
+
+
+@contextlib.contextmanager
+def _compiling(module):
+    """Hold the cache's lock file of ``module`` while its machine code is compiled or loaded: two processes that
+    need the same kernel at once (test workers, corpus workers) compile it once, the second then loads what the
+    first wrote into numba's cache instead of compiling it again. Without ``fcntl`` (not POSIX) there is no lock
+    and each process compiles for itself, as before."""
+    try:
+        import fcntl
+    except ImportError:   # pragma: no cover - not POSIX
+        yield
+        return
+    with open(cache_dir() / f"{module.__name__}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _compile_group(module, err, args, shadows=None) -> None:

@@ -115,8 +115,15 @@ CHILD = textwrap.dedent('''
 
 
 def _run_child(script, cache):
-    env = dict(os.environ, CVTILE_CACHE_DIR=str(cache))
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    cmd, env = _child_command(script, cache)
+    return _result(subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300))
+
+
+def _child_command(script, cache):
+    return [sys.executable, str(script)], dict(os.environ, CVTILE_CACHE_DIR=str(cache))
+
+
+def _result(done):
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -133,3 +140,20 @@ def test_a_second_process_loads_the_kernel_from_the_disk_cache(tmp_path):
     second = _run_child(script, cache)
     assert second["ok"] and second["hits"] == 1 and second["misses"] == 0
     assert second["seconds"] < first["seconds"]
+
+
+def test_two_processes_that_need_one_kernel_at_once_compile_it_once(tmp_path):
+    """Test workers and corpus workers often reach the same specialisation together: the compile holds the
+    module's lock file, so the second process waits and loads the first one's machine code (a numba cache hit)
+    instead of compiling it again."""
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    cmd, env = _child_command(script, tmp_path / "cache")
+    children = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    results = []
+    for child in children:
+        out, err = child.communicate(timeout=300)
+        results.append(_result(subprocess.CompletedProcess(cmd, child.returncode, out, err)))
+    assert all(r["ok"] for r in results)
+    assert sorted((r["misses"], r["hits"]) for r in results) == [(0, 1), (1, 0)], results
