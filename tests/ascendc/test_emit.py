@@ -219,14 +219,16 @@ def _fia_launches(**case):
 
 
 def _check_launches(tmp_path, launches, only=None):
-    """Emit, check, build and run ``launches`` on the twin; every output within its class of the simulator's
-    (a workspace at the query's: ``twin_tolerance``)."""
-    from cvtile.kernels.precision import twin_tolerance
+    """Emit, check, build and run ``launches`` on the twin; every output passes against the simulator's under
+    its class (a workspace at the query's: ``twin_tolerance``) and the upstream pass rule (``cvtile emit
+    --run``'s: at most MAX_FAIL_RATIO of the elements outside, none a gross outlier). The two sum in different
+    orders, and where the host's BLAS order moves a score's last bit, a P element can round one fp16 ulp apart."""
+    from cvtile.kernels.precision import MAX_FAIL_RATIO, twin_tolerance
 
     chosen = [A.Launch.of(r) for r in launches if only is None or r.kernel.name == only]
     assert chosen
     query = launches[0].args[0]   # the first launch is the attention kernel, its first argument the query
-    res = A.emit(str(tmp_path), chosen, tolerance=twin_tolerance(query.dtype))
+    res = A.emit(str(tmp_path), chosen, tolerance=twin_tolerance(query.dtype), max_fail_ratio=MAX_FAIL_RATIO)
     A.check_project(str(tmp_path), res["kernels"])
     report = A.run_project(str(tmp_path), A.arch_of(chosen[0].kernel.platform))
     assert report.count("PASS") == len(res["outputs"]) >= 1, report
