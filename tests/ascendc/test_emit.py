@@ -244,6 +244,7 @@ def test_fia_flash_decode_combine_runs_on_the_twin(tmp_path):
     assert "bitwise equal" in report, report
 
 
+@pytest.mark.wide
 @needs_gxx
 def test_fia_decode_with_flash_decode_runs_on_the_twin(tmp_path):
     """The mix attention kernel (AIC + 2 AIV, flags, workspace slots, row chunks) and its combine, as one

@@ -65,6 +65,7 @@ def test_tnd_bf16_with_an_empty_batch_and_the_default_softmax_layout():
     _judge(q, k, v, res, kw)
 
 
+@pytest.mark.slow
 def test_fp32_mask_pse_add_then_mul_sink_and_dropout():
     """fp32 through the cube, mode 0 with a mask and a window, pse type 1 (BN1S), a sink, dropout from an
     explicit bit mask."""

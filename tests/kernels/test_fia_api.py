@@ -172,6 +172,7 @@ def test_empty_kv_on_the_legacy_ifa_route_runs_its_zero_kv_tasks(lengths):
     assert out.shape == q.shape and not out.any() and np.all(lse == np.inf)
 
 
+@pytest.mark.slow
 def test_target_keyword(bnsd):
     from cvtile.kernels import mask_template
 

@@ -57,6 +57,7 @@ def test_signature_matches_torch_npu_v2():
     assert names.index("learnable_sink") < names.index("num_query_heads")
 
 
+@pytest.mark.slow
 def test_sink_matches_the_golden(tnd):
     out, lse = _v2(tnd, learnable_sink=tnd["sink"])
     g_out, g_lse = _golden(tnd, tnd["sink"])

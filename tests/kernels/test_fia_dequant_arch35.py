@@ -396,6 +396,7 @@ def _prefix(rng, n2, p, d, layout="BNSD"):
     return dict(key_shared_prefix=kp, value_shared_prefix=vp)
 
 
+@pytest.mark.slow
 def test_shared_prefix_per_channel_decode_with_a_block_straddling_its_end(judge_fia):
     """The int8 prefix dequantises with the cache's per-channel parameters and offsets; 250 of its 300 positions
     are attended, so one S2 block straddles the prefix's end (two steps, the prefix's rows then the own KV's)."""
@@ -579,7 +580,7 @@ def test_ascend_c_backend_refuses_the_nz_view_by_name():
     aq = _channel(rng, 1, 128, np.float16, offset=False)
     launches = []
     for key, value in ((kd, vd), (k, v)):
-        with record_launches() as rec:
+        with record_launches(run=False) as rec:
             fia(q, key, value, **aq, **kw)
         launches.append(rec.launches[0].kernel)
     ascendc.lowered(launches[0])

@@ -70,7 +70,7 @@ def test_ascend_c_backend_refuses_the_int8_p_v_by_name():
     from cvtile.dsl.ascendc.lower import AscendCUnsupported
     from cvtile.dsl.jit import record_launches
 
-    with record_launches() as rec:
+    with record_launches(run=False) as rec:
         fia(**_call(scale=1.0, softmax_lse_flag=True))
     with pytest.raises(AscendCUnsupported, match="kernel_fullquant.py:.*non-transposed B of int8"):
         ascendc.lowered(rec.launches[0].kernel)

@@ -58,6 +58,7 @@ def test_a_512_row_prefill_keeps_its_accumulator_in_gm_and_matches_the_golden(gm
     assert compare(lse, g_lse, "float32").passed
 
 
+@pytest.mark.slow
 def test_the_gm_accumulator_is_bitwise_the_ub_one_and_pipelined_order_is_bitwise_program_order(gm_run,
                                                                                                 monkeypatch):
     _, out, lse, _ = gm_run
@@ -69,6 +70,7 @@ def test_the_gm_accumulator_is_bitwise_the_ub_one_and_pipelined_order_is_bitwise
     assert np.array_equal(out.view(np.uint16), u_out.view(np.uint16)) and np.array_equal(lse, u_lse)
 
 
+@pytest.mark.slow
 def test_checking_mode_takes_the_gm_accumulator_as_scratch_not_as_a_rewritten_output(gm_run):
     """regression: write-once reported the accumulator rows, rewritten at every KV block, as an output written
     262144 times over; a tensor the kernel reads back is its own scratch (races and uninit still judge it)."""

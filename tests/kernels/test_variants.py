@@ -215,6 +215,7 @@ def _printing_causal(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
+@pytest.mark.slow
 def test_full_blocks_skip_the_mask_evaluation(capsys):
     q, k, v, kw = _inputs(n=1, n2=1, s=1024)
     bmap = variant_block_map(q, k, v, mask_mod=_printing_causal, **kw)
