@@ -29,7 +29,10 @@ memory table, see plan_memory).
   - a row-wise tile used after the pass is assembled in place: a full tile
     (``create`` without a fill) is carried through the loop and each chunk
     is written into its rows (``insert_rows``); later uses read it.
-  - channel spans of ops inside move to the loop (the flags wrap all chunks).
+  - channel spans of ops inside move to the loop (the flags wrap all chunks);
+    a span inside an ``if``'s arm keeps its condition (``span_guards``: its
+    flags run under the same condition, so they meet the other side's, which
+    stays inside the branch).
 
 Invariants
 ----------
@@ -264,7 +267,7 @@ def _rewrite(block, start, end, pass_ops, split, outputs, chunk, rows, ve):
     def chunk_rows_of(valid):
         return sbin("min", sbin("max", sbin("sub", valid, r0), 0), chunk)
 
-    spans, span_pipes = [], {}
+    spans, span_pipes, span_guards = [], {}, {}
     inner_defs = {r.id for op in split for inner in _deep(op) for r in inner.results}
     # row-wise tiles from before the pass: a view of this chunk's rows, taken once at the top of the chunk
     for op in split:
@@ -277,20 +280,22 @@ def _rewrite(block, start, end, pass_ops, split, outputs, chunk, rows, ve):
                     body.ops.append(sl)
                     vmap[x.id] = sl.result
 
-    def emit(op: Op, dst: Block):
+    def emit(op: Op, dst: Block, guard: tuple = ()):
         for cid, role, end_ in op.attrs.get("channels", []):
             spans.append((cid, role, end_))
             span_pipes[cid] = op.pipe
+            if guard:
+                span_guards[cid] = guard
         if op.kind == "if":
             arms = []
-            for arm in op.blocks:
+            for k, arm in enumerate(op.blocks):
                 nb = Block()
                 for inner in arm.ops:
                     if inner.kind == "yield":
                         nb.ops.append(Op("yield", [vmap.get(v.id, v) for v in inner.args], [], {}, (), inner.loc,
                                          None))
-                    else:
-                        emit(inner, nb)
+                    else:   # (the condition is a scalar: computed before the loop, where the flags go)
+                        emit(inner, nb, guard + ((op.args[0], k),))
                 arms.append(nb)
             res = []
             for r in op.results:
@@ -357,6 +362,8 @@ def _rewrite(block, start, end, pass_ops, split, outputs, chunk, rows, ve):
     if spans:
         loop.attrs["channels"] = spans
         loop.attrs["span_pipes"] = span_pipes   # the pipe each channel's own op runs on (for its flag set)
+        if span_guards:   # the spans inside an if's arm: (condition, arm) from the pass's level inwards
+            loop.attrs["span_guards"] = span_guards
         loop.attrs["handoff"] = "chunked"
     # later readers of an output read the assembled tile
     subst = {v.id: r for v, r in zip(outputs, results)}

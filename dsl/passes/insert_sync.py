@@ -25,6 +25,10 @@ Every channel (split_cv; its spans marked by place_handoffs or split_cv in
   the producer's program ends by waiting on it ``depth`` times, so no set is
   outstanding when the kernel ends.
 
+A span chunk_rows moved out of an ``if``'s arm onto its chunk loop keeps its
+condition (``span_guards``): its flags are put in the same arm of an ``if`` on
+the same condition around the loop, so they run exactly when the span does.
+
 Intra-core events. Inside one core the pipes (MTE2, MTE1, M, FIX, V, MTE3,
 S) run in parallel, each in order. For every RAW, WAR and WAW on one memory
 (an on-chip buffer of the memory plan, or a GM tensor; buffers whose
@@ -152,15 +156,28 @@ def _wrap_spans(block: Block, core: str, channels: dict, mode: int) -> None:
             _wrap_spans(b, core, channels, mode)
         roles = op.attrs.get("channels", ())
         before, after = [], []
+        guards = op.attrs.get("span_guards", {})
         for cid, role, end in roles:
             ch = channels[cid]
             if end == "begin":
-                before.append(_flag("flag_wait", ch, "ready" if role == "consume" else "free", core, mode, op.loc))
+                flag = _flag("flag_wait", ch, "ready" if role == "consume" else "free", core, mode, op.loc)
+                before.append(_guarded(flag, guards.get(cid, ())))
             else:
-                after.append(_flag("flag_set", ch, "ready" if role == "produce" else "free", core, mode, op.loc,
-                                   _last_pipe(op, cid)))
+                flag = _flag("flag_set", ch, "ready" if role == "produce" else "free", core, mode, op.loc,
+                             _last_pipe(op, cid))
+                after.append(_guarded(flag, guards.get(cid, ())))
         out += before + [op] + after
     block.ops = out
+
+
+def _guarded(flag: Op, guard: tuple) -> Op:
+    """``flag`` run only where its span ran: inside arm ``k`` of ``if cond`` for each (cond, k) of ``guard``
+    (chunk_rows' ``span_guards``, outermost first); the flag itself when the span was unconditional."""
+    for cond, k in reversed(guard):
+        arms = [Block(ops=[Op("yield", [], [], {}, (), flag.loc, None)]) for _ in range(2)]
+        arms[k].ops.insert(0, flag)
+        flag = Op("if", [cond], [], {}, arms, flag.loc, None)
+    return flag
 
 
 # ------------------------------------------------------------------ intra-core events

@@ -303,3 +303,20 @@ def test_a_streamed_out_mma_drains_each_piece_while_the_next_is_computed():
     assert fix.end >= m.end
     # the drain dominates: the kernel ends about one drain after the first Mmad piece, not after M + drain
     assert fix.end < m.end + (fix.end - fix.start)
+
+
+# ------------------------------------------------------------------ st corpus calls that deadlocked
+
+
+def test_cost_model_times_a_shared_prefix_decode_with_pse_without_deadlock():
+    """The GQA kernel's KV step straddling the shared prefix (prefix V in one arm, own V in the other) with a
+    pse too large for UB whole: chunk_rows chunked V1 and hoisted both arms' P hand-offs (V1C2, V1C2_2) onto
+    the chunk loop unconditionally, so the AIVs waited for a credit the AIC never gave (7 st corpus calls)."""
+    q = np.zeros((1, 1, 1, 64), np.float16)
+    k = np.zeros((1, 1, 1024, 64), np.float16)
+    prefix = np.zeros((1, 1, 256, 64), np.float16)
+    rep = fia_cost(q, k, k, target="Ascend910B1", num_heads=1, input_layout="BNSD", scale=0.125,
+                   key_shared_prefix=prefix, value_shared_prefix=prefix, actual_shared_prefix_len=[200],
+                   actual_seq_lengths_kv=[100], pse_shift=np.zeros((1, 1, 1, 1280), np.float16))
+    assert rep.estimated_us > 0
+
