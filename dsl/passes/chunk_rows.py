@@ -33,6 +33,13 @@ memory table, see plan_memory).
     a span inside an ``if``'s arm keeps its condition (``span_guards``: its
     flags run under the same condition, so they meet the other side's, which
     stays inside the branch).
+* A pass ends before a span that waits for the other side's data (a channel's
+  consume begins) once one of its spans has handed data to the other side (a
+  produce ended): the flags wrapping a chunk loop wait for all its inputs
+  before its first chunk and hand over its outputs after the last, so a round
+  trip inside one loop (V2 stores digits the cube multiplies, V3 reads the
+  product back) would wait for data that the other side computes only from the
+  loop's own outputs.
 
 Invariants
 ----------
@@ -125,14 +132,20 @@ def _member(op: Op, rows) -> bool:
 
 
 def _pass_at(block: Block, i: int, rows):
-    """(first index, last index, the pass's ops) of the vector pass starting at op i, or None."""
+    """(first index, last index, the pass's ops) of the vector pass starting at op i, or None. The pass ends
+    before a span that waits for the other side's data once a span has handed data to it (a round trip: see
+    the module docstring)."""
     ops = block.ops
     if not _member(ops[i], rows):
         return None
-    j, last, members = i, i, []
+    j, last, members, handed = i, i, [], False
     while j < len(ops):
         op = ops[j]
         if _member(op, rows):
+            roles = [(role, end) for inner in _deep(op) for _, role, end in inner.attrs.get("channels", ())]
+            if handed and ("consume", "begin") in roles:
+                break
+            handed = handed or ("produce", "end") in roles
             members.append(op)
             last = j
         elif op.defn.category != "scalar":   # scalars (and their checks) do not depend on tiles: they move ahead

@@ -320,3 +320,14 @@ def test_cost_model_times_a_shared_prefix_decode_with_pse_without_deadlock():
                    actual_seq_lengths_kv=[100], pse_shift=np.zeros((1, 1, 1, 1280), np.float16))
     assert rep.estimated_us > 0
 
+
+def test_cost_model_times_an_antiquant_decode_with_pse_without_deadlock():
+    """The antiquant kernel's V2 (P's digits to the cube) and V3 (the product back) in one chunked pass: the
+    chunk loop waited for the product before handing over the digits (5 st corpus calls)."""
+    q = np.zeros((1, 8, 1, 128), np.float16)
+    k = np.zeros((1, 1, 4096, 128), np.int8)
+    scale = np.ones((1, 128), np.float16)
+    rep = fia_cost(q, k, k, target="Ascend910B1", num_heads=8, num_key_value_heads=1, input_layout="BNSD",
+                   scale=0.125, key_antiquant_scale=scale, value_antiquant_scale=scale,
+                   pse_shift=np.zeros((1, 8, 1, 4096), np.float16))
+    assert rep.estimated_us > 0
