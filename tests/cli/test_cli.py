@@ -92,6 +92,7 @@ HIF8_CASE = ["--batch", "2", "--num-heads", "8", "--num-kv-heads", "2", "--kv-se
              "--kv-dtype", "hifloat8", "--target", "Ascend950"]
 
 
+@pytest.mark.slow
 def test_run_hifloat8_cache_on_ascend950_passes_its_golden(capsys):
     """``--kv-dtype hifloat8``: uint8 HiF8 codes marked by V2's key_dtype / value_dtype, per-channel scales, no
     offset; the dequant kernel against the float64 golden, which decodes the same codes."""

@@ -157,6 +157,7 @@ def test_unmodelled_v2_keywords_are_named(tnd, name, value):
     assert info.value.param == name
 
 
+@pytest.mark.slow
 def test_quant_scale_out_is_the_v1_post_quant(tnd):
     """``quant_scale_out``/``quant_offset_out`` are V1's ``quant_scale2``/``quant_offset2``: int8 output."""
     scale, offset = np.array([50.0], np.float32), np.array([2.0], np.float32)

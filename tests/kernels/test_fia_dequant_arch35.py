@@ -59,6 +59,7 @@ def test_per_channel_with_offset_and_lse_gqa_decode(judge_fia):
     judge_fia(q, k, v, softmax_lse_flag=True, **_channel(rng, 2, 128, np.float16), **kw)
 
 
+@pytest.mark.slow
 def test_per_token_bf16_bsh_with_kv_lengths(judge_fia):
     """Mode 1: fp32 (B, S') parameters per KV position, rounded to bf16 before the vector's add and multiply."""
     rng = np.random.default_rng(2)
@@ -184,6 +185,7 @@ def test_fp8_e4m3fn_paged_bnbsh_cache_bf16_prefill(judge_fia, paged_bsh):
               softmax_lse_flag=True, **_channel(rng, n2, d, BF16, offset=False))
 
 
+@pytest.mark.slow
 def test_fp8_cache_per_token_with_kv_lengths(judge_fia):
     """Mode 1 on an FP8 cache: the fp32 scale of each KV position rounded to the query's dtype, times the
     widened FP8 values (the 950's FP8 per-token vector functions); no offset."""
@@ -335,6 +337,7 @@ def _check_spaced_by_s2(q, k, v, scales, s2, judge_fia, **kw):
     assert not np.array_equal(np.asarray(out).view(np.uint16), np.asarray(old).view(np.uint16))
 
 
+@pytest.mark.slow
 def test_regression_per_token_head_scales_spaced_by_s2_of_key_not_s_prime(judge_fia):
     """Bug: mode 3 scales (B, N2, S') were read at [b, n2, s], spaced by S'; without a shared prefix the 950
     (``LoadAntiquantParamsPerToken``, per-head branch) spaces them by op_host's S of key, S2 = 96 here, so with
@@ -406,6 +409,7 @@ def test_shared_prefix_per_channel_decode_with_a_block_straddling_its_end(judge_
               **_channel(rng, 2, 128, np.float16), **kw)
 
 
+@pytest.mark.slow
 def test_shared_prefix_per_token_params_of_the_own_kv_start_s_minus_s_of_key_into_the_table(judge_fia):
     """Mode 1 with S' = S of key + 17: the prefix's positions read the table's first plen entries and the own KV's
     start 17 (S' - S of key) into it, as the 950 template reads them, not right after the prefix's (A2/A3)."""
@@ -521,6 +525,7 @@ def _mxfp4_nz(rng, dtype=BF16):
     return (q, k, v, dict(kw, **nz)), (kd, vd, dict(kw, **nd))
 
 
+@pytest.mark.slow
 def test_mxfp4_nz_cache_with_its_group_scales_in_the_nz_order(judge_fia):
     """Mode 6 on an NZ cache: the 950 copies each group's row of positions ((B, N2, D/32, S2) bytes; its
     ``CopyAntiqScaleE8M0Nz``), the kernel reads them so, the golden likewise."""

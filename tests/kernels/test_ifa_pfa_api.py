@@ -239,6 +239,7 @@ def test_ifa_antiquant_runs_the_fia_call_it_maps_to(layout, per_channel, offset)
     assert rep.passed, str(rep)
 
 
+@pytest.mark.slow
 def test_v3_antiquant_takes_the_aclnn_names():
     q, k, v, kw = _antiquant_case(np.random.default_rng(12), "BNSD", True, True)
     out = incre_flash_attention_v3(query=q, key=[k], value=[v], antiquantScale=kw["antiquant_scale"],
