@@ -131,19 +131,20 @@ _ANTIQUANT_CACHES = {"int8": ((-127, 128), (0.004, 0.008)), "int4": ((-8, 8), (0
 #: caches without an offset
 _NO_OFFSET = ("float8_e4m3fn", "hifloat8")
 #: caches only Ascend950's dequant kernel takes, refused up front on other targets (``check_kv_dtype``)
-_ARCH35_ONLY = ("hifloat8",)
+_ARCH35_ONLY = ("float8_e4m3fn", "hifloat8")
 
 
 def check_kv_dtype(kv_dtype: str | None, target: str) -> None:
-    """Refuse a cache the target has no dtype for, before any input is drawn: a HiFloat8 cache off Ascend950
-    raises ``ParamError`` 161002 (checker "cli") naming ``kv_dtype`` (the command line's ``--kv-dtype``), the
-    target and the rule (op_host there would refuse the key's dtype)."""
+    """Refuse a cache the target has no dtype for, before any input is drawn: an FP8 or HiFloat8 cache off
+    Ascend950 raises ``ParamError`` 161002 (checker "cli") naming ``kv_dtype`` (the command line's
+    ``--kv-dtype``), the target and the rule (op_host there would refuse the key's dtype)."""
     from .tiling.errors import AclnnStatus, ParamError
 
     arch = get_platform(target).arch
     if kv_dtype in _ARCH35_ONLY and arch != "arch35":
         raise ParamError("kv_dtype", kv_dtype, f"a {kv_dtype} KV cache is Ascend950's (arch35: its dequant kernel, "
-                         f"per-channel mode 0 without offsets); target {target} ({arch}) has no {kv_dtype} dtype",
+                         f"without offsets); target {target} ({arch}) has no {kv_dtype} KV cache (op_host refuses "
+                         f"the key's dtype there)",
                          status=AclnnStatus.PARAM_INVALID, checker="cli")
 
 

@@ -52,16 +52,18 @@ def test_emit_of_a_widened_cache_is_refused_naming_kv_dtype(capsys, tmp_path, kv
 
 @pytest.mark.parametrize("command", ["run", "cost", "trace"])
 @pytest.mark.parametrize("target", ["Ascend910B1", "Ascend910_93"])
-def test_a_hifloat8_cache_off_ascend950_is_a_one_line_user_error(capsys, tmp_path, command, target):
-    """A2/A3 have no HiFloat8 dtype: run, cost and trace refuse --kv-dtype hifloat8 before drawing inputs, in one
-    line naming the parameter, the value, the target and the rule (exit 2, nothing on stdout)."""
-    argv = [command, "--kv-dtype", "hifloat8", "--target", target] + (["-o", str(tmp_path)] if command == "trace"
-                                                                       else [])
+@pytest.mark.parametrize("kv_dtype", ["hifloat8", "float8_e4m3fn"])
+def test_an_ascend950_cache_off_ascend950_is_a_one_line_user_error(capsys, tmp_path, command, target, kv_dtype):
+    """A2/A3 have no HiFloat8 or FP8 KV cache: run, cost and trace refuse --kv-dtype hifloat8 / float8_e4m3fn
+    before drawing inputs, in one line naming the parameter, the value, the target and the rule (exit 2, nothing
+    on stdout; ``run`` reported op_host's rejection of an FP8 cache as a failed case, exit 1)."""
+    argv = [command, "--kv-dtype", kv_dtype, "--target", target] + (["-o", str(tmp_path)] if command == "trace"
+                                                                     else [])
     assert main(argv) == 2
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert captured.out == "" and len(lines) == 1, captured.err
-    assert "kv_dtype='hifloat8'" in lines[0] and target in lines[0] and "Ascend950" in lines[0], lines[0]
+    assert f"kv_dtype={kv_dtype!r}" in lines[0] and target in lines[0] and "Ascend950" in lines[0], lines[0]
     assert not any(tmp_path.iterdir())
 
 
