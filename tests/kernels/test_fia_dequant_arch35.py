@@ -251,6 +251,7 @@ def _mxfp4(rng, b, n2, s2, d, shape=None):
     return cache, scale
 
 
+@pytest.mark.slow
 def test_mxfp4_cache_per_token_group_bf16_decode(judge_fia):
     """Mode 6 (MXFP4): FP4 values widened exactly to bf16, times their group's power-of-two scale in bf16."""
     rng = np.random.default_rng(14)

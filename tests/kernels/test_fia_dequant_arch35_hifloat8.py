@@ -220,6 +220,7 @@ def test_hifloat8_nz_cache_is_bitwise_the_bnnbsd_cache_it_holds(judge_fia_v2, pa
     judge_fia_v2(q, to_nz(kd, 16), to_nz(vd, 16), **kw)
 
 
+@pytest.mark.slow
 def test_nan_and_inf_codes_reach_the_output_as_the_golden_has_them():
     """A NaN code (0x80) in the key and a -inf code (0xEF) in the value: the kernel and the golden decode them
     through the one table, so the non-finite outputs sit in the same places (a NaN score poisons its row, the

@@ -40,6 +40,7 @@ def _check(q, k, v, **kw):
     return out
 
 
+@pytest.mark.slow
 def test_decode_with_a_partial_prefix_straddling_a_block():
     rng = np.random.default_rng(1)
     q, k, v, kw = _call(rng)

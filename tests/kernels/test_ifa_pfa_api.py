@@ -224,9 +224,9 @@ def _antiquant_case(rng, layout: str, per_channel: bool, offset: bool):
     return q, k, v, dict(num_heads=n, num_key_value_heads=n2, input_layout=layout, **aq)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout,per_channel,offset", [
-    ("BSH", True, True), *(pytest.param(*p, marks=pytest.mark.slow)
-                           for p in (("BNSD", False, True), ("BNSD", True, True), ("BSND", True, False)))])
+    ("BSH", True, True), ("BNSD", False, True), ("BNSD", True, True), ("BSND", True, False)])
 def test_ifa_antiquant_runs_the_fia_call_it_maps_to(layout, per_channel, offset):
     """An int8 cache with IFA's antiquant_scale/offset: bitwise FIA's antiquant mode 0, within the golden's
     tolerance."""

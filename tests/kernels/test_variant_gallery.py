@@ -50,6 +50,7 @@ def test_every_gallery_variant_is_at_most_ten_lines(name):
     assert len(lines) <= 10, lines
 
 
+@pytest.mark.slow
 def test_soft_cap_squashes_large_scores_as_the_golden_does():
     q, k, v, kw = _prefill(spread=4.0)          # scores well beyond the cap
     _check(q, k, v, kw, score_mod=soft_cap(20.0))

@@ -42,6 +42,7 @@ def _judge(out, lse, q, k, v, kw, **mods):
     assert rep.passed, rep
 
 
+@pytest.mark.slow
 def test_sliding_window_skips_empty_blocks_and_matches_the_golden():
     q, k, v, kw = _inputs()
     mm = sliding_window(128)
@@ -119,6 +120,7 @@ def _reach_grows_with_the_row(b, h, q_idx, kv_idx):
     return kv_idx < (q_idx + 1) * 256
 
 
+@pytest.mark.slow
 def test_half_height_passes_with_the_flash_decode_split_match_the_golden():
     """A mask whose rows reach further the later they sit takes half-height row passes; with a long KV the
     tiling also splits the rows (flash decode): each pass writes its rows of the split row's workspace slot
