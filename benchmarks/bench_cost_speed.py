@@ -14,7 +14,7 @@ run twice in this one process:
 ``--cold N`` also runs the N slowest warm calls each in a fresh process (``--one``), reporting the time of its
 one ``fia_cost`` (imports excluded; compilation included): what one ``cvtile cost`` invocation pays.
 
-``--record FILE`` writes every call's estimate (per launch: estimated_us, bound, per-pipe busy fractions,
+``--times FILE`` writes every call's seconds (first, warm). ``--record FILE`` writes every call's estimate (per launch: estimated_us, bound, per-pipe busy fractions,
 compute and per-block cycles; or op_host's rejection); ``--check FILE`` compares this run's estimates with such
 a file, bit for bit (floats as ``repr``), and exits 1 on any difference.
 
@@ -111,6 +111,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cold", type=int, default=0, help="time the N slowest calls in fresh processes too")
     ap.add_argument("--record", type=Path, help="write every call's estimate to this JSON file")
     ap.add_argument("--check", type=Path, help="compare every call's estimate with this file (bitwise)")
+    ap.add_argument("--times", type=Path, help="write every call's seconds (first, warm) to this JSON file")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
@@ -143,6 +144,8 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()[-1]
         print(f"  cold {label:<14} fia_cost {float(out):6.2f} s (process {time.perf_counter() - t0:.2f} s)")
+    if args.times:
+        args.times.write_text(json.dumps({r[0]: [round(r[1], 4), round(r[2], 4)] for r in rows}, indent=1))
     if args.record:
         args.record.write_text(json.dumps(estimates, indent=1, sort_keys=True))
     if args.check:

@@ -15,14 +15,16 @@ distinct key and replayed after (``GroupMemo``).
 
 ``prepass(vals)`` evaluates, for one iteration, only the scalar ops whose results decide time
 (``loop_memo.relevant_values``) and gathers what the scheduler's tile memo keys on (every tile op's scalar
-operands and window extents), the taken branches, the parity of every ping-pong event id, and each nested loop's
-bounds and timing-relevant inputs (a nested loop is a function of those and the clock state). Scalar GM reads
+operands and window extents), the taken branches, the parity of every ping-pong event id, each nested
+flag-carrying loop's trip count and its iterations walked the same way, and each nested core-local loop's bounds
+and timing-relevant inputs (``loop_memo``'s key: such a loop is a function of them and its clock state). Scalar
+GM reads
 are made, so an iteration's key holds the lengths it reads, not the offsets it reads them at: iterations that
 differ only in addresses share a key. The loop-carried values that decide time are taken from the prepass on a
 replay, the others from the record (nothing timing-relevant reads them).
 
-A loop is not memoised (``compile_prepass`` gives None) when its body reads, outside a nested loop, a value the
-prepass cannot compute (a nested loop's timing-relevant result, a scalar a tile op makes).
+A loop is not memoised (``compile_prepass`` gives None) when its body reads a value the prepass cannot compute
+(a scalar a tile op makes, a timing-relevant result of a nested core-local loop).
 
 When spans are recorded (the block a trace or the critical path shows), a step's record also holds its spans
 relative to the step's head, each cause named as a span of the step or as one of the spans the state held at
@@ -41,7 +43,7 @@ from __future__ import annotations
 from collections import deque
 
 from ...dsl.ir import Value, walk
-from .loop_memo import free_inputs
+from .loop_memo import core_local, free_inputs
 
 __all__ = ["group_loops", "compile_prepass", "group_step", "Hold", "GroupMemo", "END", "OFF"]
 
@@ -121,11 +123,10 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
                     steps.append((0, scalar_fn(op)))
                     known.update(r.id for r in op.results)
             elif kind == "for":
-                _, scalars = free_inputs(op, relevant)
-                if any(r.id in relevant for r in op.results) or not need(op.args[:3]) or \
-                        any(s in inside and s not in known for s in scalars):
+                got = nested(op) if not core_local(op) else local(op)
+                if got is None:
                     return None
-                steps.append((1, tuple(_getter(v) for v in op.args[:3]) + tuple(_id_getter(s) for s in scalars)))
+                steps.append(got)
             elif kind == "if":
                 if not need(op.args[:1]):
                     return None
@@ -155,11 +156,41 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
                 steps.append((1, gs))
         return tuple(steps)
 
+    def carried(op) -> list:
+        """(position, body arg, init, yield) of the loop-carried values of ``op`` that decide time."""
+        b = op.blocks[0]
+        ys = b.ops[-1].args if b.ops and b.ops[-1].kind == "yield" else []
+        return [(j, a, op.args[3 + j], ys[j]) for j, a in enumerate(b.args[1:]) if j < len(ys)
+                and (a.id in relevant or (j < len(op.results) and op.results[j].id in relevant))]
+
+    def local(op):
+        """A nested core-local loop: its bounds and timing-relevant inputs (``loop_memo``'s key, the clock state
+        aside), or None when a value after it needs its results."""
+        _, scalars = free_inputs(op, relevant)
+        if any(r.id in relevant for r in op.results) or not need(op.args[:3]) or \
+                any(x in inside and x not in known for x in scalars):
+            return None
+        return (1, tuple(_getter(v) for v in op.args[:3]) + tuple(_id_getter(x) for x in scalars))
+
+    def nested(op):
+        """A nested loop, iterated: its trip count, then each iteration's key items."""
+        carry = carried(op)
+        if not need([*op.args[:3], *(init for _, _, init, _ in carry)]):
+            return None
+        known.add(op.blocks[0].args[0].id)
+        known.update(a.id for _, a, _, _ in carry)
+        inner = build(op.blocks[0])
+        if inner is None or not need([y for _, _, _, y in carry]):
+            return None
+        outs = tuple(op.results[j].id for j, _, _, _ in carry if j < len(op.results))
+        known.update(outs)
+        return (4, tuple(_getter(v) for v in op.args[:3]), op.blocks[0].args[0].id,
+                tuple((a.id, _getter(init), _getter(y)) for _, a, init, y in carry), inner, outs)
+
     steps = build(body)
     if steps is None:
         return None
-    ys = body.ops[-1].args if body.ops and body.ops[-1].kind == "yield" else []
-    carry = [(j, y) for j, (a, y) in enumerate(zip(body.args[1:], ys)) if a.id in relevant]
+    carry = [(j, y) for j, _, _, y in carried(loop)]
     if not need([y for _, y in carry]):
         return None
     outside = free_inputs(loop, relevant)[0]
@@ -179,8 +210,23 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
                 run(arm, vals, out)
                 for rid, g in outs:
                     vals[rid] = g(vals)
-            else:
+            elif tag == 3:
                 out.append(st[1](vals) % 2)
+            else:
+                lo, hi, step = (int(g(vals)) for g in st[1])
+                trips = range(lo, hi, step)
+                out.append(len(trips))
+                iv, carry, inner, outs = st[2], st[3], st[4], st[5]
+                for a, init, _ in carry:
+                    vals[a] = init(vals)
+                for i in trips:
+                    vals[iv] = i
+                    run(inner, vals, out)
+                    now = [y(vals) for _, _, y in carry]
+                    for (a, _, _), v in zip(carry, now):
+                        vals[a] = v
+                for rid, (a, _, _) in zip(outs, carry):
+                    vals[rid] = vals[a]
 
     _blk = [0, 0]
 
