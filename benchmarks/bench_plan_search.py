@@ -69,6 +69,9 @@ def _report(found: list, failed: list, secs: float) -> None:
           f"overrides (preload depth only), {len(failed)} whose own plan the cost model cannot time; op_host "
           f"within 5 % of the best found on {len(within)} of {len(searched)} "
           f"({100.0 * len(within) / max(1, len(searched)):.0f} %), {secs:.0f} s")
+    dropped = [(f[2], p) for f in found for p in f[0].model_dropped]
+    print(f"  {len(dropped)} candidate plans the cost model could not time (not counted as illegal)"
+          + "".join(f"\n    q{qs}: {p.overrides} ({p.dropped}: {p.error})" for qs, p in dropped))
     for route in sorted({_route(f[0]) for f in found}):
         mine = [f for f in searched if _route(f[0]) == route]
         ok = sum(f[0].op_host_over_best <= 1.05 for f in mine)

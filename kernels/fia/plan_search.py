@@ -25,9 +25,11 @@ stages the compiler gives the AIC/AIV programs). Each candidate goes through the
 tiling machinery (block grid, core split, flash-decode plan, workspace, key) and the same kernel
 compilation as op_host's plan, and is timed by the cost model (``fia_cost``). A candidate the kernel cannot
 take (an override a rule forbids, it does not fit the on-chip budget, a check rejects it, its preload depth
-is below the pipeline's stages, or the cost model cannot time it) is listed as illegal with its reason,
-never timed; two candidates that come out as the same plan (the same per-core work, key and preload) are
-timed once.
+is below the pipeline's stages) is listed as illegal with its reason (``PlanResult.dropped`` "illegal"),
+never timed. A candidate the cost model cannot time (its programs deadlock: ``ModelDeadlock``, "deadlock"; any
+other ``ModelError``, "model") is no verdict on the plan: it is listed apart (``PlanSearch.model_dropped``),
+counted and named in the search's note, and never taken for the best. Two candidates that come out as the
+same plan (the same per-core work, key and preload) are timed once.
 
 A route whose planner reads no overrides (``PlanSearch.note`` says which and why: the arch22 empty-tensor
 template, a tiling sink, the IFA ATB kernel, the PFA TND branch, the arch35 quant templates and catch-all)
@@ -40,6 +42,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from ...dsl.errors import CompilationError
+from ...sim.cost import ModelDeadlock, ModelError
 from ...tiling.errors import ParamError, UnsupportedPlanOverride
 from ...tiling.platform import Platform, get_platform
 from ...tiling.plan_overrides import OVERRIDE_KEYS
@@ -65,6 +68,9 @@ class PlanResult:
     preload: int = 0
     kv_splits: int = 1
     tiling: object = field(default=None, repr=False, compare=False)
+    #: why the plan has no estimate: "" (timed), "illegal" (the planner, a check or the compilation rejects it),
+    #: "deadlock" (the cost model's programs deadlock on it), "model" (another reason the model cannot time it)
+    dropped: str = ""
 
     @property
     def legal(self) -> bool:
@@ -84,6 +90,11 @@ class PlanSearch:
         return min((p for p in self.plans if p.legal), key=lambda p: p.estimated_us)
 
     @property
+    def model_dropped(self) -> list:
+        """The candidates the cost model could not time (a deadlock or another ``ModelError``): not illegal plans."""
+        return [p for p in self.plans if p.dropped in ("deadlock", "model")]
+
+    @property
     def op_host_over_best(self) -> float:
         return self.op_host.estimated_us / self.best.estimated_us
 
@@ -91,11 +102,12 @@ class PlanSearch:
         def one(p):
             return {"overrides": p.overrides, "estimated_us": p.estimated_us and round(p.estimated_us, 3),
                     "bound": p.bound, "m_base": p.m_base, "s2_base": p.s2_base, "cores": p.cores, "fd": p.fd,
-                    "kv_splits": p.kv_splits, "preload": p.preload, "error": p.error}
+                    "kv_splits": p.kv_splits, "preload": p.preload, "error": p.error, "dropped": p.dropped}
         t = self.op_host.tiling
         return {"route": f"{t.route}/{t.template}" if t is not None else "", "op_host": one(self.op_host),
                 "best": one(self.best), "op_host_over_best": self.op_host_over_best, "searched": self.searched,
-                "plans": [one(p) for p in self.plans], "note": self.note}
+                "plans": [one(p) for p in self.plans], "model_dropped": [one(p) for p in self.model_dropped],
+                "note": self.note}
 
     def format(self) -> str:
         t = self.op_host.tiling
@@ -107,8 +119,8 @@ class PlanSearch:
                 lines.append(f"  {p.m_base:6d}  {p.s2_base:7d}  {p.cores:5d}  {'on ' if p.fd else 'off'} "
                              f"{p.kv_splits:6d}  {p.preload:7d}  {p.estimated_us:9.2f} us  {p.bound:<7} {tag}")
             else:
-                over = ", ".join(f"{k}={v}" for k, v in p.overrides.items())
-                lines.append(f"  {over}: illegal ({p.error})")
+                what = "illegal" if p.dropped == "illegal" else f"not timed, cost model {p.dropped}"
+                lines.append(f"  {_overrides(p)}: {what} ({p.error})")
         verdict = "op_host's plan is the best found" if self.best is self.op_host else \
             f"op_host's plan takes {self.op_host_over_best:.2f}x the best plan found"
         lines.append(f"  {verdict}" + (f"; {self.note}" if self.note else ""))
@@ -116,7 +128,12 @@ class PlanSearch:
 
 
 def _illegal(overrides: dict, e: Exception) -> PlanResult:
-    return PlanResult(dict(overrides), None, error=str(e).splitlines()[0])
+    why = "deadlock" if isinstance(e, ModelDeadlock) else "model" if isinstance(e, ModelError) else "illegal"
+    return PlanResult(dict(overrides), None, error=str(e).splitlines()[0], dropped=why)
+
+
+def _overrides(p: PlanResult) -> str:
+    return ", ".join(f"{k}={v}" for k, v in p.overrides.items()) or "op_host's plan"
 
 
 def _signature(t) -> str:
@@ -212,6 +229,11 @@ def search_plans(query, key, value, *, target: str, **kwargs) -> PlanSearch:
             search.plans, seen, search.note = [base], {_signature(base.tiling)}, f"{e}: preload depth only"
     preload = [{"preload_depth": depth} for depth in (base.preload - 1, base.preload + 1) if depth >= 1]
     _try(search, seen, preload, (query, key, value, target, kwargs))
+    dropped = search.model_dropped
+    if dropped:
+        said = f"{len(dropped)} candidate{'s' * (len(dropped) > 1)} the cost model could not time (not counted " \
+               "as illegal): " + "; ".join(f"{_overrides(p)} ({p.dropped})" for p in dropped)
+        search.note = f"{search.note}; {said}" if search.note else said
     return search
 
 

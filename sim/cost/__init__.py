@@ -21,9 +21,10 @@ from collections import defaultdict
 
 from .chrome_trace import short_loc, write_chrome_trace
 from .report import CostReport, LaunchCost, categorise
-from .schedule import Launch, ModelError, run_group, tensors_of
+from .schedule import Launch, ModelDeadlock, ModelError, run_group, tensors_of
 
-__all__ = ["estimate", "estimate_calls", "CostReport", "LaunchCost", "ModelError", "write_chrome_trace"]
+__all__ = ["estimate", "estimate_calls", "CostReport", "LaunchCost", "ModelDeadlock", "ModelError",
+           "write_chrome_trace"]
 
 
 def _physical_cores(kernel, platform) -> int:

@@ -37,8 +37,13 @@ A core group (one AIC, two AIVs) runs its three programs as coroutines that
 meet only at flags: a program runs until it waits on a flag nobody has set
 yet, then the next one runs; the k-th wait on a flag takes the k-th set, so
 the result does not depend on the interleaving. A round in which no program
-moves is a deadlock (``ModelError``). A block's time is the latest pipe or
+moves is a deadlock (``ModelDeadlock``, a ``ModelError``). A block's time is the latest pipe or
 issue clock of its programs.
+
+A flag-carrying loop that every program of the group holds (FIA's task and S2 loops) is timed per group
+step: the scheduler holds each program at the head of iteration i until all stand there, then replays the
+step from ``group_memo`` when the group's relative state and the iteration's timing inputs were seen before
+(the holds only change the interleaving; core-local loops use ``loop_memo``).
 
 Blocks beyond the core count run in waves: block b runs on physical core
 b mod cores after the previous block on it (plus the per-block dispatch
@@ -47,7 +52,7 @@ and never less than the compulsory HBM traffic at the chip's bandwidth.
 
 Invariants: deterministic (no wall clock, no randomness); every duration is
 a whole number of cycles (rounded up), so the schedule's arithmetic is exact
-and a loop replay (``loop_memo``) reproduces it bit for bit; every op of every
+and a loop replay (``loop_memo``, ``group_memo``) reproduces it bit for bit; every op of every
 program is visited in its program's order; a recorded span's ``cause`` names
 what decided its start (its pipe, the issue clock, an event or a flag), which
 is what the critical path follows.
@@ -65,15 +70,20 @@ from ...dsl.errors import CompilationError
 from ...dsl.ir import Value
 from ...dsl.ops import SCALAR_BINARY
 from .durations import scalar_cost, tile_cost
+from .group_memo import END, OFF, GroupMemo, Hold, compile_prepass, group_loops, group_step
 from .loop_memo import core_local, free_inputs, relevant_values
 
-__all__ = ["ModelError", "Span", "CoreClock", "run_group"]
+__all__ = ["ModelError", "ModelDeadlock", "Span", "CoreClock", "run_group"]
 
 PIPES = ("S", "MTE2", "MTE1", "M", "FIX", "V", "MTE3")
 
 
 class ModelError(CompilationError):
     """The cost model cannot time this program (a deadlock, an event waited before it is ever set)."""
+
+
+class ModelDeadlock(ModelError):
+    """The cost model's programs of one core group wait on flags none of them will set."""
 
 
 class Span:
@@ -198,6 +208,8 @@ class Launch:
         self.scalars = scalars          # value id -> Python scalar
         self.gm_rate_scale = gm_rate_scale
         self._steps: dict = {}
+        self.group_loops = group_loops(kernel.programs())    # id(for op) -> its name in every program
+        self.group_memo = GroupMemo()
 
     def steps(self, core: str) -> list:
         """The compiled steps of program ``core`` (built once per launch; their tile memos are shared)."""
@@ -341,6 +353,19 @@ def _held_mmas(block, launch) -> dict:
     return held
 
 
+def _group_loop(op, launch, relevant: set):
+    """(name, prepass, carried getters) of a group loop (``group_memo``), or None."""
+    name = launch.group_loops.get(id(op))
+    if name is None:
+        return None
+    def tile_getters(o):
+        t = _TileStep(o, launch)
+        return t.scalar_gs + t.window_gs
+
+    got = compile_prepass(op, relevant, lambda o: _scalar_fn(o, launch), tile_getters)
+    return None if got is None else (name, *got)
+
+
 def _compile_block(block, launch, relevant: set) -> list:
     steps = []
     held = _held_mmas(block, launch)
@@ -362,7 +387,7 @@ def _compile_block(block, launch, relevant: set) -> list:
             memo = (*free_inputs(op, relevant), {}) if core_local(op) else None
             steps.append((_S_FOR, tuple(_getter(x) for x in op.args[:3]), iv.id, tuple(a.id for a in carried),
                           tuple(_getter(x) for x in op.args[3:]), _compile_block(body, launch, relevant),
-                          tuple(r.id for r in op.results), memo))
+                          tuple(r.id for r in op.results), memo, _group_loop(op, launch, relevant)))
         elif kind == "if":
             steps.append((_S_IF, _getter(op.args[0]), _compile_block(op.blocks[0], launch, relevant),
                           _compile_block(op.blocks[1], launch, relevant) if len(op.blocks) > 1 else None,
@@ -386,6 +411,7 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
     loop_cycles = cost.scalar_op_cycles
     n_aiv = len(group.to_aiv)
     record = clock.spans is not None
+    gmemo = launch.group_memo
 
     def run_steps(steps):
         for st in steps:
@@ -418,12 +444,25 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
                         continue
                     start = clock.snapshot()
                 cur = [g(vals) for g in inits]
+                gm = st[8]
+                hold = gm is not None and gm[0] not in gmemo.off
                 for i in range(int(glo(vals)), int(ghi(vals)), int(gstep(vals))):
                     vals[iv] = i
                     for a, v in zip(carried, cur):
                         vals[a] = v
+                    if hold:
+                        got = yield from _hold(gm, i, cur)
+                        if got is OFF:
+                            hold = False
+                        elif got is not None:        # the group replayed this iteration: its carried values
+                            cur = list(got)
+                            for j, g in gm[2]:
+                                cur[j] = g(vals)
+                            continue
                     cur = yield from run_steps(body)
                     clock.t += loop_cycles
+                if hold:
+                    yield from _hold(gm, END, cur)
                 for r, v in zip(results, cur):
                     vals[r] = v
                 if key is not None:
@@ -440,6 +479,16 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
             else:
                 yield from _sync(st[1], st[2])
         return []
+
+    def _hold(gm, i, cur):
+        """Stand at the head of iteration ``i`` of a group loop (``END``: its exit) until the scheduler answers:
+        None (run it), ``OFF`` (run free from now on) or, for a step the scheduler replayed on the clocks, the
+        recorded loop-carried values."""
+        if gm[0] in gmemo.off:
+            return OFF
+        clock.normalise()
+        key = gm[1](vals, blk, sub) if i != END else None
+        return (yield Hold(gm[0], i, key, cur))
 
     def _run_pieces(op, pieces, m_fence: bool = False):
         """Run an op's pieces in order, each streamed piece letting the next start after 1/overlap of it
@@ -553,25 +602,53 @@ def run_group(launch: Launch, blk: int, record: bool = False) -> tuple:
         for k in range(n_aiv):
             clock = CoreClock(f"aiv{k}", record)
             runs.append((clock, _program_gen(launch, launch.steps("aiv"), f"aiv{k}", k, blk, group, clock)))
-    alive = list(runs)
+    clocks = [c for c, _ in runs]
+    _drive(launch, group, runs, blk)
+    return max(c.finish() for c in clocks), clocks
+
+
+def _drive(launch: Launch, group: _Group, runs: list, blk: int) -> None:
+    """Run the group's programs as coroutines until all are done: each runs until it waits on a flag nobody has
+    set yet or stands at the head of a group loop's iteration (``group_memo``); when all stand at the same one,
+    the step is replayed from the memo or run and recorded. A round in which nothing moves is a deadlock, unless
+    programs are held: then their loops' memos are switched off and they run free."""
+    memo = launch.group_memo
+    clocks = [c for c, _ in runs]
+    alive = list(range(len(runs)))
+    answer = [None] * len(runs)
+    held: dict = {}
     waiting: dict = {}
+    pending: dict = {}
     while alive:
         before = group.progress
-        still = []
-        for clock, gen in alive:
+        for n in [n for n in alive if n not in held]:
             try:
-                waiting[clock.role] = next(gen)
-                still.append((clock, gen))
+                got = runs[n][1].send(answer[n])
             except StopIteration:
-                waiting.pop(clock.role, None)
+                alive.remove(n)
+                waiting.pop(n, None)
                 group.progress += 1
-        if still and group.progress == before:
-            sites = "; ".join(f"{role} waits on flag {op.attrs.get('name')} (id {op.attrs.get('id')}) at {op.loc}"
-                              for role, op in waiting.items())
-            raise ModelError(f"cost model: deadlock in core group {blk}: {sites}")
-        alive = still
-    clocks = [c for c, _ in runs]
-    return max(c.finish() for c in clocks), clocks
+                continue
+            answer[n] = None
+            if isinstance(got, Hold):
+                held[n] = got
+                waiting.pop(n, None)
+                group.progress += 1
+            else:
+                waiting[n] = got
+        if alive and len(held) == len(alive) and len({(h.loop, h.i) for h in held.values()}) == 1:
+            group_step(memo, group, clocks, alive, held, answer, pending, Span)
+        elif alive and group.progress == before:
+            if not held:
+                sites = "; ".join(f"{clocks[n].role} waits on flag {op.attrs.get('name')} (id {op.attrs.get('id')}) "
+                                  f"at {op.loc}" for n, op in waiting.items())
+                raise ModelDeadlock(f"cost model: deadlock in core group {blk}: {sites}")
+            for n, h in held.items():           # the holds stopped the group: these loops run free
+                memo.off.add(h.loop)
+                pending.pop(h.loop, None)
+                answer[n] = OFF
+            held.clear()
+            group.progress += 1
 
 
 def tensors_of(kernel, args: list, grid: int) -> tuple:

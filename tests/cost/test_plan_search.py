@@ -110,3 +110,31 @@ def test_cli_tiling_compare_prints_the_table(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "plan search (cost model):" in out and "op_host" in out and "preload" in out
+
+
+def test_a_candidate_the_cost_model_deadlocks_on_is_named_apart_from_the_illegal_ones(monkeypatch):
+    """A candidate whose programs the cost model deadlocks on is no verdict on the plan: the search lists it as
+    dropped by the model (``dropped == "deadlock"``), counts and names it in its note, and never as illegal."""
+    from cvtile.kernels.fia import plan_search
+    from cvtile.sim.cost import ModelDeadlock
+
+    real = plan_search.fia_cost
+
+    def deadlocks_deeper(q, k, v, *, overrides=None, **kw):
+        if overrides == {"preload_depth": 3}:
+            raise ModelDeadlock("cost model: deadlock in core group 0: aic waits on flag X (id 1) at k.py:1")
+        return real(q, k, v, overrides=overrides, **kw)
+
+    monkeypatch.setattr(plan_search, "fia_cost", deadlocks_deeper)
+    monkeypatch.setattr(plan_search, "_planner_candidates", lambda t, plat: ([], "preload depth only (test)"))
+    q, k, v = _prefill()
+    s = search_plans(q, k, v, target="Ascend910B1", **PREFILL)
+    deep = [p for p in s.plans if p.overrides == {"preload_depth": 3}]
+    assert len(deep) == 1 and not deep[0].legal and deep[0].dropped == "deadlock"
+    assert s.model_dropped == deep
+    shallow = [p for p in s.plans if p.overrides == {"preload_depth": 1}]
+    assert shallow[0].dropped == "illegal" and shallow[0] not in s.model_dropped
+    assert "1 candidate the cost model could not time (not counted as illegal): preload_depth=3 (deadlock)" in s.note
+    assert s.to_dict()["model_dropped"][0]["dropped"] == "deadlock"
+    assert "preload_depth=3: not timed, cost model deadlock" in s.format()
+    assert "preload_depth=1: illegal" in s.format()

@@ -1,0 +1,429 @@
+"""Flag-carrying loops of a core group: what lets the scheduler reuse one iteration's timing for the whole group.
+
+Model
+-----
+A loop that holds a cross-core flag (FIA's task loop, its pipelined S2 loop) cannot be timed per program
+(``loop_memo``): its time depends on when the other cores' flags arrive. It can be timed per *group*: the AIC
+and AIV programs are compiled from one source loop, so they hold a loop at the same source line (matched by
+``(line, occurrence)``, ``group_loops``), and iteration i of that loop in all of them is one step of the group.
+When every program of the group stands at the head of iteration i (the scheduler holds each one there, which
+changes only the interleaving: the k-th flag wait still takes the k-th set), the group's state is every clock
+relative to the first program's issue clock and every pending flag's arrival relative to it; the iteration's
+inputs that decide time are what ``prepass`` computes. The same state and inputs give the same state at the head
+of iteration i + 1, the same busy cycles and the same loop-carried values, so the step is recorded once per
+distinct key and replayed after (``GroupMemo``).
+
+``prepass(vals)`` evaluates, for one iteration, only the scalar ops whose results decide time
+(``loop_memo.relevant_values``) and gathers what the scheduler's tile memo keys on (every tile op's scalar
+operands and window extents), the taken branches, the parity of every ping-pong event id, each nested
+flag-carrying loop's trip count and its iterations walked the same way, and each nested core-local loop's bounds
+and timing-relevant inputs (``loop_memo``'s key: such a loop is a function of them and its clock state). Scalar
+GM reads
+are made, so an iteration's key holds the lengths it reads, not the offsets it reads them at: iterations that
+differ only in addresses share a key. The loop-carried values that decide time are taken from the prepass on a
+replay, the others from the record (nothing timing-relevant reads them).
+
+A loop is not memoised (``compile_prepass`` gives None) when its body reads a value the prepass cannot compute
+(a scalar a tile op makes, a timing-relevant result of a nested core-local loop).
+
+When spans are recorded (the block a trace or the critical path shows), a step's record also holds its spans
+relative to the step's head, each cause named as a span of the step or as one of the spans the state held at
+its head (each pipe's last span, the issue unit's cause, each pending event's and flag's setter:
+``held_spans``); which of those are the same span and which ops set the pending flags join the key. A replay
+makes the same spans with the same causes and puts the named spans back where the state holds them, so the
+critical path and the trace are those of the interpretation.
+
+Invariant: replaying never changes the schedule, only its cost. Holding programs at an iteration head is
+neutral (results do not depend on the interleaving); if the holds leave no program able to move, the loop's
+memo is switched off for the launch and the programs run free, as without it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ...dsl.ir import Value, walk
+from .loop_memo import core_local, free_inputs
+
+__all__ = ["group_loops", "compile_prepass", "group_step", "Hold", "GroupMemo", "END", "OFF"]
+
+#: the iteration index of a hold at a loop's exit
+END = -1
+#: the scheduler's answer to a hold when the loop's memo is switched off
+OFF = object()
+
+
+class Hold:
+    """What a program yields at the head of an iteration of a group loop (or at its exit, ``i == END``)."""
+
+    __slots__ = ("loop", "i", "key", "cur")
+
+    def __init__(self, loop, i, key, cur):
+        self.loop, self.i, self.key, self.cur = loop, i, key, cur
+
+
+def _flag_loops(block) -> list:
+    return [op for op in walk(block) if op.kind == "for"
+            and any(o.kind in ("flag_set", "flag_wait") for o in walk(op.blocks[0]))]
+
+
+def group_loops(programs: dict) -> dict:
+    """id(for op) -> its group-loop name, for the flag-carrying loops every program of the group holds at the same
+    source line (the n-th such loop at a line in each program; a line whose count differs is left out)."""
+    if "aic" not in programs or "aiv" not in programs:
+        return {}
+    per = {}
+    for name, block in programs.items():
+        by_line: dict = {}
+        for op in _flag_loops(block):
+            by_line.setdefault(str(op.loc), []).append(op)
+        per[name] = by_line
+    out = {}
+    lines = set(per["aic"]) & set(per["aiv"])
+    for line in lines:
+        a, v = per["aic"][line], per["aiv"][line]
+        if len(a) == len(v):
+            for n, (x, y) in enumerate(zip(a, v)):
+                out[id(x)] = out[id(y)] = (line, n)
+    return out
+
+
+def _getter(x):
+    if isinstance(x, Value):
+        if x.const is not None:
+            c = x.const
+            return lambda vals: c
+        i = x.id
+        return lambda vals: vals[i]
+    return lambda vals: x
+
+
+def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
+    """(the prepass of ``loop``'s body: ``prepass(vals, blk, sub)`` gives the iteration's key; the getters of the
+    timing-relevant loop-carried values it computes, as (position, getter)), or None when the body reads a value
+    the prepass cannot compute. ``scalar_fn(op)`` is the scheduler's evaluator of a
+    scalar op; ``tile_getters(op)`` the getters of a tile op's scalar operands and window extents."""
+    body = loop.blocks[0]
+    known = {a.id for a in body.args}
+    inside = {r.id for o in walk(body) for r in o.results} | {a.id for o in walk(body) for b in o.blocks
+                                                             for a in b.args}
+
+    def need(vs) -> bool:
+        return all(not isinstance(v, Value) or v.const is not None or v.id not in inside or v.id in known
+                   for v in vs)
+
+    def build(block):
+        steps = []
+        for op in block.ops:
+            kind, cat = op.kind, op.defn.category
+            if cat == "scalar":
+                if any(r.id in relevant for r in op.results):
+                    if not need(op.args):
+                        return None
+                    steps.append((0, scalar_fn(op)))
+                    known.update(r.id for r in op.results)
+            elif kind == "for":
+                got = nested(op) if not core_local(op) else local(op)
+                if got is None:
+                    return None
+                steps.append(got)
+            elif kind == "if":
+                if not need(op.args[:1]):
+                    return None
+                arms = []
+                for arm in op.blocks:
+                    got = build(arm)
+                    if got is None:
+                        return None
+                    ys = arm.ops[-1].args if arm.ops and arm.ops[-1].kind == "yield" else []
+                    outs = tuple((r.id, _getter(ys[j])) for j, r in enumerate(op.results)
+                                 if r.id in relevant and j < len(ys))
+                    if not need([ys[j] for j, r in enumerate(op.results) if r.id in relevant and j < len(ys)]):
+                        return None
+                    arms.append((got, outs))
+                known.update(r.id for r in op.results if r.id in relevant)
+                steps.append((2, _getter(op.args[0]), arms[0], arms[1] if len(arms) > 1 else ((), ())))
+            elif kind in ("event_set", "event_wait"):
+                if op.args:
+                    if not need(op.args[:1]):
+                        return None
+                    steps.append((3, _getter(op.args[0])))
+            elif cat == "tile":
+                gs = tile_getters(op)
+                if not need([v for v in op.args if not v.is_tile] + [d.valid for w in op.windows.values()
+                                                                       for d in w.dims]):
+                    return None
+                steps.append((1, gs))
+        return tuple(steps)
+
+    def carried(op) -> list:
+        """(position, body arg, init, yield) of the loop-carried values of ``op`` that decide time."""
+        b = op.blocks[0]
+        ys = b.ops[-1].args if b.ops and b.ops[-1].kind == "yield" else []
+        return [(j, a, op.args[3 + j], ys[j]) for j, a in enumerate(b.args[1:]) if j < len(ys)
+                and (a.id in relevant or (j < len(op.results) and op.results[j].id in relevant))]
+
+    def local(op):
+        """A nested core-local loop: its bounds and timing-relevant inputs (``loop_memo``'s key, the clock state
+        aside), or None when a value after it needs its results."""
+        _, scalars = free_inputs(op, relevant)
+        if any(r.id in relevant for r in op.results) or not need(op.args[:3]) or \
+                any(x in inside and x not in known for x in scalars):
+            return None
+        return (1, tuple(_getter(v) for v in op.args[:3]) + tuple(_id_getter(x) for x in scalars))
+
+    def nested(op):
+        """A nested loop, iterated: its trip count, then each iteration's key items."""
+        carry = carried(op)
+        if not need([*op.args[:3], *(init for _, _, init, _ in carry)]):
+            return None
+        known.add(op.blocks[0].args[0].id)
+        known.update(a.id for _, a, _, _ in carry)
+        inner = build(op.blocks[0])
+        if inner is None or not need([y for _, _, _, y in carry]):
+            return None
+        outs = tuple(op.results[j].id for j, _, _, _ in carry if j < len(op.results))
+        known.update(outs)
+        return (4, tuple(_getter(v) for v in op.args[:3]), op.blocks[0].args[0].id,
+                tuple((a.id, _getter(init), _getter(y)) for _, a, init, y in carry), inner, outs)
+
+    steps = build(body)
+    if steps is None:
+        return None
+    carry = [(j, y) for j, _, _, y in carried(loop)]
+    if not need([y for _, y in carry]):
+        return None
+    outside = free_inputs(loop, relevant)[0]
+    carried_tiles = tuple(a.id for a in body.args[1:] if a.is_tile)
+
+    def run(block_steps, vals, out):
+        for st in block_steps:
+            tag = st[0]
+            if tag == 0:
+                st[1](vals, _blk[0], _blk[1])
+            elif tag == 1:
+                out.append(tuple(g(vals) for g in st[1]))
+            elif tag == 2:
+                c = bool(st[1](vals))
+                out.append(c)
+                arm, outs = st[2] if c else st[3]
+                run(arm, vals, out)
+                for rid, g in outs:
+                    vals[rid] = g(vals)
+            elif tag == 3:
+                out.append(st[1](vals) % 2)
+            else:
+                lo, hi, step = (int(g(vals)) for g in st[1])
+                trips = range(lo, hi, step)
+                out.append(len(trips))
+                iv, carry, inner, outs = st[2], st[3], st[4], st[5]
+                for a, init, _ in carry:
+                    vals[a] = init(vals)
+                for i in trips:
+                    vals[iv] = i
+                    run(inner, vals, out)
+                    now = [y(vals) for _, _, y in carry]
+                    for (a, _, _), v in zip(carry, now):
+                        vals[a] = v
+                for rid, (a, _, _) in zip(outs, carry):
+                    vals[rid] = vals[a]
+
+    _blk = [0, 0]
+
+    def prepass(vals, blk, sub):
+        _blk[0], _blk[1] = blk, sub
+        out = [tuple(vals.get(t) for t in outside), tuple(vals.get(t) for t in carried_tiles)]
+        run(steps, vals, out)
+        return tuple(out)
+
+    return prepass, tuple((j, _getter(y)) for j, y in carry)
+
+
+def _id_getter(i):
+    return lambda vals: vals.get(i)
+
+
+class GroupMemo:
+    """The recorded steps of a launch's group loops: key -> (per program: (clock effect, flag stall, carried
+    values), the pending flags relative to the first program's clock, and in record mode the step's spans), and
+    the loops switched off."""
+
+    def __init__(self):
+        self.steps: dict = {}
+        self.recorded: dict = {}      # the same with spans (record mode: the block a trace or critical path shows)
+        self.off: set = set()
+
+
+class NoTemplate(Exception):
+    """A recorded span's cause is neither a span of the step nor one the state at its head holds."""
+
+
+def _queues_in_order(group):
+    for _, q in queues_of(group):
+        for fid in sorted(f for f, dq in q.items() if dq):
+            yield q[fid]
+
+
+def held_spans(group, clocks, alive) -> list:
+    """Every span the group's state holds in record mode (what a later span may name as its cause: each pipe's
+    last span, the issue unit's cause, each pending event's and flag's setter), in a canonical order."""
+    out = []
+    for n in alive:
+        c = clocks[n]
+        out += c.last.values()
+        out.append(c.issue_cause)
+        for k in sorted(k for k, q in c.events.items() if q):
+            out += [src for _, src in c.events[k]]
+    for dq in _queues_in_order(group):
+        out += [it[1] for it in dq]
+    return out
+
+
+def aliasing(spans: list) -> tuple:
+    """Which of the held spans are the same span (part of a record-mode key)."""
+    first: dict = {}
+    return tuple(first.setdefault(id(s), i) if s is not None else -1 for i, s in enumerate(spans))
+
+
+def flag_setters(group) -> tuple:
+    return tuple(it[2] for dq in _queues_in_order(group) for it in dq)
+
+
+def restore_held(group, clocks, alive, spans, setters) -> None:
+    """Put ``spans`` back in the slots ``held_spans`` reads, and ``setters`` as the pending flags' set ops."""
+    it = iter(spans)
+    for n in alive:
+        c = clocks[n]
+        for p in c.last:
+            c.last[p] = next(it)
+        c.issue_cause = next(it)
+        for k in sorted(k for k, q in c.events.items() if q):
+            q = c.events[k]
+            for i, (w, _) in enumerate(q):
+                q[i] = (w, next(it))
+    ops = iter(setters)
+    for dq in _queues_in_order(group):
+        for i, item in enumerate(dq):
+            dq[i] = (item[0], next(it), next(ops))
+
+
+def span_template(clocks, alive, lens, old: list, ref: float, now_held: list) -> tuple:
+    """The spans each program made since ``lens`` (its span count at the step's head) relative to ``ref``, each
+    cause named as ("n", program, index) (a span of the step) or ("o", slot) (a span held at its head, ``old``),
+    and the same names for the spans held now. Raises ``NoTemplate`` for a cause that is neither."""
+    new = {id(s): (n, j) for n in alive for j, s in enumerate(clocks[n].spans[lens[n]:])}
+    slot = {}
+    for i, s in enumerate(old):
+        if s is not None:
+            slot.setdefault(id(s), i)
+
+    def name(s):
+        if s is None:
+            return None
+        if id(s) in new:
+            return ("n", *new[id(s)])
+        if id(s) in slot:
+            return ("o", slot[id(s)])
+        raise NoTemplate
+
+    made = {n: tuple((s.pipe, s.start - ref, s.end - ref, s.op, name(s.cause), s.flow)
+                     for s in clocks[n].spans[lens[n]:]) for n in alive}
+    return made, tuple(name(s) for s in now_held)
+
+
+def replay_spans(template, clocks, alive, old: list, ref: float, span_cls) -> callable:
+    """Append the step's spans to each program's clock from ``template`` (``span_template``) at ``ref``; gives
+    the function naming a span of the template (for the spans held after the step)."""
+    made_t, _ = template
+    made = {}
+    for n in alive:
+        c = clocks[n]
+        made[n] = [span_cls(c.role, pipe, ref + a, ref + b, op, None, flow) for pipe, a, b, op, _, flow in made_t[n]]
+        c.spans.extend(made[n])
+
+    def named(r):
+        if r is None:
+            return None
+        return made[r[1]][r[2]] if r[0] == "n" else old[r[1]]
+
+    for n in alive:
+        for sp, t in zip(made[n], made_t[n]):
+            sp.cause = named(t[4])
+    return named
+
+
+def queues_of(group) -> list:
+    """Every flag queue of the group with the program index that consumes it (aic 0, aiv k at k + 1)."""
+    out = [(0, q) for q in group.to_aic]
+    out += [(k + 1, q) for k, q in enumerate(group.to_aiv)]
+    return out
+
+
+def normalise_flags(group, clocks) -> None:
+    """Move every pending flag arrival before its consumer's issue clock up to it (neutral, like
+    ``CoreClock.normalise``: a wait only ever stalls to an arrival after its issue clock)."""
+    for who, q in queues_of(group):
+        t = clocks[who].t
+        for fid, dq in q.items():
+            for i, item in enumerate(dq):
+                if item[0] < t:
+                    dq[i] = (t, *item[1:])
+
+
+def flags_relative(group, ref: float) -> tuple:
+    return tuple(tuple(sorted((fid, tuple(it[0] - ref for it in dq)) for fid, dq in q.items() if dq))
+                 for _, q in queues_of(group))
+
+
+def set_flags(group, rel: tuple, ref: float) -> None:
+    for (_, q), items in zip(queues_of(group), rel):
+        q.clear()
+        for fid, whens in items:
+            q[fid] = deque((ref + w, None, None) for w in whens)
+
+
+def group_step(memo: GroupMemo, group, clocks: list, alive: list, held: dict, answer: list, pending: dict,
+               span_cls) -> None:
+    """Every live program stands at the head of the same iteration of a group loop: close the record of the
+    previous iteration, then replay this one from the memo or let it run (recording it). In record mode the
+    step's spans are part of the record (their causes named relative to the spans the state holds; ``span_cls``:
+    the scheduler's ``Span``)."""
+    h0 = held[alive[0]]
+    name, i = h0.loop, h0.i
+    record = clocks[alive[0]].spans is not None
+    steps = memo.recorded if record else memo.steps
+    normalise_flags(group, clocks)
+    ref = clocks[alive[0]].t
+    got = pending.pop(name, None)
+    if got is not None:
+        key, at, snaps, stalls, lens, old = got
+        done = (tuple((clocks[n].effect_since(snaps[k]), clocks[n].flag_stall - stalls[k], tuple(held[n].cur))
+                      for k, n in enumerate(alive)), flags_relative(group, at))
+        try:
+            steps[key] = done + ((span_template(clocks, alive, lens, old, at, held_spans(group, clocks, alive)),
+                                  flag_setters(group)) if record else ())
+        except NoTemplate:
+            pass
+    if i != END:
+        key = (name, tuple(alive), tuple((held[n].key, clocks[n].t - ref, clocks[n].relative_state()) for n in alive),
+               flags_relative(group, ref))
+        old = held_spans(group, clocks, alive) if record else None
+        if record:
+            key += (aliasing(old), tuple(map(id, flag_setters(group))))
+        hit = steps.get(key)
+        if hit is not None:
+            for k, n in enumerate(alive):
+                effect, stall, cur = hit[0][k]
+                clocks[n].replay(effect)
+                clocks[n].flag_stall += stall
+                answer[n] = cur
+            set_flags(group, hit[1], ref)
+            if record:
+                template, setters = hit[2], hit[3]
+                named = replay_spans(template, clocks, alive, old, ref, span_cls)
+                restore_held(group, clocks, alive, [named(r) for r in template[1]], setters)
+        else:
+            pending[name] = (key, ref, [clocks[n].snapshot() for n in alive], [clocks[n].flag_stall for n in alive],
+                             {n: len(clocks[n].spans) for n in alive} if record else None, old)
+    held.clear()
+    group.progress += 1
