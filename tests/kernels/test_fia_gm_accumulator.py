@@ -49,6 +49,7 @@ def gm_run():
     return _call()
 
 
+@pytest.mark.slow
 def test_a_512_row_prefill_keeps_its_accumulator_in_gm_and_matches_the_golden(gm_run):
     (q, k, v, kw), out, lse, launches = gm_run
     att = [r for r in launches if r.kernel.name == "fia_attention"]

@@ -4,6 +4,9 @@ FD happens when the tiling cuts one (batch, kv head) row block's KV range across
 a short prefill) with long KV and few row blocks. Every case asserts ``tile_fia(...).fd`` (and that
 the combine has vector work) so the test really exercises the combine, then checks the result like the
 grid does (``fia_kit.check``: P-rounded float64 golden, upstream tolerances, empty-row promises).
+The default tier keeps the regression and the short-KV check here; the default decode case is slow (flash
+decode against the golden also runs in the default tier through the sink, post-quant, TND split-fuse and
+shared-prefix tests).
 All FD cases are fp16: with bf16 the pieces round P against their own maxima, which alone exceeds the
 0.5 % budget against any golden rounding against the row's final max (see test_fia_kernel_grid.py).
 """
@@ -22,7 +25,7 @@ def case(id_, marks=(), **kw):
 
 DEFAULT = [
     # decode, one (b, n2) row of 8 query heads over 8192 positions: cut into KV pieces (legacy IFA class)
-    case("a2-decode-g8-s8k", layout="BNSD", b=1, n=8, nkv=1, s1=1, s2=8192, kv_lens=(5000,)),
+    case("a2-decode-g8-s8k", marks=pytest.mark.slow, layout="BNSD", b=1, n=8, nkv=1, s1=1, s2=8192, kv_lens=(5000,)),
 ]
 
 SLOW = [

@@ -3,9 +3,12 @@ workspace slots, flags, software pipelining) give bitwise the outputs of program
 
 Each case is checked against the golden in program order first (``fia_kit.check``), then run in
 pipelined order and compared bit for bit. A pipelined specialisation compiles two programs (the AIC's and
-the AIV's), so the default tier holds one decode with flash-decode and its combine; a causal GQA prefill and
-an Ascend 950 prefill are slow, and the wider grid is ``wide`` (run by
-hand: ``python -m pytest -m wide``; each case compiles its own specialisation, minutes per case).
+the AIV's), so every case here is slow or wide (run by hand: ``python -m pytest -m "slow or wide"``; each
+case compiles its own specialisation, minutes per case). In the default tier the FIA kernel and its
+flash-decode combine run in pipelined order through the Ascend C twin test
+(``tests/ascendc/test_emit_cube.py::test_fia_runs_on_twin[Ascend910B1-prefill]``: the simulator's pipelined
+outputs against the built twin's), and ``tests/sim/test_pipelined_order.py`` holds the smaller kernels'
+bitwise pipelined-against-program checks.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ def case(id_, marks=(), **kw):
 DEFAULT = [
     # decode with flash-decode: the attention kernel writes partials, the combine merges them (D 128: the
     # specialisation of the Ascend C twin test of tests/ascendc/test_emit.py, so the two share its compiles)
-    case("a2-decode-flash-decode", layout="BNSD", b=1, n=8, nkv=1, s1=1, s2=8192, d=128, kv_lens=(5000,)),
+    case("a2-decode-flash-decode", marks=pytest.mark.slow, layout="BNSD", b=1, n=8, nkv=1, s1=1, s2=8192, d=128, kv_lens=(5000,)),
 ]
 
 SLOW = [

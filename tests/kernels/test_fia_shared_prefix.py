@@ -54,6 +54,7 @@ def test_bsh_decode_with_kv_lengths_and_the_whole_prefix():
     _check(q, k, v, actual_seq_lengths_kv=[100, 7, 60], **kw)
 
 
+@pytest.mark.slow
 def test_the_prefix_changes_the_result():
     """Not a no-op: the same call without the prefix gives another output."""
     rng = np.random.default_rng(3)
