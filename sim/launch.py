@@ -196,7 +196,7 @@ class NumbaRunner:
                 storage, _ = to_storage(value, pname)
                 storages[pname] = storage
                 flat = storage.reshape(-1)
-                if not _shares(flat, value):
+                if not (_is_view_of(value) or _shares(flat, value)):
                     writeback.append((value, storage))
                 flat_args += [flat, np.asarray(storage.shape, dtype=np.int64).reshape(-1)
                               if storage.ndim else np.zeros(0, np.int64)]
@@ -209,7 +209,8 @@ class NumbaRunner:
         variant's ``shadow.LaunchShadows``."""
         err = np.zeros((max(grid, 1), 5 if shadows is None else ERR_WIDTH), dtype=np.int64)
         group = variant.generated.entry == "group"
-        sig = tuple((a.dtype, a.ndim) if hasattr(a, "ndim") else type(a) for a in flat_args)
+        sig = tuple([(a.dtype, a.ndim) if type(a) is np.ndarray or hasattr(a, "ndim") else type(a)
+                     for a in flat_args])
         if sig not in variant.ready:  # compile (or load from numba's cache) before the timed run
             t0 = time.perf_counter()
             compile_fn = _compile_group if group else _compile_only
@@ -488,6 +489,13 @@ def _numba_type(x):
     from numba import typeof
 
     return typeof(x)
+
+
+def _is_view_of(value) -> bool:
+    """Whether ``to_storage(value)`` is a view of ``value`` without asking numpy (``np.shares_memory`` costs
+    microseconds per argument): a plain C-contiguous numpy array in native byte order is stored as a view
+    (``storage``'s invariant). An empty one shares no memory with anything, and has nothing to write back."""
+    return type(value) is np.ndarray and value.flags.c_contiguous and value.dtype.isnative
 
 
 def _shares(flat: np.ndarray, value) -> bool:

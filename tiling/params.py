@@ -23,9 +23,12 @@ Invariants
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields, replace
 from numbers import Integral
 from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from .errors import AclnnStatus, ParamError
 
@@ -78,6 +81,30 @@ def csv_dtype(cell: str) -> str:
     return key.lower() if key in _CSV_OTHER_DTYPES else "undefined"
 
 
+def memo_numpy_dtypes(fn):
+    """``fn(dtype)`` memoised for numpy dtype objects by identity (a numpy dtype is immutable; reading its
+    ``name`` runs Python code in numpy, microseconds a call, and an operator call names a dozen dtypes).
+    The memo holds the dtype itself, so the identity it is keyed by cannot be reused; anything that is not a
+    numpy dtype is passed straight to ``fn``."""
+    memo: dict = {}
+
+    @functools.wraps(fn)
+    def named(dtype):
+        if not isinstance(dtype, np.dtype):
+            return fn(dtype)
+        hit = memo.get(id(dtype))
+        if hit is not None and hit[0] is dtype:
+            return hit[1]
+        out = fn(dtype)
+        if len(memo) >= 512:
+            memo.clear()
+        memo[id(dtype)] = (dtype, out)
+        return out
+
+    return named
+
+
+@memo_numpy_dtypes
 def canonical_dtype(name: Any) -> str:
     """The canonical name of a dtype given as a string, numpy/ml_dtypes dtype or torch dtype."""
     s = str(getattr(name, "name", name)) if not isinstance(name, str) else name
