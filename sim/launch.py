@@ -66,7 +66,7 @@ _LOCK = threading.Lock()
 COMPILE_STATS = {"seconds": 0.0, "kernels": 0, "nrt_fallbacks": 0}
 
 
-_BLAS = {"modules": -1, "controller": None}
+_BLAS = {"modules": -1, "controller": None, "libs": []}
 
 
 def _one_blas_thread():
@@ -79,7 +79,28 @@ def _one_blas_thread():
     if _BLAS["modules"] != len(sys.modules):
         _BLAS["controller"] = ThreadpoolController()
         _BLAS["modules"] = len(sys.modules)
-    return _BLAS["controller"].limit(limits=1, user_api="blas")
+        _BLAS["libs"] = _BLAS["controller"].select(user_api="blas").lib_controllers
+    return _OneThread(_BLAS["libs"])
+
+
+class _OneThread:
+    """What ``ThreadpoolController.limit(limits=1, user_api="blas")`` does, without its snapshot of every
+    library's info (half of the context's cost): each BLAS library's thread count is read and set to 1 now,
+    and set back on exit."""
+
+    def __init__(self, libs):
+        self._libs = libs
+        self._saved = [lib.num_threads for lib in libs]
+        for lib in libs:
+            lib.set_num_threads(1)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for lib, n in zip(self._libs, self._saved):
+            lib.set_num_threads(n)
+        return False
 
 
 def cache_dir() -> Path:
@@ -191,6 +212,7 @@ class NumbaRunner:
         if len(user) != len(args):
             raise TypeError(f"{self.compiled.name}: expected {len(user)} runtime arguments, got {len(args)}")
         args = list(args) + workspace_views(self.ir, grid)
+        shapes = []   # (where in flat_args, shape) of each tensor's shape argument
         for (pname, kind), value in zip(names, args):
             if kind in ("tensor", "workspace"):
                 storage, _ = to_storage(value, pname)
@@ -198,10 +220,11 @@ class NumbaRunner:
                 flat = storage.reshape(-1)
                 if not (_is_view_of(value) or _shares(flat, value)):
                     writeback.append((value, storage))
-                flat_args += [flat, np.asarray(storage.shape, dtype=np.int64).reshape(-1)
-                              if storage.ndim else np.zeros(0, np.int64)]
+                shapes.append((len(flat_args) + 1, storage.shape))
+                flat_args += [flat, None]
             elif kind == "scalar":
                 flat_args.append(_scalar(value))
+        _shape_arguments(flat_args, shapes)
         return flat_args, writeback, storages
 
     def execute(self, variant: _Variant, grid: int, flat_args: list, serial: bool, dry: bool, shadows=None):
@@ -489,6 +512,17 @@ def _numba_type(x):
     from numba import typeof
 
     return typeof(x)
+
+
+def _shape_arguments(flat_args: list, shapes: list) -> None:
+    """Put each tensor's shape argument (int64, one entry per axis, empty for a 0-d tensor; C-contiguous, as
+    numba types it) at its place in ``flat_args``: consecutive views of one array holding every shape, one
+    numpy allocation a launch instead of one a tensor."""
+    dims = np.array([d for _, shape in shapes for d in shape], dtype=np.int64)
+    at = 0
+    for where, shape in shapes:
+        flat_args[where] = dims[at:at + len(shape)]
+        at += len(shape)
 
 
 def _is_view_of(value) -> bool:

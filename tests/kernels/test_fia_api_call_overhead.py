@@ -167,3 +167,34 @@ def test_the_dtype_names_are_the_unmemoised_names(namer):
         assert namer(d) == want and namer(d) == want            # first answer, memoised answer
         assert namer(np.dtype(d.str if d.kind != "V" else dt)) == want
     assert namer("fp16") == namer.__wrapped__("fp16") == "float16"
+
+
+@pytest.mark.parametrize("spans, rows, want", [
+    ([(0, 8)], 8, True), ([(0, 4), (4, 8)], 8, True), ([(4, 8), (0, 4)], 8, True), ([(0, 6), (2, 9)], 8, True),
+    ([(0, 4), (5, 8)], 8, False), ([(0, 7)], 8, False), ([(1, 8)], 8, False), ([(-2, 8)], 8, False),
+    ([(0, 0)], 0, True)])
+def test_row_runs_cover_their_rows(spans, rows, want):
+    from cvtile.kernels.fia.launch import _covers
+
+    assert _covers(spans, rows) is want
+
+
+def test_rows_the_band_sees_but_no_task_holds_are_still_refused():
+    """``_check_band_rows_covered`` skips its arrays for a (batch, kv head) whose tasks hold every row; a row
+    left out of every task that the band lets see KV still raises."""
+    from types import SimpleNamespace
+
+    from cvtile import UnsupportedParameterError
+    from cvtile.kernels.fia.launch import _check_band_rows_covered
+    from cvtile.tiling.result import RowTask
+
+    tiling = SimpleNamespace(m_order="GS1")
+    qlen, kvlen = np.array([4]), np.array([4])
+    pre, nxt = np.array([1 << 30]), np.array([0])       # causal: row i sees KV 0..i
+    whole = [RowTask(0, 0, 0, 4, 0, 1), RowTask(0, 0, 4, 4, 0, 1)]
+    _check_band_rows_covered(whole, tiling, qlen, kvlen, pre, nxt, 2, 3)
+    holed = [RowTask(0, 0, 0, 4, 0, 1), RowTask(0, 0, 5, 3, 0, 1)]
+    with pytest.raises(UnsupportedParameterError, match="folded row 4 "):
+        _check_band_rows_covered(holed, tiling, qlen, kvlen, pre, nxt, 2, 3)
+    # a row no KV position is visible to may be left out
+    _check_band_rows_covered(holed, tiling, qlen, kvlen, np.array([-1]), np.array([-1]), 2, 3)
