@@ -15,7 +15,8 @@ it once: the others wait, then load it.
 16-bit floats as uint16 bits, zero-copy when contiguous; a copied array is
 written back after the run), runs the cores on Python threads (the generated
 ``core`` releases the GIL; each thread takes the next core when it is free, so
-uneven cores balance) with BLAS held at one thread (nested BLAS threads halve
+uneven cores balance; the threads are the process's reused workers, ``workers.run_all``; a one-core or
+one-thread launch runs on the caller's thread) with BLAS held at one thread (nested BLAS threads halve
 the speed), and raises ``SimulationError`` for the first core that recorded an
 error, naming the kernel source line. ``CVTILE_THREADS`` sets the thread count
 (default: the CPUs this process may use). A launch with ``check=`` (or inside
@@ -56,6 +57,7 @@ from .codegen import generate
 from .shadow import ERR_WIDTH
 from .storage import to_storage
 from .sync import ROLES, SCHED_WAIT, abort_group, new_sched
+from .workers import run_all
 
 __all__ = ["NumbaRunner", "cache_dir", "COMPILE_STATS"]
 
@@ -368,11 +370,7 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int, sha
                 failures.append(e)
                 return
 
-    pool = [threading.Thread(target=worker, daemon=True) for _ in range(min(threads, grid))]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    run_all(worker, min(threads, grid))
     if failures:
         raise failures[0]
 
@@ -432,11 +430,7 @@ def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int, sh
     if threads <= 1 or grid <= 1:
         worker()
     else:
-        pool = [threading.Thread(target=worker, daemon=True) for _ in range(min(threads, grid))]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
+        run_all(worker, min(threads, grid))
     if failures:
         raise failures[0]
     problems.sort(key=lambda p: p[0])

@@ -179,8 +179,9 @@ ATTR_DEFAULTS = {
 }
 
 #: Integer-list inputs whose values the host reads.
-_HOST_LISTS = ("actual_seq_lengths", "actual_seq_lengths_kv", "actual_shared_prefix_len", "q_start_idx",
-               "kv_start_idx")
+_HOST_LISTS = frozenset(("actual_seq_lengths", "actual_seq_lengths_kv", "actual_shared_prefix_len", "q_start_idx",
+                         "kv_start_idx"))
+_TENSOR_NAMES = frozenset(INPUT_NAMES + OUTPUT_NAMES)
 
 
 @dataclass(frozen=True)
@@ -323,7 +324,7 @@ class FiaParams:
         """
         kw: dict[str, Any] = {"source": source}
         for name, obj in tensors.items():
-            if name not in INPUT_NAMES + OUTPUT_NAMES:
+            if name not in _TENSOR_NAMES:
                 raise KeyError(f"unknown FusedInferAttentionScore tensor {name!r}")
             if obj is None:
                 continue

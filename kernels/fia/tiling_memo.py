@@ -39,7 +39,7 @@ __all__ = ["memo_tile_fia", "clear", "STATS", "SIZE"]
 
 _ATTRS = attrgetter(*ATTR_DEFAULTS)
 #: how many accepted call signatures the memo keeps (least recently used first out)
-SIZE = 256
+SIZE = 64
 _MEMO: OrderedDict = OrderedDict()
 #: hits and misses since the process started (or the last ``clear``)
 STATS = {"hits": 0, "misses": 0}
