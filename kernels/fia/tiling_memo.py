@@ -28,6 +28,7 @@ Invariants
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from operator import attrgetter
 
@@ -41,6 +42,7 @@ _ATTRS = attrgetter(*ATTR_DEFAULTS)
 #: how many accepted call signatures the memo keeps (least recently used first out)
 SIZE = 64
 _MEMO: OrderedDict = OrderedDict()
+_LOCK = threading.Lock()   # callers on several threads (the memo's order changes on every hit)
 #: hits and misses since the process started (or the last ``clear``)
 STATS = {"hits": 0, "misses": 0}
 
@@ -52,17 +54,19 @@ def memo_tile_fia(params, target, overrides: dict | None = None):
     plat = target if isinstance(target, Platform) else get_platform(target)
     attrs = _ATTRS(params)
     key = (params, tuple(map(type, attrs)), tuple(repr(v) for v in attrs if type(v) is float), plat)
-    tiling = _MEMO.get(key)
-    if tiling is None:
+    with _LOCK:
+        tiling = _MEMO.get(key)
+        if tiling is not None:
+            STATS["hits"] += 1
+            _MEMO.move_to_end(key)
+            return _fresh(tiling)
         STATS["misses"] += 1
-        tiling = tile_fia(params, target)   # raises for a rejected call: nothing is stored
+    tiling = tile_fia(params, target)   # raises for a rejected call: nothing is stored
+    with _LOCK:
         _MEMO[key] = _fresh(tiling)
-        if len(_MEMO) > SIZE:
+        while len(_MEMO) > SIZE:
             _MEMO.popitem(last=False)
-        return tiling
-    STATS["hits"] += 1
-    _MEMO.move_to_end(key)
-    return _fresh(tiling)
+    return tiling
 
 
 def _fresh(tiling):
@@ -79,5 +83,6 @@ def _fresh(tiling):
 
 def clear() -> None:
     """Forget every memoised tiling and reset ``STATS``."""
-    _MEMO.clear()
-    STATS.update(hits=0, misses=0)
+    with _LOCK:
+        _MEMO.clear()
+        STATS.update(hits=0, misses=0)

@@ -198,3 +198,29 @@ def test_rows_the_band_sees_but_no_task_holds_are_still_refused():
         _check_band_rows_covered(holed, tiling, qlen, kvlen, pre, nxt, 2, 3)
     # a row no KV position is visible to may be left out
     _check_band_rows_covered(holed, tiling, qlen, kvlen, np.array([-1]), np.array([-1]), 2, 3)
+
+
+def test_callers_on_several_threads_share_the_memo_safely(memo, monkeypatch):
+    """Hits reorder the memo and misses evict from it: callers on four threads, over a memo smaller than their
+    signatures, each get the tiling of their own call."""
+    import threading
+
+    monkeypatch.setattr(memo, "SIZE", 2)
+    calls = [_params(scale=0.1 * n) for n in range(1, 5)]
+    want = [tile_fia(p, "Ascend910B1").to_dict() for p in calls]
+    errors = []
+
+    def caller():
+        try:
+            for i in range(40):
+                got = memo.memo_tile_fia(calls[i % 4], "Ascend910B1")
+                assert got.to_dict() == want[i % 4]
+        except BaseException as e:   # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=caller) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(memo._MEMO) <= 2
