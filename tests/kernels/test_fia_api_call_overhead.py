@@ -224,3 +224,16 @@ def test_callers_on_several_threads_share_the_memo_safely(memo, monkeypatch):
     for t in threads:
         t.join()
     assert not errors and len(memo._MEMO) <= 2
+
+
+@pytest.mark.parametrize("entry", ["api", "plan_call"])
+def test_the_binding_is_still_checked_once_whichever_way_the_call_comes_in(entry):
+    """``simulate_fia`` checks the binding and tells ``prepare_fia`` so; ``plan_call`` (``prepare_fia`` alone)
+    still checks it itself: both refuse a float ``num_heads`` as the binding does."""
+    kw = _call(num_heads=8.0)
+    with pytest.raises(ParamError) as err:
+        if entry == "api":
+            cvtile.npu_fused_infer_attention_score(**kw)
+        else:
+            plan_call(**kw)
+    assert err.value.param == "num_heads" and err.value.checker == "binding"
