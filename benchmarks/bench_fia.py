@@ -4,7 +4,8 @@ Cases (the DESIGN's reference shapes):
 * prefill B=1 N=32 S=2048 D=128, causal (sparse_mode 3) and non-causal;
 * decode  B=16 Nq=32 Nkv=8 Sq=1 Skv=4096 D=128 (GQA, G=4);
 * fixed_cost B=1 N=1 S=16 D=64 (a call with almost no work: its time is the API's fixed cost per call) and
-  small_prefill B=1 N=4 S=512 D=64.
+  small_prefill B=1 N=4 S=512 D=64, non-causal and causal (one 512 x 512 block per head on 4 cores: the
+  causal call masks inside the block and does the same simulated work).
 
 For each: the simulated kernel (fp16 inputs, the op_host tiling's core split
 on Ascend910B1, all CPU threads) in program order and in pipelined order (the
@@ -15,10 +16,18 @@ with ``enable_gqa`` and with the G query heads folded into the query length).
 Reports the best-of-N wall time, effective GFLOP/s (4·B·Nq·Sq·Skv·D, halved for
 causal) and the ratio to each reference measured in the same run.
 
+The API's fixed cost per call (``--breakdown``, by default for the three small cases): each call of the case
+timed by stage (``fia_call_breakdown``: binding, op_host checks, tiling and its memo, the parameter record,
+the host's launch preparation, DSL specialisation, argument conversion, launch, simulated cores, outputs),
+the call minus its simulated cores as the fixed cost (median and best, in ms), the calling thread's CPU time,
+and the fixed cost's ratio to the plain numpy attention of the same shape measured in the same run; also
+the same with the tiling memo emptied before every call (a call with a new signature).
+``docs/call_overhead.md`` records the figures before and after the fixed cost was cut.
+
 Also: the cold compile of the FIA kernels (a fresh cache directory, in a
 subprocess) and a warm process (same call, cache filled).
 
-    python benchmarks/bench_fia.py [--repeat 5] [--json] [--skip-compile]
+    python benchmarks/bench_fia.py [--repeat 5] [--json] [--skip-compile] [--breakdown CASE ...]
 """
 
 from __future__ import annotations
@@ -43,7 +52,10 @@ CASES = {
     # the API's fixed cost: argument checks, tiling, conversions and the launch of a call with almost no work
     "fixed_cost": dict(b=1, nq=1, nkv=1, sq=16, skv=16, d=64, causal=False),
     "small_prefill": dict(b=1, nq=4, nkv=4, sq=512, skv=512, d=64, causal=False),
+    "small_prefill_causal": dict(b=1, nq=4, nkv=4, sq=512, skv=512, d=64, causal=True),
 }
+#: the cases whose fixed cost per call is broken down by default (their calls take milliseconds)
+BREAKDOWN_CASES = ("fixed_cost", "small_prefill", "small_prefill_causal")
 
 
 def best_of(fn, repeat: int) -> float:
@@ -119,6 +131,26 @@ def torch_calls(c: dict, q, k, v) -> dict:
     return calls
 
 
+def fixed_cost(call, numpy_seconds: float, repeat: int) -> dict:
+    """The call's stage breakdown with the tiling memo warm and emptied before each call
+    (``fia_call_breakdown``), and the warm fixed cost's ratio to numpy's attention of the same shape."""
+    from fia_call_breakdown import breakdown
+
+    warm, fresh = breakdown(call, repeat), breakdown(call, max(5, repeat // 5), memo=False)
+    return {"warm": warm, "new_signature": fresh, "numpy_ms": numpy_seconds * 1e3,
+            "ratio_fixed_to_numpy": warm["fixed"] / (numpy_seconds * 1e3)}
+
+
+def print_fixed_cost(fc: dict) -> None:
+    warm, fresh = fc["warm"], fc["new_signature"]
+    print(f"  fixed cost per call (call minus simulated cores): {warm['fixed']:.3f} ms median, "
+          f"{warm['fixed_best']:.3f} ms best; calling thread's CPU {warm['cpu']:.3f} ms a call; "
+          f"{fc['ratio_fixed_to_numpy']:.2f} x numpy's attention ({fc['numpy_ms']:.3f} ms); a new call "
+          f"signature (tiling memo empty): {fresh['fixed']:.3f} ms")
+    for label, ms in warm["components"].items():
+        print(f"    {label:<22s} {ms:8.3f} ms   (new signature {fresh['components'][label]:8.3f} ms)")
+
+
 _COMPILE_SCRIPT = """
 import time, numpy as np
 t0 = time.perf_counter()
@@ -159,6 +191,9 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-compile", action="store_true", help="skip the cold/warm process measurement")
     ap.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     ap.add_argument("--program-only", action="store_true", help="skip the pipelined-order runs")
+    ap.add_argument("--breakdown", nargs="*", choices=list(CASES), default=list(BREAKDOWN_CASES),
+                    help="cases whose fixed cost per call is broken down by stage (none: no breakdown)")
+    ap.add_argument("--breakdown-repeat", type=int, default=50)
     args = ap.parse_args(argv)
     report = {"threads": os.cpu_count(), "cases": {}}
     for name in args.cases:
@@ -174,10 +209,14 @@ def main(argv=None) -> int:
         entry = {"shape": c, "seconds": times, "gflops": {k2: f / t / 1e9 for k2, t in times.items()},
                  "ratio_sim_to": {k2: times["cvtile_sim"] / t for k2, t in times.items() if k2 != "cvtile_sim"}}
         report["cases"][name] = entry
+        if name in args.breakdown:
+            entry["fixed_cost"] = fixed_cost(sim_call(c, q, k, v), times["numpy_fp32"], args.breakdown_repeat)
         if not args.json:
             print(f"{name}: " + ", ".join(f"{k2} {t * 1e3:.1f} ms ({entry['gflops'][k2]:.0f} GFLOP/s)"
                                           for k2, t in times.items()))
             print("  sim / reference: " + ", ".join(f"{k2} {r:.2f}" for k2, r in entry["ratio_sim_to"].items()))
+            if "fixed_cost" in entry:
+                print_fixed_cost(entry["fixed_cost"])
     if not args.skip_compile:
         report["compile"] = compile_times()
         if not args.json:

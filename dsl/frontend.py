@@ -43,9 +43,11 @@ from __future__ import annotations
 
 import ast
 import builtins as _pybuiltins
+import hashlib
 import inspect
 import textwrap
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from . import builtins as B
@@ -67,6 +69,12 @@ class Source:
     first_line: int
     lines: list[str]
     indent: int
+
+    @cached_property
+    def digest(self) -> str:
+        """The hash of the source lines (the compile cache's key part; computed once, the lines are never
+        re-read for the same function object)."""
+        return hashlib.sha1("\n".join(self.lines).encode()).hexdigest()[:16]
 
     def loc(self, node) -> Loc:
         line = getattr(node, "lineno", 1)

@@ -36,9 +36,10 @@ Invariants
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 from typing import Any, Callable
+
+import numpy as np
 
 from .builtins import constexpr
 from .errors import CompilationError
@@ -197,6 +198,8 @@ class JITFunction:
         self.signature = inspect.signature(fn)
         self._cache: dict = {}
         self._constexpr = {name for name, p in self.signature.parameters.items() if _is_constexpr(p, fn)}
+        #: (name, default) of every parameter when all are positional-or-keyword (``_bind``'s fast path)
+        self._plain_params = _plain_parameters(self.signature)
 
     def __repr__(self) -> str:
         return f"<cvtile kernel {self.__name__}>"
@@ -241,22 +244,21 @@ class JITFunction:
     def _specialise(self, args, kwargs):
         from cvtile.tiling.platform import DEFAULT_TARGET, get_platform
 
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{self.__name__}: {e}") from None
-        bound.apply_defaults()
         bindings = {}
         runtime = []
         key_parts = []
-        for name, value in bound.arguments.items():
-            kind, info = self._classify(name, value)
-            bindings[name] = (kind, info)
-            if kind == "constexpr":
+        for name, value in self._bind(args, kwargs).items():
+            if name in self._constexpr or value is None:
+                bindings[name] = ("constexpr", value)
                 key_parts.append((name, _hashable(value)))
-            else:
-                key_parts.append((name, kind, repr(info)))
-                runtime.append(value)
+                continue
+            kind, info, text = _runtime_class(value)
+            if kind is None:
+                kind, info = self._classify(name, value)
+                text = repr(info)
+            bindings[name] = (kind, info)
+            key_parts.append((name, kind, text))
+            runtime.append(value)
         platform = get_platform(self.target or DEFAULT_TARGET)
         key = (_source_hash(self.fn), tuple(key_parts), platform.name)
         compiled = self._cache.get(key)
@@ -270,6 +272,35 @@ class JITFunction:
             compiled = CompiledKernel(ir, report, platform, key, compilation)
             self._cache[key] = compiled
         return compiled, runtime
+
+    def _bind(self, args, kwargs) -> dict:
+        """The arguments by parameter name in signature order, defaults applied: ``signature.bind`` and
+        ``apply_defaults``. A kernel whose parameters are all positional-or-keyword binds by a direct walk of
+        its parameters (inspect's binder was a fifth of a small launch's fixed cost); any other kernel, and any
+        call that does not bind (too many arguments, an unknown or repeated keyword, a missing argument), goes
+        through ``inspect``, whose TypeError names the problem."""
+        plain = self._plain_params
+        if plain is not None and len(args) <= len(plain):
+            out, used, n = {}, 0, len(args)
+            for i, (name, default) in enumerate(plain):
+                if i < n:
+                    out[name] = args[i]
+                elif name in kwargs:
+                    out[name] = kwargs[name]
+                    used += 1
+                elif default is not inspect.Parameter.empty:
+                    out[name] = default
+                else:
+                    break
+            else:
+                if used == len(kwargs):   # every keyword named a parameter not given by position
+                    return out
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.__name__}: {e}") from None
+        bound.apply_defaults()
+        return dict(bound.arguments)
 
     def _classify(self, name, value):
         if name in self._constexpr or value is None:
@@ -293,6 +324,29 @@ class JITFunction:
 #: argument dtype (numpy or torch) -> DSL dtype: a launch classifies every tensor argument, and naming a numpy
 #: dtype costs microseconds each
 _DTYPE_MEMO: dict = {}
+#: (numpy dtype, rank) of an array argument of rank >= 1 -> ("tensor", TensorType, its repr): ``_runtime_class``
+_ARRAY_MEMO: dict = {}
+_SCALARS = {bool: ("scalar", BOOL, repr(BOOL)), int: ("scalar", INDEX, repr(INDEX)),
+            float: ("scalar", F32, repr(F32))}
+_UNKNOWN = (None, None, None)
+
+
+def _runtime_class(value) -> tuple:
+    """``(kind, info, repr(info))`` of a runtime argument whose class is known without ``_classify``'s walk: a
+    Python bool, int or float, or a numpy array of rank >= 1 (by dtype and rank, memoised); else
+    ``(None, None, None)``. Gives what ``_classify`` gives for the same value."""
+    t = type(value)
+    if t is np.ndarray and value.ndim:
+        key = (value.dtype, value.ndim)
+        hit = _ARRAY_MEMO.get(key)
+        if hit is None:
+            try:
+                info = TensorType(_tensor_dtype(value.dtype), value.ndim)
+            except TypeError:   # not a kernel dtype: ``_classify`` raises, naming the argument
+                return _UNKNOWN
+            hit = _ARRAY_MEMO[key] = ("tensor", info, repr(info))
+        return hit
+    return _SCALARS.get(t, _UNKNOWN)
 
 
 def _tensor_dtype(dtype):
@@ -352,4 +406,12 @@ def _source_hash(fn) -> str:
         src = source_of(fn)
     except CompilationError:
         return str(id(fn))
-    return hashlib.sha1("\n".join(src.lines).encode()).hexdigest()[:16]
+    return src.digest
+
+
+def _plain_parameters(signature: inspect.Signature):
+    """``((name, default), ...)`` when every parameter is positional-or-keyword, else None."""
+    params = list(signature.parameters.values())
+    if any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
+        return None
+    return tuple((p.name, p.default) for p in params)

@@ -15,7 +15,8 @@ it once: the others wait, then load it.
 16-bit floats as uint16 bits, zero-copy when contiguous; a copied array is
 written back after the run), runs the cores on Python threads (the generated
 ``core`` releases the GIL; each thread takes the next core when it is free, so
-uneven cores balance) with BLAS held at one thread (nested BLAS threads halve
+uneven cores balance; the threads are the process's reused workers, ``workers.run_all``; a one-core or
+one-thread launch runs on the caller's thread) with BLAS held at one thread (nested BLAS threads halve
 the speed), and raises ``SimulationError`` for the first core that recorded an
 error, naming the kernel source line. ``CVTILE_THREADS`` sets the thread count
 (default: the CPUs this process may use). A launch with ``check=`` (or inside
@@ -56,6 +57,7 @@ from .codegen import generate
 from .shadow import ERR_WIDTH
 from .storage import to_storage
 from .sync import ROLES, SCHED_WAIT, abort_group, new_sched
+from .workers import run_all
 
 __all__ = ["NumbaRunner", "cache_dir", "COMPILE_STATS"]
 
@@ -66,7 +68,7 @@ _LOCK = threading.Lock()
 COMPILE_STATS = {"seconds": 0.0, "kernels": 0, "nrt_fallbacks": 0}
 
 
-_BLAS = {"modules": -1, "controller": None}
+_BLAS = {"modules": -1, "controller": None, "libs": []}
 
 
 def _one_blas_thread():
@@ -79,7 +81,28 @@ def _one_blas_thread():
     if _BLAS["modules"] != len(sys.modules):
         _BLAS["controller"] = ThreadpoolController()
         _BLAS["modules"] = len(sys.modules)
-    return _BLAS["controller"].limit(limits=1, user_api="blas")
+        _BLAS["libs"] = _BLAS["controller"].select(user_api="blas").lib_controllers
+    return _OneThread(_BLAS["libs"])
+
+
+class _OneThread:
+    """What ``ThreadpoolController.limit(limits=1, user_api="blas")`` does, without its snapshot of every
+    library's info (half of the context's cost): each BLAS library's thread count is read and set to 1 now,
+    and set back on exit."""
+
+    def __init__(self, libs):
+        self._libs = libs
+        self._saved = [lib.num_threads for lib in libs]
+        for lib in libs:
+            lib.set_num_threads(1)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for lib, n in zip(self._libs, self._saved):
+            lib.set_num_threads(n)
+        return False
 
 
 def cache_dir() -> Path:
@@ -191,17 +214,19 @@ class NumbaRunner:
         if len(user) != len(args):
             raise TypeError(f"{self.compiled.name}: expected {len(user)} runtime arguments, got {len(args)}")
         args = list(args) + workspace_views(self.ir, grid)
+        shapes = []   # (where in flat_args, shape) of each tensor's shape argument
         for (pname, kind), value in zip(names, args):
             if kind in ("tensor", "workspace"):
                 storage, _ = to_storage(value, pname)
                 storages[pname] = storage
                 flat = storage.reshape(-1)
-                if not _shares(flat, value):
+                if not (_is_view_of(value) or _shares(flat, value)):
                     writeback.append((value, storage))
-                flat_args += [flat, np.asarray(storage.shape, dtype=np.int64).reshape(-1)
-                              if storage.ndim else np.zeros(0, np.int64)]
+                shapes.append((len(flat_args) + 1, storage.shape))
+                flat_args += [flat, None]
             elif kind == "scalar":
                 flat_args.append(_scalar(value))
+        _shape_arguments(flat_args, shapes)
         return flat_args, writeback, storages
 
     def execute(self, variant: _Variant, grid: int, flat_args: list, serial: bool, dry: bool, shadows=None):
@@ -209,7 +234,8 @@ class NumbaRunner:
         variant's ``shadow.LaunchShadows``."""
         err = np.zeros((max(grid, 1), 5 if shadows is None else ERR_WIDTH), dtype=np.int64)
         group = variant.generated.entry == "group"
-        sig = tuple((a.dtype, a.ndim) if hasattr(a, "ndim") else type(a) for a in flat_args)
+        sig = tuple([(a.dtype, a.ndim) if type(a) is np.ndarray or hasattr(a, "ndim") else type(a)
+                     for a in flat_args])
         if sig not in variant.ready:  # compile (or load from numba's cache) before the timed run
             t0 = time.perf_counter()
             compile_fn = _compile_group if group else _compile_only
@@ -344,11 +370,7 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int, sha
                 failures.append(e)
                 return
 
-    pool = [threading.Thread(target=worker, daemon=True) for _ in range(min(threads, grid))]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    run_all(worker, min(threads, grid))
     if failures:
         raise failures[0]
 
@@ -408,11 +430,7 @@ def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int, sh
     if threads <= 1 or grid <= 1:
         worker()
     else:
-        pool = [threading.Thread(target=worker, daemon=True) for _ in range(min(threads, grid))]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
+        run_all(worker, min(threads, grid))
     if failures:
         raise failures[0]
     problems.sort(key=lambda p: p[0])
@@ -488,6 +506,24 @@ def _numba_type(x):
     from numba import typeof
 
     return typeof(x)
+
+
+def _shape_arguments(flat_args: list, shapes: list) -> None:
+    """Put each tensor's shape argument (int64, one entry per axis, empty for a 0-d tensor; C-contiguous, as
+    numba types it) at its place in ``flat_args``: consecutive views of one array holding every shape, one
+    numpy allocation a launch instead of one a tensor."""
+    dims = np.array([d for _, shape in shapes for d in shape], dtype=np.int64)
+    at = 0
+    for where, shape in shapes:
+        flat_args[where] = dims[at:at + len(shape)]
+        at += len(shape)
+
+
+def _is_view_of(value) -> bool:
+    """Whether ``to_storage(value)`` is a view of ``value`` without asking numpy (``np.shares_memory`` costs
+    microseconds per argument): a plain C-contiguous numpy array in native byte order is stored as a view
+    (``storage``'s invariant). An empty one shares no memory with anything, and has nothing to write back."""
+    return type(value) is np.ndarray and value.flags.c_contiguous and value.dtype.isnative
 
 
 def _shares(flat: np.ndarray, value) -> bool:

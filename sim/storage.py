@@ -178,7 +178,10 @@ def to_storage(array, param: str = "array") -> tuple[np.ndarray, str]:
     already C-contiguous with native byte order (see the module invariants).
     ``param`` names the argument in error messages.
     """
-    if _is_tensor(array):
+    if type(array) is np.ndarray:   # the common case first: no torch probe, the dtype's name by table
+        arr = array
+        name = _BY_NUMPY.get(arr.dtype) or dtype_name(arr.dtype, param)
+    elif _is_tensor(array):
         arr, name = _tensor_to_numpy(array, param)
     else:
         arr = np.asarray(array)

@@ -23,9 +23,12 @@ Invariants
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields, replace
 from numbers import Integral
 from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from .errors import AclnnStatus, ParamError
 
@@ -78,6 +81,30 @@ def csv_dtype(cell: str) -> str:
     return key.lower() if key in _CSV_OTHER_DTYPES else "undefined"
 
 
+def memo_numpy_dtypes(fn):
+    """``fn(dtype)`` memoised for numpy dtype objects by identity (a numpy dtype is immutable; reading its
+    ``name`` runs Python code in numpy, microseconds a call, and an operator call names a dozen dtypes).
+    The memo holds the dtype itself, so the identity it is keyed by cannot be reused; anything that is not a
+    numpy dtype is passed straight to ``fn``."""
+    memo: dict = {}
+
+    @functools.wraps(fn)
+    def named(dtype):
+        if not isinstance(dtype, np.dtype):
+            return fn(dtype)
+        hit = memo.get(id(dtype))
+        if hit is not None and hit[0] is dtype:
+            return hit[1]
+        out = fn(dtype)
+        if len(memo) >= 512:
+            memo.clear()
+        memo[id(dtype)] = (dtype, out)
+        return out
+
+    return named
+
+
+@memo_numpy_dtypes
 def canonical_dtype(name: Any) -> str:
     """The canonical name of a dtype given as a string, numpy/ml_dtypes dtype or torch dtype."""
     s = str(getattr(name, "name", name)) if not isinstance(name, str) else name
@@ -152,8 +179,9 @@ ATTR_DEFAULTS = {
 }
 
 #: Integer-list inputs whose values the host reads.
-_HOST_LISTS = ("actual_seq_lengths", "actual_seq_lengths_kv", "actual_shared_prefix_len", "q_start_idx",
-               "kv_start_idx")
+_HOST_LISTS = frozenset(("actual_seq_lengths", "actual_seq_lengths_kv", "actual_shared_prefix_len", "q_start_idx",
+                         "kv_start_idx"))
+_TENSOR_NAMES = frozenset(INPUT_NAMES + OUTPUT_NAMES)
 
 
 @dataclass(frozen=True)
@@ -296,7 +324,7 @@ class FiaParams:
         """
         kw: dict[str, Any] = {"source": source}
         for name, obj in tensors.items():
-            if name not in INPUT_NAMES + OUTPUT_NAMES:
+            if name not in _TENSOR_NAMES:
                 raise KeyError(f"unknown FusedInferAttentionScore tensor {name!r}")
             if obj is None:
                 continue

@@ -18,7 +18,8 @@ host and then runs the simulated kernels:
    simulator holds their int8 values);
 2. the tiling mirror (``tile_fia``) runs op_host's checkers (bad input raises
    ``ParamError`` with the aclnn status), route, block sizes, core split and
-   flash-decode plan;
+   flash-decode plan; an accepted call's tiling is memoised by its whole parameter record (``tiling_memo``),
+   so a repeated call signature is checked and tiled once;
 3. features the simulated kernels do not model raise
    ``UnsupportedParameterError`` naming the parameter — nothing is ignored;
 4. ``run_fia`` launches the DSL kernels on that tiling.
@@ -55,7 +56,6 @@ from typing import Any
 import numpy as np
 
 from ...tiling.errors import AclnnStatus, ParamError
-from ...tiling.fia import tile_fia
 from ...tiling.layouts import INPUT_LAYOUTS
 from ...tiling.params import FiaParams, TensorMeta, canonical_dtype, host_list_values
 from ...tiling.platform import DEFAULT_TARGET
@@ -70,6 +70,7 @@ from ...dsl.errors import BudgetError
 from .launch import run_fia as _launch_fia
 from .kv_list import check_list_lengths, check_tensor_lists, first_tensor, kv_arrays, total_size
 from .nz_cache import check_nz_call
+from .tiling_memo import memo_tile_fia
 from .tree import check_rope_call, check_tree_call, join_rope_call
 from .fullquant import fullquant_call, is_fullquant
 from ..golden.fullquant import FULLQUANT_SCALES
@@ -226,7 +227,7 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     (``prepare_fia``)."""
     torch_out = any(_is_torch(x) for x in (query, key, value))
     attrs = check_binding(query, key, value, optional, attrs)
-    arrays, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides, dtypes)
+    arrays, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides, dtypes, binding_checked=True)
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
@@ -310,16 +311,20 @@ def run_call(query, key, value, **kwargs):
 
 
 def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, overrides: dict | None = None,
-                dtypes: dict | None = None):
+                dtypes: dict | None = None, *, binding_checked: bool = False):
     """Check the call as the operator would and plan it: returns (numpy arrays by name, FiaTiling). A KV-antiquant
     call's arrays also hold its ``AntiquantSpec`` under ``"_antiquant"``, a full-quant call its
     ``FullQuantSpec`` under ``"_fullquant"``. ``dtypes``: dtype overrides by tensor name, what torch_npu's V2
     ``*_dtype`` arguments give (``_dtype_overrides``): ``{"key": "hifloat8", "value": "hifloat8"}`` reads uint8
     key / value arrays as HiFloat8 codes; no other override is taken.
 
+    ``binding_checked``: the caller has just run ``check_binding`` on these very arguments and ``attrs`` is
+    what it returned (``simulate_fia``); the binding's checks are then not run a second time.
+
     Raises ``ParamError`` (the operator rejects the call) or ``UnsupportedParameterError``
     (the simulator does not model a requested feature)."""
-    attrs.update(check_binding(query, key, value, optional, attrs))
+    if not binding_checked:
+        attrs.update(check_binding(query, key, value, optional, attrs))
     arrays: dict[str, Any] = {"query": to_numpy(query), "key": kv_arrays(key), "value": kv_arrays(value)}
     check_tensor_lists(arrays["key"], arrays["value"])
     for name, x in optional.items():
@@ -344,7 +349,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         metas["softmax_lse"] = TensorMeta(lse_shape, "float32")
     params = FiaParams.from_api(metas, attrs)
     try:
-        tiling = tile_fia(params, target, overrides)
+        tiling = memo_tile_fia(params, target, overrides)
         layout_error = shape_error
     except ParamError as err:
         if err.param not in ("attention_out", "softmax_lse"):

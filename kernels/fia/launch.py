@@ -576,7 +576,7 @@ def launch_in_row_passes(launch, tasks: np.ndarray, ptr: np.ndarray, m_cap: int)
 
 
 def _p_dtype(dtype) -> str:
-    name = str(np.dtype(dtype).name)
+    name = canonical_dtype(dtype)
     return "bfloat16" if "bfloat16" in name else ("float16" if name == "float16" else "float32")
 
 
@@ -608,15 +608,16 @@ def _check_band_rows_covered(rows, tiling: FiaTiling, qlen, kvlen, pre, nxt, g: 
     as query positions, while the kernel's band (and the golden) use each row's own position: with G = 2, one
     query position and one KV position, sparse_mode 3 left head 0's row out and its output zero. Such a call
     is refused rather than answered wrong."""
-    covered: dict = {}
+    runs: dict = {}
     for t in rows:
-        if (t.b, t.n2) not in covered:
-            covered[(t.b, t.n2)] = np.zeros(g * max(1, int(qlen[t.b])), np.bool_)
-        covered[(t.b, t.n2)][t.m_start:t.m_start + t.m_rows] = True
-    for (b, n2), have in covered.items():
+        runs.setdefault((t.b, t.n2), []).append((t.m_start, t.m_start + t.m_rows))
+    for (b, n2), spans in runs.items():
         s1, s2 = int(qlen[b]), int(kvlen[b])
-        if s1 <= 0 or s2 <= 0:
+        if s1 <= 0 or s2 <= 0 or _covers(spans, g * s1):   # every row in some task: none is lost
             continue
+        have = np.zeros(g * max(1, s1), np.bool_)
+        for lo, hi in spans:
+            have[lo:hi] = True
         r = np.arange(g * s1)
         pos = r % s1 if tiling.m_order == "GS1" else r // g
         sees = np.maximum(0, pos - int(pre[b])) <= np.minimum(s2 - 1, pos + int(nxt[b]))
@@ -627,6 +628,17 @@ def _check_band_rows_covered(rows, tiling: FiaTiling, qlen, kvlen, pre, nxt, g: 
                 f"batch {b}, kv head {n2}: folded row {lost[0]} (query position {pos[lost[0]]}) sees KV positions "
                 f"under the band but the tiling's row tasks skip it (the arch35 split counts a GQA decode's G x S1 "
                 f"rows as query positions); this combination is not simulated")
+
+
+def _covers(spans, rows: int) -> bool:
+    """Whether the row runs ``[lo, hi)`` together hold every row of ``[0, rows)`` (False for a run starting
+    before row 0, which the caller's array slicing reads differently)."""
+    reach = 0
+    for lo, hi in sorted(spans):
+        if lo < 0 or lo > reach:
+            return False
+        reach = max(reach, hi)
+    return reach >= rows
 
 
 def _band(engine: MaskEngine, qlen, kvlen, pre_tokens: int, next_tokens: int):
@@ -645,6 +657,7 @@ def _band(engine: MaskEngine, qlen, kvlen, pre_tokens: int, next_tokens: int):
         lo, hi = np.full(nb, -INT_MAX), off
     else:  # band
         lo, hi = off - pre_tokens, off + next_tokens
-    pre = np.clip(-np.asarray(lo, np.int64), -_BAND_CLAMP, _BAND_CLAMP)
-    nxt = np.clip(np.asarray(hi, np.int64), -_BAND_CLAMP, _BAND_CLAMP)
+    # clipped to +-_BAND_CLAMP (np.minimum / np.maximum: np.clip's own overhead is several microseconds)
+    pre = np.minimum(np.maximum(-np.asarray(lo, np.int64), -_BAND_CLAMP), _BAND_CLAMP)
+    nxt = np.minimum(np.maximum(np.asarray(hi, np.int64), -_BAND_CLAMP), _BAND_CLAMP)
     return True, pre, nxt

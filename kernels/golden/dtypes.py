@@ -24,6 +24,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ...tiling.params import memo_numpy_dtypes
+
 __all__ = ["BFLOAT16", "canonical_dtype", "numpy_dtype", "to_f64", "to_numpy", "round_to", "is_float_dtype"]
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
@@ -53,6 +55,7 @@ _NUMPY = {
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
+@memo_numpy_dtypes
 def canonical_dtype(dtype: Any) -> str:
     """Canonical lower-case name of a dtype given as a string, numpy/ml_dtypes dtype or torch dtype."""
     if isinstance(dtype, str):
