@@ -1,5 +1,9 @@
 """Shared pytest fixtures and hooks: where the external corpora live, the run order, and a timeline.
 
+Each test starts with an empty FIA tiling memo (``kernels/fia/tiling_memo``): a memo left by an earlier test
+in the same worker would hand a test that patches a planner the unpatched plan, and tests must not depend on
+the order they run in.
+
 The acceptance corpora (the upstream ops-transformer test cases as data) sit in
 ``../shared/cases`` beside the project checkout, or wherever ``CVTILE_CASES``
 points. Tests that need them skip cleanly when they are absent.
@@ -27,6 +31,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tiling_memo():
+    from cvtile.kernels.fia import tiling_memo
+
+    tiling_memo.clear()
+    yield
+    tiling_memo.clear()
 
 
 def cases_root() -> Path:
