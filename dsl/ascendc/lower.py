@@ -54,30 +54,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import CompilationError
 from ..ir import Block, Kernel, Op, Value, Window
 from ..shapes import ValidExtents
 from ..types import ScalarType, TensorType, TileType
+from .c_syntax import CTYPE, SPACE_VAR, AscendCError, AscendCUnsupported, c_cast, c_sum
 from .lower_cube import CubeRules
 from .names import Namer, c_string, comment
 
 __all__ = ["AscendCError", "AscendCUnsupported", "LoweredKernel", "lower_kernel", "CTYPE"]
 
 
-class AscendCError(CompilationError):
-    """The kernel cannot be printed as Ascend C (a layout or size rule of the API is broken)."""
-
-
-class AscendCUnsupported(AscendCError):
-    """An IR construct the Ascend C backend does not lower (yet); names the op kind and the line."""
-
-
-CTYPE = {"float32": "float", "float16": "half", "bfloat16": "bfloat16_t", "int8": "int8_t", "uint8": "uint8_t",
-         "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "bool": "uint8_t"}
 _SCALAR_CTYPE = {"int64": "int64_t", "float32": "float", "bool": "bool"}
 _POSITION = {"UB": "TPosition::VECCALC", "L1": "TPosition::A1", "L0A": "TPosition::A2", "L0B": "TPosition::B2",
              "L0C": "TPosition::CO1"}
-_SPACE_VAR = {"UB": "ub", "L1": "l1", "L0A": "l0a", "L0B": "l0b", "L0C": "l0c"}
 _PIPE = {"V": "PIPE_V", "M": "PIPE_M", "MTE1": "PIPE_MTE1", "MTE2": "PIPE_MTE2", "MTE3": "PIPE_MTE3",
          "FIX": "PIPE_FIX", "S": "PIPE_S"}
 _BIN_TT = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "max": "Max", "min": "Min"}
@@ -279,7 +268,7 @@ class _Lowering(CubeRules):
                 size = self.scratch_top
             if size <= 0:
                 continue
-            var = _SPACE_VAR[space]
+            var = SPACE_VAR[space]
             decl += [f"TBuf<{_POSITION[space]}> {var}Buf;", f"pipe.InitBuffer({var}Buf, {_ceil(size, 32)});",
                      f"LocalTensor<uint8_t> {var} = {var}Buf.Get<uint8_t>();"]
             self.api |= {"TPipe", "TBuf", "InitBuffer", "LocalTensor"}
@@ -355,7 +344,7 @@ class _Lowering(CubeRules):
             raise AscendCError(f"tile {v!r} has no buffer in the memory plan", owner.loc if owner else None)
         ct = CTYPE[v.type.dtype.name]
         name = self.namer.ident(v.name or buf.name or "t")
-        space = _SPACE_VAR[buf.space]
+        space = SPACE_VAR[buf.space]
         self.spaces_used.setdefault(buf.space, 0)
         at = str(buf.offset) if buf.parity is None else \
             f"{buf.offset} + {self.ref(buf.parity)} * {buf.bytes // buf.copies}"   # this iteration's copy
@@ -672,11 +661,11 @@ class _Lowering(CubeRules):
         self.emit(f"for (int64_t {i} = 0; {i} < {n};) {{")
         self.depth += 1
         idx = self.namer.ident("idx")
-        self.emit(f"const int64_t {idx} = {_sum(self.ref(d.start), i)};")
+        self.emit(f"const int64_t {idx} = {c_sum(self.ref(d.start), i)};")
         roff = self._row_offset(d, idx, op)
         self.emit(f"const int64_t {run} = " + (f"cvtMin<int64_t>({inner} - cvtMod({idx}, {inner}), {n} - {i});"
                                                 if inner_stride == "1" else "1;"))
-        base = _sum(self.ref(w.offset), roff)
+        base = c_sum(self.ref(w.offset), roff)
         params = f"DataCopyExtParams{{1, static_cast<uint32_t>({run} * {size}), 0, 0, 0}}"
         if to_gm:
             self.emit(f"for (int64_t {e} = 0; {e} < {run}; ++{e}) {{")
@@ -728,14 +717,14 @@ class _Lowering(CubeRules):
             off = self.ref(w.offset)
             if len(dims) == 2:
                 stride = self.ref(dims[0].strides[0])
-                base = _sum(off, _mul(self.ref(dims[0].start), stride), col0)
+                base = c_sum(off, _mul(self.ref(dims[0].start), stride), col0)
                 gap_gm = f"({stride} - {cols}) * {size}" if not (stride.isdigit() and cols.isdigit()) else \
                     str((int(stride) - int(cols)) * size)
             else:
-                base, gap_gm = _sum(off, col0), "0"
-            params = f"{{{_cast('uint16_t', rows)}, {_cast('uint32_t', blen)}, " \
-                     f"{_cast('uint32_t', gap_gm if not to_gm else gap_ub)}, " \
-                     f"{_cast('uint32_t', gap_ub if not to_gm else gap_gm)}, 0}}"
+                base, gap_gm = c_sum(off, col0), "0"
+            params = f"{{{c_cast('uint16_t', rows)}, {c_cast('uint32_t', blen)}, " \
+                     f"{c_cast('uint32_t', gap_gm if not to_gm else gap_ub)}, " \
+                     f"{c_cast('uint32_t', gap_ub if not to_gm else gap_gm)}, 0}}"
             if to_gm:
                 self.emit(f"DataCopyPad({g}[{base}], {t}, DataCopyExtParams{params});")
             else:
@@ -746,8 +735,8 @@ class _Lowering(CubeRules):
         self.emit(f"for (int64_t {r} = 0; {r} < {rows}; ++{r}) {{")
         self.depth += 1
         roff = self._row_offset(dims[0], f"{self.ref(dims[0].start)} + {r}", op)
-        base = _sum(self.ref(w.offset), roff, col0)
-        params = f"{{1, {_cast('uint32_t', blen)}, 0, 0, 0}}"
+        base = c_sum(self.ref(w.offset), roff, col0)
+        params = f"{{1, {c_cast('uint32_t', blen)}, 0, 0, 0}}"
         row_ub = f"{t}[{r} * {_cols(tile.type)}]"
         if to_gm:
             self.emit(f"DataCopyPad({g}[{base}], {row_ub}, DataCopyExtParams{params});")
@@ -793,7 +782,7 @@ class _Lowering(CubeRules):
                                      f"{t.dtype} on every target)", op.loc)
         dst = self.tile(op.result)
         n = self.count(op.result)
-        self.emit(f"Duplicate({dst}, {self.scalar_as(value, t.dtype)}, {_cast('int32_t', n)});")
+        self.emit(f"Duplicate({dst}, {self.scalar_as(value, t.dtype)}, {c_cast('int32_t', n)});")
         self.api.add("Duplicate")
 
     def op_iota(self, op):
@@ -803,7 +792,7 @@ class _Lowering(CubeRules):
         n = self.count(op.result)
         ct = CTYPE[t.dtype.name]
         call = f"ArithProgression<{ct}>({dst}, {self.scalar_as(start, t.dtype)}, static_cast<{ct}>(1), " \
-               f"{_cast('int32_t', n)});"
+               f"{c_cast('int32_t', n)});"
         self.emit(call if n.isdigit() else f"if ({n} > 0) {{ {call} }}")
         self.api.add("ArithProgression")
 
@@ -822,7 +811,7 @@ class _Lowering(CubeRules):
         widening = src.is_float and dst.is_float and dst.bits > src.bits
         mode = "RoundMode::CAST_NONE" if widening else _ROUND[op.attrs.get("rounding", "rint")]
         n = self.count(op.result)
-        self.emit(f"Cast({self.tile(op.result)}, {self.tile(x)}, {mode}, {_cast('uint32_t', n)});")
+        self.emit(f"Cast({self.tile(op.result)}, {self.tile(x)}, {mode}, {c_cast('uint32_t', n)});")
         self.api |= {"Cast", mode.split("::")[0]}
 
     def op_reduce(self, op):
@@ -897,11 +886,11 @@ class _Lowering(CubeRules):
         row_bytes = _cols(chunk.type) * chunk.type.dtype.bits // 8
         n = _mul(rows, str(_cols(chunk.type)))
         if row_bytes % _BLOCK == 0:
-            self.emit(f"DataCopy({target}, {c}, {_cast('uint32_t', n)});")
+            self.emit(f"DataCopy({target}, {c}, {c_cast('uint32_t', n)});")
             self.api.add("DataCopy")
         else:   # an exact element count (a DataCopy would round up to 32 bytes and write past the chunk)
             ct = CTYPE[chunk.type.dtype.name]
-            self.emit(f"Muls({target}, {c}, static_cast<{ct}>(1), {_cast('int32_t', n)});")
+            self.emit(f"Muls({target}, {c}, static_cast<{ct}>(1), {c_cast('int32_t', n)});")
             self.api.add("Muls")
 
     def op_ewise(self, op):
@@ -922,10 +911,10 @@ class _Lowering(CubeRules):
             (x,) = op.args
             xs = self._full_operand(x, out, op)
             if kind == "neg":
-                self.emit(f"Muls({dst}, {xs}, static_cast<{ct}>(-1), {_cast('int32_t', n)});")
+                self.emit(f"Muls({dst}, {xs}, static_cast<{ct}>(-1), {c_cast('int32_t', n)});")
                 self.api.add("Muls")
             else:
-                self.emit(f"{_UNARY[kind]}({dst}, {xs}, {_cast('int32_t', n)});")
+                self.emit(f"{_UNARY[kind]}({dst}, {xs}, {c_cast('int32_t', n)});")
                 self.api.add(_UNARY[kind])
             return
         if kind not in _BIN_TT:
@@ -935,7 +924,7 @@ class _Lowering(CubeRules):
             return self._tile_scalar(op, kind, a, b, dst, n, ct)
         ba, bb = self._bcast(a, out), self._bcast(b, out)
         if ba is None and bb is None:
-            self.emit(f"{_BIN_TT[kind]}({dst}, {self.tile(a)}, {self.tile(b)}, {_cast('int32_t', n)});")
+            self.emit(f"{_BIN_TT[kind]}({dst}, {self.tile(a)}, {self.tile(b)}, {c_cast('int32_t', n)});")
             self.api.add(_BIN_TT[kind])
             return
         if ba is not None and bb is not None:
@@ -951,7 +940,7 @@ class _Lowering(CubeRules):
         """Tanh / Sigmoid / Erf / Floor: the math library's count form (no temporary buffer argument)."""
         (x,) = op.args
         xs = self._full_operand(x, op.result, op)
-        self.emit(f"{_MATH_UNARY[kind]}({dst}, {xs}, {_cast('uint32_t', n)});")
+        self.emit(f"{_MATH_UNARY[kind]}({dst}, {xs}, {c_cast('uint32_t', n)});")
         self.api.add(_MATH_UNARY[kind])
 
     def _power(self, op, dst, n):
@@ -965,7 +954,7 @@ class _Lowering(CubeRules):
         dt = out.type.dtype
         x = self.tile(a) if a.is_tile else self.scalar_as(a, dt)
         y = self.tile(b) if b.is_tile else self.scalar_as(b, dt)
-        self.emit(f"Power({dst}, {x}, {y}, {_cast('uint32_t', n)});")
+        self.emit(f"Power({dst}, {x}, {y}, {c_cast('uint32_t', n)});")
         self.api.add("Power")
 
     def op_device_print(self, op):
@@ -986,7 +975,7 @@ class _Lowering(CubeRules):
         ext = self.extents(out)
         ivars = [self.namer.ident(n) for n in ("i", "j")[:out.type.rank]]
         pitch = out.type.shape[-1]
-        at = ivars[0] if out.type.rank == 1 else _sum(_mul(ivars[0], str(pitch)), ivars[1])
+        at = ivars[0] if out.type.rank == 1 else c_sum(_mul(ivars[0], str(pitch)), ivars[1])
         if idx.type.shape != out.type.shape:
             raise AscendCUnsupported("a gather with a broadcast idx operand", op.loc)
         self.emit("PipeBarrier<PIPE_ALL>();")
@@ -999,7 +988,7 @@ class _Lowering(CubeRules):
         past = f"{k} < {n}" if start == "0" else f"{k} < {n} && {start} + {k} < {bound}"
         self.emit(f"CVT_CHECK({k} >= 0 && {past}, {c_string('gather: an index lies outside the table')});")
         elem = k if start == "0" else f"{start} + {k}"
-        addr = _sum(self.ref(w.offset), self._row_offset(d, elem, op))
+        addr = c_sum(self.ref(w.offset), self._row_offset(d, elem, op))
         self.emit(f"{dst}.SetValue({at}, {self.gm[w.tensor.id]}.GetValue({addr}));")
         self.depth -= len(ivars)
         for k in reversed(range(len(ivars))):
@@ -1049,7 +1038,7 @@ class _Lowering(CubeRules):
                 pitch = x.type.shape[1]
                 rr = "0" if x.type.shape[0] == 1 and shape[0] != 1 else r
                 cc = "0" if x.type.shape[1] == 1 and shape[-1] != 1 else c
-                idx = _sum(_mul(rr, str(pitch)), cc)
+                idx = c_sum(_mul(rr, str(pitch)), cc)
             val = f"{t}.GetValue({idx})"
             return f"static_cast<float>({val})" if x.type.dtype.name in ("float16", "bfloat16") else val
 
@@ -1073,7 +1062,7 @@ class _Lowering(CubeRules):
         if len(shape) == 2:
             self.emit(f"for (int64_t {r} = 0; {r} < {ext[0]}; ++{r}) {{")
             self.emit(f"    for (int64_t {c} = 0; {c} < {ext[1]}; ++{c}) {{")
-            self.emit(f"        {dst}.SetValue({_sum(_mul(r, str(shape[1])), c)}, static_cast<{ct}>({expr}));")
+            self.emit(f"        {dst}.SetValue({c_sum(_mul(r, str(shape[1])), c)}, static_cast<{ct}>({expr}));")
             self.emit("    }")
             self.emit("}")
         else:
@@ -1103,7 +1092,7 @@ class _Lowering(CubeRules):
             raise AscendCUnsupported("a broadcast tile with a scalar operand", op.loc)
         src = self.tile(t)
         sv = self.scalar_as(s, op.result.type.dtype)
-        cnt = f"{_cast('int32_t', n)}"
+        cnt = f"{c_cast('int32_t', n)}"
         if kind in _BIN_TS:
             self.emit(f"{_BIN_TS[kind]}({dst}, {src}, {sv}, {cnt});")
             self.api.add(_BIN_TS[kind])
@@ -1288,17 +1277,6 @@ def _mul(a: str, b: str) -> str:
 def _atomic(e: str) -> bool:
     """An expression that needs no parentheses: a name, a literal or a member access."""
     return e.replace(".", "").replace("_", "a").isalnum() or e.lstrip("-").replace(".", "").isdigit()
-
-
-def _cast(ctype: str, e: str) -> str:
-    """``static_cast<ctype>(e)``, or the literal itself."""
-    return e if e.isdigit() else f"static_cast<{ctype}>({e})"
-
-
-def _sum(*terms: str) -> str:
-    """A C sum of expressions, without the zero terms."""
-    kept = [t for t in terms if t not in ("0", "", "(0)")]
-    return " + ".join(kept) if kept else "0"
 
 
 def _float_literal(x: float) -> str:

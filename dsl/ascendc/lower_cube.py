@@ -50,6 +50,7 @@ from __future__ import annotations
 import re
 
 from ..passes.plan_memory import l0c_blocks, l0c_bytes
+from .c_syntax import CTYPE, SPACE_VAR, AscendCError, AscendCUnsupported, c_cast, c_sum
 
 __all__ = ["CubeRules"]
 
@@ -139,7 +140,6 @@ class CubeRules:
         if st is None:
             body = self.k.programs().get("aic")
             if body is None:
-                from .lower import AscendCError
 
                 raise AscendCError("a cube op outside the AIC program")
             st = _CubeState(body, self.plan)
@@ -150,7 +150,6 @@ class CubeRules:
     def _check_event_ids(self):
         """insert_sync's back-edge events use ids 1 + loop depth: they must not meet the mma's 6 and 7."""
         from ..ir import walk
-        from .lower import AscendCUnsupported
 
         mine = {"FIX_M", "M_FIX", "M_MTE1", "MTE1_MTE2", "MTE2_MTE1", "MTE1_M"}
         for op in walk(self.k.programs()["aic"]):
@@ -164,7 +163,6 @@ class CubeRules:
 
     def _mma_pieces(self, op) -> dict:
         """tag ('a', 'b', 'c', 'a.stream', 'b.stream') -> the plan's staging Buffer of this mma."""
-        from .lower import AscendCError
 
         st = self._cube()
         p = st.pos[id(op)]
@@ -193,11 +191,10 @@ class CubeRules:
 
     def _local(self, space: str, offset, ct: str, hint: str) -> str:
         """A LocalTensor<ct> named after ``hint`` at a byte offset of a space."""
-        from .lower import _SPACE_VAR
 
         name = self.namer.ident(hint)
         self.spaces_used.setdefault(space, 0)
-        self.emit(f"LocalTensor<{ct}> {name} = {_SPACE_VAR[space]}[{offset}].ReinterpretCast<{ct}>();")
+        self.emit(f"LocalTensor<{ct}> {name} = {SPACE_VAR[space]}[{offset}].ReinterpretCast<{ct}>();")
         self.api.add("LocalTensor")
         return name
 
@@ -208,7 +205,6 @@ class CubeRules:
         from ..ir import Value
 
         if len(w.dims) != 2:
-            from .lower import AscendCUnsupported
 
             raise AscendCUnsupported(f"{what}: a rank-{len(w.dims)} GM window on the cube side", op.loc)
         self._window_rows(w, op)     # the columns must be contiguous
@@ -227,21 +223,20 @@ class CubeRules:
         """Rows [row0, row0 + nrows) x columns [col0, col0 + ncols) of a GM window (relative to its starts)
         into the NZ tile ``dst`` of R rows per column block (Nd2Nz; one call for rows with one stride that
         fits its 16-bit field, one call per row otherwise)."""
-        from .lower import _cast, _sum
 
         g = self.gm[w.tensor.id]
         d0, d1 = w.dims
-        cstart = _sum(self.ref(d1.start), col0)
+        cstart = c_sum(self.ref(d1.start), col0)
         self.api |= {"DataCopy", "Nd2NzParams"}
-        u16 = lambda e: _cast("uint16_t", e)  # noqa: E731
+        u16 = lambda e: c_cast("uint16_t", e)  # noqa: E731
         plain = len(d0.radices) == 1 and not any(d0.lookups or ())
 
         def per_row():
             r = self.namer.ident("row")
             self.emit(f"for (int64_t {r} = 0; {r} < {nrows}; ++{r}) {{")
             self.depth += 1
-            roff = self._row_offset(d0, _sum(self.ref(d0.start), row0, r), op)
-            base = _sum(self.ref(w.offset), roff, cstart)
+            roff = self._row_offset(d0, c_sum(self.ref(d0.start), row0, r), op)
+            base = c_sum(self.ref(w.offset), roff, cstart)
             src_d = str(max(_const(ncols), 1)) if _const(ncols) is not None else f"cvtMax<int64_t>({ncols}, 1)"
             self.emit(f"DataCopy({dst}[{r} * {c0}], {g}[{base}], Nd2NzParams(1, 1, {u16(ncols)}, 0, "
                       f"{u16(src_d)}, {R}, 1, 0));")
@@ -252,8 +247,8 @@ class CubeRules:
             per_row()
             return
         stride = self.ref(d0.strides[0])
-        r0 = _fold(_sum(self.ref(d0.start), row0))
-        base = _sum(self.ref(w.offset), "0" if r0 == "0" else f"({r0}) * {stride}", cstart)
+        r0 = _fold(c_sum(self.ref(d0.start), row0))
+        base = c_sum(self.ref(w.offset), "0" if r0 == "0" else f"({r0}) * {stride}", cstart)
         one = (f"DataCopy({dst}, {g}[{base}], Nd2NzParams(1, {u16(nrows)}, {u16(ncols)}, 0, {u16(stride)}, "
                f"{R}, 1, 0));")
         s = _const(stride)
@@ -272,7 +267,6 @@ class CubeRules:
 
     # ------------------------------------------------------------------ GM -> L1
     def cube_load(self, op):
-        from .lower import CTYPE, AscendCUnsupported
 
         t = op.result.type
         w = op.windows["window"]
@@ -307,7 +301,6 @@ class CubeRules:
         loaded here, where the channel's flags are, into that mma's stream pieces when it fits them (the
         LocalTensor is returned); otherwise the mma itself is lowered here, streaming the hand-off from its
         slot piece by piece before the slot is released (None is returned)."""
-        from .lower import CTYPE, AscendCError, AscendCUnsupported
 
         st = self._cube()
         copies = st.users.get(op.result.id, [])
@@ -343,7 +336,6 @@ class CubeRules:
         """Lower ``mma`` at the hand-off ``load`` it consumes, with that operand read from the load's GM slot
         window (streamed through the mma's L1 pieces). Only flags, events, the staged copy and scalars the mma
         does not read may stand between them; the mma's L0C result must be free from the load on."""
-        from .lower import AscendCUnsupported
 
         st = self._cube()
         block = next((b for b in _blocks_of(self.k.programs()["aic"]) if load in b.ops), None)
@@ -405,7 +397,6 @@ class CubeRules:
 
     # ------------------------------------------------------------------ on-chip copies
     def op_copy(self, op):
-        from .lower import AscendCUnsupported
 
         src, dst = op.args[0].type.space.name, op.result.type.space.name
         if src == "L1" and dst in ("L0A", "L0B"):
@@ -436,7 +427,6 @@ class CubeRules:
     def _mma_prepare(self, op, override: dict | None = None) -> dict:
         """Validate an mma against the plan and the API subset; what its lowering needs (``override``: operand
         sources to use instead of the IR's, e.g. a hand-off's GM slot window)."""
-        from .lower import AscendCError, AscendCUnsupported
 
         st = self._cube()
         pos = st.pos[id(op)]
@@ -504,7 +494,6 @@ class CubeRules:
 
     def _deferred_store(self, op):
         """The one store of a streamed-out mma result, when only waits, syncs and scalars stand between them."""
-        from .lower import AscendCUnsupported
 
         st = self._cube()
         users = st.users.get(op.result.id, [])
@@ -526,7 +515,6 @@ class CubeRules:
     def _mma_emit(self, ctx: dict, store=None):
         """The mma's pieces: (row block, column piece) x K pieces; with ``store`` each finished piece is Fixpiped
         into the store's window from the plan's L0C pieces (ping-pong)."""
-        from .lower import CTYPE
         from .names import c_string
 
         op, pieces, src, acc, trans = ctx["op"], ctx["pieces"], ctx["src"], ctx["acc"], ctx["trans"]
@@ -595,7 +583,6 @@ class CubeRules:
         """One (row block, column piece from column n0) of an mma: its K pieces (ping-pong L0A / L0B copies, GM
         operands streamed through the L1 pieces) accumulated into L0C; with ``store`` computed in L0C copy
         ``pidx % 2`` of the plan's pieces and Fixpiped out once done."""
-        from .lower import CTYPE, _cast
 
         op, pieces, src, acc, trans = ctx["op"], ctx["pieces"], ctx["src"], ctx["acc"], ctx["trans"]
         M, N, K, dt, bk = (ctx[x] for x in ("M", "N", "K", "dt", "bk"))
@@ -679,7 +666,7 @@ class CubeRules:
         self.emit(f"SetFlag<HardEvent::MTE1_M>({ev});")
         self.emit(f"WaitFlag<HardEvent::MTE1_M>({ev});")
         init = "false" if acc is not None else ("true" if single_k else f"({kk0} == 0)")
-        self.emit(f"Mmad({dst}, {a2}, {b2}, MmadParams({16 * M1}, {16 * N1p}, {_cast('uint16_t', kp)}, 0, "
+        self.emit(f"Mmad({dst}, {a2}, {b2}, MmadParams({16 * M1}, {16 * N1p}, {c_cast('uint16_t', kp)}, 0, "
                   f"false, {init}));")
         self.emit(f"SetFlag<HardEvent::M_MTE1>({ev});")
         if not single_k:
@@ -695,7 +682,6 @@ class CubeRules:
         """The staged L1 operand stays in place from its copy to the mma (another buffer may take its place
         once the copy read it, as the plan sees it). This mma's own stream pieces may take it when the mma
         is one piece: it reads its L1 operands before it streams (see op_mma)."""
-        from .lower import AscendCUnsupported
 
         st = self._cube()
         buf = self._buffer(l1)
@@ -713,7 +699,6 @@ class CubeRules:
 
     def _check_streamed_result(self, op, cbuf, pos: int):
         """A result streamed out of L0C stays in the mma's pieces until its last store."""
-        from .lower import AscendCUnsupported
 
         st = self._cube()
         users = st.users.get(op.result.id, [])
@@ -756,7 +741,6 @@ class CubeRules:
 
     # ------------------------------------------------------------------ L0C -> GM
     def cube_store(self, op):
-        from .lower import AscendCUnsupported
         from .names import c_string
 
         tile = op.args[-1]
@@ -790,7 +774,6 @@ class CubeRules:
     def _fixpipe(self, op, src: str, M1: int, m0: int, nrows: str, n0: int, ncols: str):
         """Rows [0, nrows) x columns [0, ncols) of the L0C NZ matrix ``src`` (16 * M1 rows) into the store's
         window from its row m0, column n0: NZ2ND, one call for rows with one stride, one per row otherwise."""
-        from .lower import CTYPE, _cast, _sum
 
         w = op.windows["window"]
         tile = op.args[-1]
@@ -799,27 +782,27 @@ class CubeRules:
         g = self.gm[w.tensor.id]
         gt, lt = CTYPE[gdt], CTYPE[tile.type.dtype.name]
         d0, d1 = w.dims
-        cstart = _fold(_sum(self.ref(d1.start), str(n0) if n0 else ""))
+        cstart = _fold(c_sum(self.ref(d1.start), str(n0) if n0 else ""))
         fp = self.namer.ident("fixParams")
         if len(d0.radices) == 1 and not any(d0.lookups or ()):
             stride = self.ref(d0.strides[0])
-            r0 = _fold(_sum(self.ref(d0.start), str(m0) if m0 else ""))
-            base = _sum(self.ref(w.offset), "0" if r0 == "0" else f"({r0}) * {stride}", cstart)
+            r0 = _fold(c_sum(self.ref(d0.start), str(m0) if m0 else ""))
+            base = c_sum(self.ref(w.offset), "0" if r0 == "0" else f"({r0}) * {stride}", cstart)
             dstride = stride if _const(stride) != 0 else ncols
-            self.emit(f"FixpipeParamsV220 {fp}({_cast('uint16_t', ncols)}, {_cast('uint16_t', nrows)}, {16 * M1}, "
-                      f"{_cast('uint32_t', dstride)}, false);")
+            self.emit(f"FixpipeParamsV220 {fp}({c_cast('uint16_t', ncols)}, {c_cast('uint16_t', nrows)}, {16 * M1}, "
+                      f"{c_cast('uint32_t', dstride)}, false);")
             self.emit(f"{fp}.quantPre = QuantMode_t::{quant};")
             self.emit(f"Fixpipe<{gt}, {lt}, CFG_ROW_MAJOR>({g}[{base}], {src}, {fp});")
             return
         one = str(max(_const(ncols), 1)) if _const(ncols) is not None else f"cvtMax<int64_t>({ncols}, 1)"
-        self.emit(f"FixpipeParamsV220 {fp}({_cast('uint16_t', ncols)}, 1, {16 * M1}, {_cast('uint32_t', one)}, "
+        self.emit(f"FixpipeParamsV220 {fp}({c_cast('uint16_t', ncols)}, 1, {16 * M1}, {c_cast('uint32_t', one)}, "
                   "false);")
         self.emit(f"{fp}.quantPre = QuantMode_t::{quant};")
         r = self.namer.ident("row")
         self.emit(f"for (int64_t {r} = 0; {r} < {nrows}; ++{r}) {{")
         self.depth += 1
-        roff = self._row_offset(d0, _sum(self.ref(d0.start), str(m0) if m0 else "", r), op)
-        self.emit(f"Fixpipe<{gt}, {lt}, CFG_ROW_MAJOR>({g}[{_sum(self.ref(w.offset), roff, cstart)}], "
+        roff = self._row_offset(d0, c_sum(self.ref(d0.start), str(m0) if m0 else "", r), op)
+        self.emit(f"Fixpipe<{gt}, {lt}, CFG_ROW_MAJOR>({g}[{c_sum(self.ref(w.offset), roff, cstart)}], "
                   f"{src}[{r} * 16], {fp});")
         self.depth -= 1
         self.emit("}")

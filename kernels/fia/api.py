@@ -192,7 +192,7 @@ def check_binding(query, key, value, optional: dict, attrs: dict) -> dict:
 
 def run_fia(q, k, v, **kwargs):
     """``launch.run_fia``, except that kernels whose tiles do not fit the target's on-chip memory even in row
-    passes of 16 rows (``launch.launch_in_row_passes``) raise ``UnsupportedParameterError`` naming the query and
+    passes of 16 rows (``row_passes.launch_in_row_passes``) raise ``UnsupportedParameterError`` naming the query and
     the budget line instead of the compiler's table."""
     try:
         return _launch_fia(q, k, v, **kwargs)

@@ -42,7 +42,6 @@ from ...tiling.result import FiaTiling
 from ...sim.storage import gather_bytes
 from ..golden.dtypes import BFLOAT16, canonical_dtype
 from ..golden.layouts import parse_layout
-from ...dsl.errors import BudgetError
 from ..errors import UnsupportedParameterError
 from ..golden.masks import INT_MAX, MaskEngine
 from ..golden.fia import empty_row_lse
@@ -53,6 +52,7 @@ from .kernel_dequant import fia_dequant
 from .kernel_fullquant import fia_fullquant
 from .kv_list import check_list_launch, list_arena, total_size
 from .prefix_fd import prefix_fd_tiling
+from .row_passes import TASK_COLUMNS, launch_in_row_passes, split_row_passes
 
 __all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "msd_digit_count", "msd_constants"]
 _BAND_CLAMP = 1 << 30
@@ -517,62 +517,6 @@ def gm_accumulator(plat, rows: int, dv: int) -> bool:
     would run in row chunks too small to pay their instruction heads. op_host reserves the vec2 workspace for
     it (``mm2_out`` / ``vec2_out`` in the tiling's workspace layout)."""
     return -(-rows // 2) * dv * 4 > plat.ub_usable // 4
-
-
-#: columns of the kernels' task table: b, n2, first folded row, rows, S2 block run [j0, j1), workspace slot (-1:
-#: a whole row), the blocks' first KV position, end and size (``kernel.task_span``), and the task's first row
-#: within its slot (a row pass, ``split_row_passes``)
-TASK_COLUMNS = 11
-#: the fewest rows a row pass takes (a cube fractal's height) before a call whose tiles do not fit is refused
-MIN_ROW_PASS = 16
-
-
-def row_pass_heights(m_cap: int):
-    """The tile heights tried for a row task of up to ``m_cap`` rows: op_host's M (the whole task at once),
-    then halves (16-aligned) down to ``MIN_ROW_PASS``."""
-    height = m_cap
-    yield height
-    while height > MIN_ROW_PASS:
-        height = max(MIN_ROW_PASS, -(-(height // 2) // 16) * 16)
-        yield height
-
-
-def row_pass_offsets(rows: int, height: int) -> range:
-    """The first rows (within its task) of the row passes of at most ``height`` rows that a task of ``rows``
-    rows is taken in (one pass for an empty task)."""
-    return range(0, max(rows, 1), height)
-
-
-def split_row_passes(tasks: np.ndarray, ptr: np.ndarray, height: int) -> tuple:
-    """Each row task as consecutive passes of at most ``height`` rows on the same core, in order: the same
-    batch, head, S2 run and workspace slot, its first row within the slot in the last column. Returns the new
-    (tasks, ptr)."""
-    passes, new_ptr = [], [0]
-    for core in range(len(ptr) - 1):
-        for t in range(int(ptr[core]), int(ptr[core + 1])):
-            rows = int(tasks[t, 3])
-            for h in row_pass_offsets(rows, height):
-                part = tasks[t].copy()
-                part[2], part[3], part[TASK_COLUMNS - 1] = tasks[t, 2] + h, min(height, rows - h), h
-                passes.append(part)
-        new_ptr.append(len(passes))
-    table = np.array(passes, dtype=np.int64).reshape(-1, TASK_COLUMNS) if passes else tasks
-    return table, np.array(new_ptr, dtype=np.int64)
-
-
-def launch_in_row_passes(launch, tasks: np.ndarray, ptr: np.ndarray, m_cap: int) -> None:
-    """``launch(tasks, ptr, height)`` with op_host's row tasks whole when the kernel's tiles fit on chip, else
-    in row passes of the first height of ``row_pass_heights`` that fits (the chip keeps a tall task's
-    accumulator in its GM workspace; the simulated kernel takes the task's rows in passes instead: every row's
-    arithmetic, its S2 blocks and their order are unchanged, each pass re-reads the task's K/V). The last
-    ``BudgetError`` propagates when none fits."""
-    for height in row_pass_heights(m_cap):
-        table, table_ptr = (tasks, ptr) if height == m_cap else split_row_passes(tasks, ptr, height)
-        try:
-            return launch(table, table_ptr, height)
-        except BudgetError:
-            if height <= MIN_ROW_PASS:
-                raise
 
 
 def _p_dtype(dtype) -> str:

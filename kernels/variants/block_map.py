@@ -26,7 +26,7 @@ its valid extent, as a KV tail is).
 ``plan_block_map`` chooses the row height the map is taken at: the tiling's
 row tasks whole, or each as two row passes of half its rows (each vector
 core's share of the score block; the kernel runs them as the row passes of
-``fia.launch.split_row_passes``) when the halves visit at least
+``fia.row_passes.split_row_passes``) when the halves visit at least
 ``HALVES_GAIN`` fewer (row, live column) pairs: a window's or a causal
 mask's top half reaches back further than its bottom half, and the
 diagonal block is a band of columns for the top half.
@@ -59,6 +59,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..fia.row_passes import row_pass_heights, row_pass_offsets
 from .hooks import Hooks, VariantError, host_function
 
 __all__ = ["BlockMap", "classify_blocks", "plan_block_map", "balance_tasks"]
@@ -202,8 +203,6 @@ def plan_block_map(tasks, hooks: Hooks, *, m_cap: int, s2_base: int, qlen, kvlen
     block) when those visit at least ``HALVES_GAIN`` fewer (row, live column) pairs. A window's rows reach back
     by different amounts: a task's top half reaches into the block before the diagonal, its bottom half does
     not, and the top half's diagonal block is a band of columns."""
-    from ..fia.launch import row_pass_heights, row_pass_offsets
-
     def classify(of):
         return classify_blocks(of, hooks, s2_base=s2_base, qlen=qlen, kvlen=kvlen, group=group, order=order)
 

@@ -3,7 +3,7 @@
 op_host tiles prefills with an M base of 512 rows. The chip keeps such a task's fp32 accumulator in its GM
 workspace (``vec2_out``), and so does the simulated kernel (``launch.gm_accumulator``), but some tiles still do
 not fit on chip: at a head dim of 512 the 512-row query block alone fills L1 (512 KiB of fp16), and on the 950
-the hand-off slots live in UB. ``launch.launch_in_row_passes`` then takes each row task in passes of fewer rows
+the hand-off slots live in UB. ``row_passes.launch_in_row_passes`` then takes each row task in passes of fewer rows
 (``row_pass_heights``), each pass writing its rows of the task's flash-decode workspace slot from its own first
 row (the task table's last column). Every row's arithmetic is unchanged.
 
@@ -21,7 +21,7 @@ import pytest
 
 from cvtile.dsl.jit import record_launches
 from cvtile.kernels.fia.api import npu_fused_infer_attention_score
-from cvtile.kernels.fia.launch import MIN_ROW_PASS, TASK_COLUMNS, row_pass_heights, split_row_passes
+from cvtile.kernels.fia.row_passes import MIN_ROW_PASS, TASK_COLUMNS, row_pass_heights, split_row_passes
 from cvtile.tiling.errors import ParamError
 
 A2, A5 = "Ascend910B1", "Ascend950"

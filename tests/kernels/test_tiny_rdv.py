@@ -9,7 +9,7 @@ through the simulator (``slow``: each costs a numba compile of 15-30 s cold); th
 ``cvtile cases`` (``corpus``: about 8 minutes on 2 cores). Measured 2026-12-01: 20 cases, 17 passed,
 3 unsupported (MLA rope; an NZ paged cache with D 80; D 259 on Ascend950, whose simulated tiles do not fit
 UB), 0 failed, 0 errors; 2026-12-04: the MLA case (NZ, block size 512) and the NZ D 80 case pass (19), and
-D 259 on Ascend950 runs in row passes (``fia.launch.launch_in_row_passes``): 20 of 20.
+D 259 on Ascend950 runs in row passes (``fia.row_passes.launch_in_row_passes``): 20 of 20.
 """
 
 from __future__ import annotations
