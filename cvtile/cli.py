@@ -42,94 +42,17 @@ import sys
 from pathlib import Path
 
 from .cli_cost import add_cost_parsers
+from .cli_options import add_case_options, case_options_of, positive_int, validate_shape_options
 from .cli_emit import add_emit_parser
 from .cli_tiling import add_tiling_parser, run_tiling, run_ut_cases
 
 __all__ = ["main", "build_parser"]
-
-_CASE_OPTIONS = ("batch", "num_heads", "num_kv_heads", "q_seqlen", "kv_seqlen", "head_dim", "dtype", "layout",
-                 "sparse_mode", "pre_tokens", "next_tokens", "lse", "target", "actual_q", "actual_kv", "kv_dtype")
-
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line on stderr (exit 2), for every subcommand."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _int_at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{value} is not {'positive' if low == 1 else f'>= {low}'}")
-        return value
-    parse.__name__ = "positive int" if low == 1 else f"int >= {low}"
-    return parse
-
-
-positive_int = _int_at_least(1)
-non_negative_int = _int_at_least(0)
-
-
-def target_name(text: str) -> str:
-    """A platform of the platform table (argparse type)."""
-    from .tiling.platform import platform_names
-
-    if text not in platform_names():
-        raise argparse.ArgumentTypeError(f"unknown target {text!r}; known: {', '.join(platform_names())}")
-    return text
-
-
-def _case_options(p) -> None:
-    """The case options shared by ``run`` and ``emit``: a FusedInferAttentionScore case from the decode default."""
-    from .cases import DEFAULT_CASES
-
-    base = DEFAULT_CASES[0]
-    p.add_argument("--batch", "-b", type=positive_int, help=f"batch B (default {base.batch})")
-    p.add_argument("--num-heads", "-n", type=positive_int, help=f"query heads N (default {base.num_heads})")
-    p.add_argument("--num-kv-heads", type=positive_int, help=f"key/value heads (default {base.num_kv_heads})")
-    p.add_argument("--q-seqlen", type=positive_int,
-                   help=f"query sequence length S1, 1 = decode (default {base.q_seqlen})")
-    p.add_argument("--kv-seqlen", type=non_negative_int,
-                   help=f"key/value sequence length S2 (default {base.kv_seqlen})")
-    p.add_argument("--head-dim", "-d", type=positive_int, help=f"head dim D (default {base.head_dim})")
-    p.add_argument("--dtype", choices=("float16", "bfloat16"), help=f"query/key/value dtype (default {base.dtype})")
-    p.add_argument("--kv-dtype", choices=("int8", "int4", "float8_e4m3fn", "hifloat8"),
-                   help="a KV-antiquant cache instead: int8, int4 packed 8 per int32, float8_e4m3fn or hifloat8 "
-                        "(Ascend950 only, no offset; hifloat8 as uint8 codes with V2's key_dtype/value_dtype), with "
-                        "per-channel scale and offset in the query's dtype (A2/A3: the IFA decode route, stacked "
-                        "antiquant_scale/offset; "
-                        "Ascend950: its dequant kernel, the key's and value's own; default: "
-                        "key/value in the query's dtype)")
-    p.add_argument("--layout", choices=("BSH", "BSND", "BNSD", "TND", "NTD", "BNSD_BSND", "BSH_BNSD",
-                                          "BSND_BNSD", "TND_NTD", "NTD_TND"),
-                   help=f"input_layout (default {base.layout})")
-    p.add_argument("--sparse-mode", type=int, choices=(0, 2, 3, 4),
-                   help=f"sparse_mode; 2/3/4 pass the 2048x2048 mask template (default {base.sparse_mode})")
-    p.add_argument("--pre-tokens", type=int, help=f"pre_tokens (default {base.pre_tokens})")
-    p.add_argument("--next-tokens", type=int, help=f"next_tokens (default {base.next_tokens})")
-    p.add_argument("--lse", dest="lse", action="store_const", const=True,
-                   help=f"also check softmax_lse (default {'on' if base.lse else 'off'})")
-    p.add_argument("--no-lse", dest="lse", action="store_const", const=False, help="do not check softmax_lse")
-    p.add_argument("--actual-q", type=non_negative_int, nargs="+",
-                   help="actual_seq_lengths per batch (default: S1 for every batch)")
-    p.add_argument("--actual-kv", type=non_negative_int, nargs="+",
-                   help="actual_seq_lengths_kv per batch (default: S2 for every batch)")
-    p.add_argument("--target", "-t", type=target_name, help=f"platform (default {base.target})")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-
-
-def case_options_of(args) -> dict:
-    """The case fields given on the command line."""
-    given = {name: getattr(args, name) for name in _CASE_OPTIONS if getattr(args, name, None) is not None}
-    for key in ("actual_q", "actual_kv"):
-        if key in given:
-            given[key] = tuple(given[key])
-    return given
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="simulate attention cases and check them against the golden",
                          description="With no case option: the built-in default cases. Any option makes one "
                                      "case from the decode default with the given fields changed.")
-    _case_options(run)
+    add_case_options(run)
     run.add_argument("--order", choices=("program", "pipelined"), default="program",
                      help="the simulator's execution order: program = the kernel as written (default, fast); "
                           "pipelined = the AIC and AIV programs the compiler splits it into, meeting at flags")
@@ -149,10 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     tiling = add_tiling_parser(sub)
     tiling.set_defaults(func=run_tiling)
-    _validate_tiling_options(tiling)
-    add_emit_parser(sub, _case_options)
-    add_cost_parsers(sub, _case_options)
-    _validate_tiling_options(sub.choices["cost"])   # the tiling's shape options
+    validate_shape_options(tiling)
+    add_emit_parser(sub)
+    add_cost_parsers(sub)
+    validate_shape_options(sub.choices["cost"])   # the tiling's shape options
 
     cases = sub.add_parser("cases", help="run a corpus: an op_host UT CSV, an st JSON file, tiny_rdv cases, or a "
                                          "flash_attn redline train CSV")
@@ -180,24 +103,6 @@ def build_parser() -> argparse.ArgumentParser:
                             "cvtile.kernels.redline.DEFAULT_MAX_GFLOP)")
     cases.set_defaults(func=_cases)
     return parser
-
-
-#: ``cvtile tiling`` / ``cost`` shape options (cli_tiling.add_shape_options) that must be positive / non-negative
-_TILING_POSITIVE = ("batch", "num_heads", "q_seqlen", "head_dim")
-_TILING_NON_NEGATIVE = ("num_kv_heads", "value_head_dim", "kv_seqlen", "rope_dim", "block_size", "actual_q",
-                        "actual_kv")
-
-
-def _validate_tiling_options(p) -> None:
-    """Give the tiling parser's shape options range-checked types (a negative batch would otherwise size
-    host arrays by a wrapped uint32) and its target a table lookup."""
-    for action in p._actions:
-        if action.dest in _TILING_POSITIVE:
-            action.type = positive_int
-        elif action.dest in _TILING_NON_NEGATIVE:
-            action.type = non_negative_int
-        elif action.dest == "target":
-            action.type = target_name
 
 
 def main(argv=None) -> int:

@@ -17,14 +17,13 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
+from .cli_call import add_shape_options, arrays_of_call, build_call, dtype_overrides_of_call
+from .cli_options import add_case_options, case_options_of
 
-__all__ = ["add_cost_parsers", "arrays_of_call", "dtype_overrides_of_call"]
+__all__ = ["add_cost_parsers", "run_cost", "run_trace"]
 
 
-def add_cost_parsers(sub, case_options) -> None:
-    from .cli_tiling import add_shape_options
-
+def add_cost_parsers(sub) -> None:
     doc = __doc__.split("\n\n")[1]
     p = sub.add_parser("cost", help="estimate how fast the chip runs a FusedInferAttentionScore (or FlashAttentionScore) call",
                        description=doc)
@@ -35,7 +34,7 @@ def add_cost_parsers(sub, case_options) -> None:
     p.set_defaults(func=run_cost)
     t = sub.add_parser("trace", help="write the cost model's timeline (Chrome trace) and PNGs for a case",
                        description=doc)
-    case_options(t)
+    add_case_options(t)
     t.add_argument("-o", "--output", required=True, type=Path, help="directory for trace.json and the PNGs")
     t.add_argument("--all-blocks", action="store_true",
                    help="record every block of every core (default: the critical block only)")
@@ -47,41 +46,7 @@ def _fail(cmd: str, msg: str) -> int:
     return 2
 
 
-def arrays_of_call(tensors: dict) -> dict:
-    """numpy stand-ins for a call's tensor metadata: zeros of each shape and dtype (a hifloat8 tensor's as uint8
-    codes: ``dtype_overrides_of_call`` marks them), the 2048x2048 mask template for a sparse-mode mask, a block
-    table numbering the blocks in order; length lists pass through."""
-    from .kernels.golden import mask_template
-    from .kernels.golden.dtypes import numpy_dtype
-    from .kernels.golden.hifloat8 import HIFLOAT8
-
-    out = {}
-    for name, meta in tensors.items():
-        if not hasattr(meta, "shape"):
-            out[name] = list(meta)
-            continue
-        if name == "block_table":
-            out[name] = np.arange(int(np.prod(meta.shape)), dtype=np.int32).reshape(meta.shape)
-        elif name == "atten_mask" and tuple(meta.shape) == (2048, 2048):
-            out[name] = mask_template()
-        elif name in ("attention_out", "softmax_lse"):
-            continue
-        else:
-            out[name] = np.zeros(meta.shape, np.uint8 if meta.dtype == HIFLOAT8 else numpy_dtype(meta.dtype))
-    return out
-
-
-def dtype_overrides_of_call(tensors: dict) -> dict:
-    """V2's ``key_dtype`` / ``value_dtype`` keywords of a call's tensor metadata: "hifloat8" for a HiF8 key /
-    value (whose stand-in ``arrays_of_call`` gives as uint8 codes), as ``fia_cost`` takes them."""
-    from .kernels.golden.hifloat8 import HIFLOAT8
-
-    return {f"{name}_dtype": HIFLOAT8 for name in ("key", "value")
-            if getattr(tensors.get(name), "dtype", None) == HIFLOAT8}
-
-
 def run_cost(args) -> int:
-    from .cli_tiling import build_call
     from .dsl.errors import CompilationError
     from .kernels.errors import UnsupportedParameterError
     from .kernels.fia.cost import fia_cost
@@ -147,7 +112,6 @@ def fas_keywords(args, arrays: dict, attrs: dict) -> dict:
 
 def run_trace(args) -> int:
     from .cases import DEFAULT_CASES, make_inputs, with_options
-    from .cli import case_options_of
     from .dsl.errors import CompilationError
     from .kernels.errors import UnsupportedParameterError
     from .kernels.fia.cost import fia_cost

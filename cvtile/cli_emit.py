@@ -18,15 +18,17 @@ import sys
 import time
 from pathlib import Path
 
+from .cli_options import add_case_options, case_options_of
+
 __all__ = ["add_emit_parser", "run_emit"]
 
 
-def add_emit_parser(sub, case_options):
+def add_emit_parser(sub):
     p = sub.add_parser("emit", help="write a kernel or an operator call as an Ascend C project",
                        description=__doc__.split("\n\n")[1])
     p.add_argument("what", help="'fia' (the FusedInferAttentionScore call of the case options) or a .py file "
                                 "whose main() launches cvtile kernels")
-    case_options(p)
+    add_case_options(p)
     p.add_argument("-o", "--output", required=True, type=Path, help="the project directory to write")
     p.add_argument("--check", action="store_true", help="syntax-check every kernel file (arch22 and arch35)")
     p.add_argument("--run", action="store_true", help="build on the CPU twin, run, compare with the simulator")
@@ -43,7 +45,6 @@ def _fia_specs(args):
     """(case spec, project directory) pairs: the default cases into DIR/<case name> when no case option is
     given, else the one case into DIR."""
     from .cases import DEFAULT_CASES, with_options
-    from .cli import case_options_of
 
     given = case_options_of(args)
     if not given:
