@@ -21,7 +21,9 @@ and timing-relevant inputs (``loop_memo``'s key: such a loop is a function of th
 GM reads
 are made, so an iteration's key holds the lengths it reads, not the offsets it reads them at: iterations that
 differ only in addresses share a key. The loop-carried values that decide time are taken from the prepass on a
-replay, the others from the record (nothing timing-relevant reads them).
+replay, the others from the record (nothing timing-relevant reads them). The prepass is a tree of steps; it runs
+as the Python source ``prepass_source`` writes from the tree, the tree's own interpreter being the reference
+(``compile_prepass(generated=False)``).
 
 A loop is not memoised (``compile_prepass`` gives None) when its body reads a value the prepass cannot compute
 (a scalar a tile op makes, a timing-relevant result of a nested core-local loop).
