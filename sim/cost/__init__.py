@@ -18,6 +18,7 @@ a compiled kernel.
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter
 
 from .chrome_trace import short_loc, write_chrome_trace
 from .report import CostReport, LaunchCost, categorise
@@ -100,14 +101,18 @@ def _critical_path(spans: list) -> tuple:
         return path, []
     by_line: dict = defaultdict(float)
     meta: dict = {}
-    cur = max(spans, key=lambda s: s.end)
+    lines_of: dict = {}
+    cur = max(spans, key=attrgetter("end"))
     seen = set()
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
         dur = cur.end - cur.start
         cat = "sync" if cur.flow is not None else categorise(cur.pipe)   # a flag-wait stall
         path[cat] += dur
-        key = short_loc(cur.op.loc if cur.op is not None else None)
+        op = cur.op
+        key = lines_of.get(id(op))
+        if key is None:         # one short_loc per op (it builds a Path): a path holds each op many times
+            key = lines_of[id(op)] = short_loc(op.loc if op is not None else None)
         by_line[key] += dur
         meta[key] = (cur.op.kind if cur.op is not None else "?", cur.pipe)
         prev = cur.cause

@@ -21,7 +21,9 @@ and timing-relevant inputs (``loop_memo``'s key: such a loop is a function of th
 GM reads
 are made, so an iteration's key holds the lengths it reads, not the offsets it reads them at: iterations that
 differ only in addresses share a key. The loop-carried values that decide time are taken from the prepass on a
-replay, the others from the record (nothing timing-relevant reads them).
+replay, the others from the record (nothing timing-relevant reads them). The prepass is a tree of steps; it runs
+as the Python source ``prepass_source`` writes from the tree, the tree's own interpreter being the reference
+(``compile_prepass(generated=False)``).
 
 A loop is not memoised (``compile_prepass`` gives None) when its body reads a value the prepass cannot compute
 (a scalar a tile op makes, a timing-relevant result of a nested core-local loop).
@@ -43,7 +45,9 @@ from __future__ import annotations
 from collections import deque
 
 from ...dsl.ir import Value, walk
+from . import prepass_source
 from .loop_memo import core_local, free_inputs
+from .prepass_source import Fetch
 
 __all__ = ["group_loops", "compile_prepass", "group_step", "Hold", "GroupMemo", "END", "OFF"]
 
@@ -98,11 +102,15 @@ def _getter(x):
     return lambda vals: x
 
 
-def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
+def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=lambda op: None,
+                    generated: bool = True):
     """(the prepass of ``loop``'s body: ``prepass(vals, blk, sub)`` gives the iteration's key; the getters of the
     timing-relevant loop-carried values it computes, as (position, getter)), or None when the body reads a value
-    the prepass cannot compute. ``scalar_fn(op)`` is the scheduler's evaluator of a
-    scalar op; ``tile_getters(op)`` the getters of a tile op's scalar operands and window extents."""
+    the prepass cannot compute. ``scalar_fn(op)`` is the scheduler's evaluator of a scalar op, ``scalar_src(op)``
+    its expression for the generated code (``prepass_source``) or None (the evaluator is called there);
+    ``tile_operands(op)`` a tile op's scalar operands and window extents, in the order its tile memo keys on them.
+    ``generated``: the prepass is the step tree compiled to Python source (the default), else the tree's own
+    interpreter (the reference the generated code must agree with)."""
     body = loop.blocks[0]
     known = {a.id for a in body.args}
     inside = {r.id for o in walk(body) for r in o.results} | {a.id for o in walk(body) for b in o.blocks
@@ -120,7 +128,7 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
                 if any(r.id in relevant for r in op.results):
                     if not need(op.args):
                         return None
-                    steps.append((0, scalar_fn(op)))
+                    steps.append((0, scalar_fn(op), op, scalar_src(op)))
                     known.update(r.id for r in op.results)
             elif kind == "for":
                 got = nested(op) if not core_local(op) else local(op)
@@ -136,24 +144,23 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
                     if got is None:
                         return None
                     ys = arm.ops[-1].args if arm.ops and arm.ops[-1].kind == "yield" else []
-                    outs = tuple((r.id, _getter(ys[j])) for j, r in enumerate(op.results)
+                    outs = tuple((r.id, _getter(ys[j]), ys[j]) for j, r in enumerate(op.results)
                                  if r.id in relevant and j < len(ys))
                     if not need([ys[j] for j, r in enumerate(op.results) if r.id in relevant and j < len(ys)]):
                         return None
                     arms.append((got, outs))
                 known.update(r.id for r in op.results if r.id in relevant)
-                steps.append((2, _getter(op.args[0]), arms[0], arms[1] if len(arms) > 1 else ((), ())))
+                steps.append((2, _getter(op.args[0]), arms[0], arms[1] if len(arms) > 1 else ((), ()), op.args[0]))
             elif kind in ("event_set", "event_wait"):
                 if op.args:
                     if not need(op.args[:1]):
                         return None
-                    steps.append((3, _getter(op.args[0])))
+                    steps.append((3, _getter(op.args[0]), op.args[0]))
             elif cat == "tile":
-                gs = tile_getters(op)
-                if not need([v for v in op.args if not v.is_tile] + [d.valid for w in op.windows.values()
-                                                                       for d in w.dims]):
+                operands = tile_operands(op)
+                if not need(operands):
                     return None
-                steps.append((1, gs))
+                steps.append((1, tuple(_getter(v) for v in operands), tuple(operands)))
         return tuple(steps)
 
     def carried(op) -> list:
@@ -170,7 +177,8 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
         if any(r.id in relevant for r in op.results) or not need(op.args[:3]) or \
                 any(x in inside and x not in known for x in scalars):
             return None
-        return (1, tuple(_getter(v) for v in op.args[:3]) + tuple(_id_getter(x) for x in scalars))
+        return (1, tuple(_getter(v) for v in op.args[:3]) + tuple(_id_getter(x) for x in scalars),
+                tuple(op.args[:3]) + tuple(Fetch(x) for x in scalars))
 
     def nested(op):
         """A nested loop, iterated: its trip count, then each iteration's key items."""
@@ -185,7 +193,8 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
         outs = tuple(op.results[j].id for j, _, _, _ in carry if j < len(op.results))
         known.update(outs)
         return (4, tuple(_getter(v) for v in op.args[:3]), op.blocks[0].args[0].id,
-                tuple((a.id, _getter(init), _getter(y)) for _, a, init, y in carry), inner, outs)
+                tuple((a.id, _getter(init), _getter(y), init, y) for _, a, init, y in carry), inner, outs,
+                tuple(op.args[:3]))
 
     steps = build(body)
     if steps is None:
@@ -208,7 +217,7 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
                 out.append(c)
                 arm, outs = st[2] if c else st[3]
                 run(arm, vals, out)
-                for rid, g in outs:
+                for rid, g, _ in outs:
                     vals[rid] = g(vals)
             elif tag == 3:
                 out.append(st[1](vals) % 2)
@@ -217,15 +226,16 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
                 trips = range(lo, hi, step)
                 out.append(len(trips))
                 iv, carry, inner, outs = st[2], st[3], st[4], st[5]
-                for a, init, _ in carry:
+                for a, init, *_ in carry:
                     vals[a] = init(vals)
                 for i in trips:
                     vals[iv] = i
                     run(inner, vals, out)
-                    now = [y(vals) for _, _, y in carry]
-                    for (a, _, _), v in zip(carry, now):
-                        vals[a] = v
-                for rid, (a, _, _) in zip(outs, carry):
+                    now = [c[2](vals) for c in carry]
+                    for c, v in zip(carry, now):
+                        vals[c[0]] = v
+                for rid, c in zip(outs, carry):
+                    a = c[0]
                     vals[rid] = vals[a]
 
     _blk = [0, 0]
@@ -235,6 +245,9 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_getters):
         out = [tuple(vals.get(t) for t in outside), tuple(vals.get(t) for t in carried_tiles)]
         run(steps, vals, out)
         return tuple(out)
+
+    if generated:
+        prepass = prepass_source.compile_steps(steps, outside, carried_tiles)
 
     return prepass, tuple((j, _getter(y)) for j, y in carry)
 

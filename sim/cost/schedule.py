@@ -294,6 +294,42 @@ def _scalar_fn(op, launch):
     raise ModelError(f"cost model: scalar op {kind!r} is not modelled", op.loc)
 
 
+def _scalar_operands(op) -> list:
+    return [v for v in op.args if not v.is_tile]
+
+
+def _window_operands(op) -> list:
+    return [d.valid for w in op.windows.values() for d in w.dims]
+
+
+def _tile_operands(op) -> list:
+    """What a tile op's memo keys on besides its tile operands' extents: its scalar operands, then its windows'
+    valid extents (``_TileStep.resolve``'s order, which the group memo's prepass follows)."""
+    return _scalar_operands(op) + _window_operands(op)
+
+
+#: the scalar ops the group memo's generated prepass (``prepass_source``) writes as Python expressions: the same
+#: operators on the same Python numbers as ``_SBIN`` / ``_scalar_fn`` (none of them can divide by zero)
+_INLINE_SBIN = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "min": "min({}, {})",
+                "max": "max({}, {})", "lt": "({} < {})", "le": "({} <= {})", "gt": "({} > {})", "ge": "({} >= {})",
+                "eq": "({} == {})", "ne": "({} != {})"}
+
+
+def _scalar_src(op):
+    """A scalar op as a Python expression of its operands (``str.format`` fields in operand order), or None when
+    the generated prepass is to call ``_scalar_fn``'s evaluator."""
+    kind = op.kind
+    if kind == "sbin" and op.results:
+        return _INLINE_SBIN.get(op.attrs["op"])
+    if kind == "sselect" and op.results:
+        return "({1} if {0} else {2})"
+    if kind == "block_idx":
+        return "blk"
+    if kind == "subblock_idx":
+        return "sub"
+    return None
+
+
 class _TileStep:
     """A tile op with its memo: (operand extents, valid scalars) -> (result extents, spans)."""
 
@@ -304,8 +340,8 @@ class _TileStep:
         self.launch = launch
         self.rid = op.results[0].id if op.results else None
         self.tile_ids = tuple(v.id for v in op.args if v.is_tile)
-        self.scalar_gs = tuple(_getter(v) for v in op.args if not v.is_tile)
-        self.window_gs = tuple(_getter(d.valid) for w in op.windows.values() for d in w.dims)
+        self.scalar_gs = tuple(_getter(v) for v in _scalar_operands(op))
+        self.window_gs = tuple(_getter(v) for v in _window_operands(op))
         self.memo = {}
 
     def resolve(self, vals):
@@ -358,11 +394,7 @@ def _group_loop(op, launch, relevant: set):
     name = launch.group_loops.get(id(op))
     if name is None:
         return None
-    def tile_getters(o):
-        t = _TileStep(o, launch)
-        return t.scalar_gs + t.window_gs
-
-    got = compile_prepass(op, relevant, lambda o: _scalar_fn(o, launch), tile_getters)
+    got = compile_prepass(op, relevant, lambda o: _scalar_fn(o, launch), _tile_operands, _scalar_src)
     return None if got is None else (name, *got)
 
 

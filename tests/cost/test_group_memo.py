@@ -45,13 +45,24 @@ def _spans(lc):
     return out
 
 
-@pytest.mark.parametrize("call", [GQA, ANTIQUANT], ids=["gqa", "antiquant"])
-@pytest.mark.parametrize("record", ["none", "critical"])
+#: every FIA call of these tests, with spans recorded and without
+each_call = pytest.mark.parametrize("call", [GQA, ANTIQUANT], ids=["gqa", "antiquant"])
+each_record = pytest.mark.parametrize("record", ["none", "critical"])
+
+
+@each_call
+@each_record
 def test_the_group_memo_replays_exactly_what_interpretation_gives(call, record, monkeypatch):
     hits: list = []
     plain = _cost(call, record, False, monkeypatch, [])
     fast = _cost(call, record, True, monkeypatch, hits)
     assert hits, "no group-loop step was replayed: the test does not exercise the memo"
+    assert_same(fast, plain)
+
+
+def assert_same(fast, plain) -> None:
+    """Two reports of one call are the same bit for bit: time, bound, every launch's block cycles, busy
+    fractions, critical path and recorded spans."""
     assert fast.estimated_us == plain.estimated_us and fast.bound == plain.bound
     for a, b in zip(fast.launches, plain.launches):
         assert a.block_cycles == b.block_cycles and a.busy == b.busy

@@ -1,0 +1,121 @@
+"""A group loop's prepass compiled to Python source: the same key, without an interpreter's call per op.
+
+Model
+-----
+``group_memo.compile_prepass`` turns a group loop's body into a tree of steps (the timing-relevant scalar ops, the
+tile ops' key operands, the taken branches, the ping-pong parities, nested loops iterated) and interprets it once
+per iteration of every program of the core group: a closure call per operand and per op, about a microsecond per
+scalar op. ``compile_steps`` writes the same tree as one Python function, every operand a ``vals[id]`` lookup in
+line, the cheap scalar ops (``scalar_src``: comparisons, add, sub, mul, min, max, selects, the block indices) as
+Python expressions and every other op as a call of the scheduler's own evaluator, and compiles it once per loop
+and launch.
+
+Invariant: the generated function computes exactly what the tree's interpreter computes, in the same order: the
+same key (the same values, appended in the same order), the same entries written to ``vals`` (the interpreter's
+own evaluators or the same Python operators on the same Python numbers), the same exceptions. Only the cost of
+running it changes. ``tests/cost/test_prepass_source.py`` runs both on FIA calls and compares every key and
+every value table.
+"""
+
+from __future__ import annotations
+
+from ...dsl.ir import Value
+
+__all__ = ["Fetch", "compile_steps"]
+
+
+class Fetch:
+    """An operand read as ``vals.get(id)`` (an input of a nested core-local loop, which may be unset)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, i):
+        self.id = i
+
+
+class _Writer:
+    def __init__(self):
+        self.lines: list = []
+        self.env: dict = {}
+        self.depth = 0
+
+    def name(self, prefix: str, obj) -> str:
+        """A global of the generated code holding ``obj``."""
+        n = f"_{prefix}{len(self.env)}"
+        self.env[n] = obj
+        return n
+
+    def src(self, x) -> str:
+        """The expression of an operand, as ``group_memo``'s getters read it."""
+        if isinstance(x, Fetch):
+            return f"vals.get({x.id!r})"
+        if isinstance(x, Value):
+            if x.const is not None:
+                return self.name("k", x.const)
+            return f"vals[{x.id!r}]"
+        return self.name("k", x)
+
+    def emit(self, line: str, indent: int) -> None:
+        self.lines.append("    " * indent + line)
+
+    def block(self, steps, indent: int) -> None:
+        for st in steps:
+            tag = st[0]
+            if tag == 0:
+                fn, op, expr = st[1], st[2], st[3]
+                if expr is None:
+                    self.emit(f"{self.name('f', fn)}(vals, blk, sub)", indent)
+                else:
+                    self.emit(f"vals[{op.results[0].id!r}] = " + expr.format(*(self.src(a) for a in op.args)), indent)
+            elif tag == 1:
+                self.emit("ap((" + "".join(self.src(v) + ", " for v in st[2]) + "))", indent)
+            elif tag == 2:
+                c = self._local("c")
+                self.emit(f"{c} = bool({self.src(st[4])})", indent)
+                self.emit(f"ap({c})", indent)
+                for head, (arm, outs) in ((f"if {c}:", st[2]), ("else:", st[3])):
+                    self.emit(head, indent)
+                    before = len(self.lines)
+                    self.block(arm, indent + 1)
+                    for rid, _, y in outs:
+                        self.emit(f"vals[{rid!r}] = {self.src(y)}", indent + 1)
+                    if len(self.lines) == before:
+                        self.emit("pass", indent + 1)
+            elif tag == 3:
+                self.emit(f"ap({self.src(st[2])} % 2)", indent)
+            else:
+                iv, carry, inner, outs, bounds = st[2], st[3], st[4], st[5], st[6]
+                trips, i = self._local("trips"), self._local("i")
+                lo, hi, step = (f"int({self.src(b)})" for b in bounds)
+                self.emit(f"{trips} = range({lo}, {hi}, {step})", indent)
+                self.emit(f"ap(len({trips}))", indent)
+                for a, _, _, init, _ in carry:
+                    self.emit(f"vals[{a!r}] = {self.src(init)}", indent)
+                self.emit(f"for {i} in {trips}:", indent)
+                self.emit(f"vals[{iv!r}] = {i}", indent + 1)
+                self.block(inner, indent + 1)
+                if carry:
+                    now = self._local("now")
+                    self.emit(f"{now} = (" + "".join(self.src(c[4]) + ", " for c in carry) + ")", indent + 1)
+                    for j, c in enumerate(carry):
+                        self.emit(f"vals[{c[0]!r}] = {now}[{j}]", indent + 1)
+                for rid, c in zip(outs, carry):
+                    self.emit(f"vals[{rid!r}] = vals[{c[0]!r}]", indent)
+
+    def _local(self, prefix: str) -> str:
+        self.depth += 1
+        return f"{prefix}{self.depth}"
+
+
+def compile_steps(steps, outside: tuple, carried_tiles: tuple):
+    """``prepass(vals, blk, sub)``: the key ``group_memo``'s interpreter of ``steps`` gives, as generated code."""
+    w = _Writer()
+    w.emit("def prepass(vals, blk, sub):", 0)
+    w.emit("out = [(" + "".join(f"vals.get({t!r}), " for t in outside) + "), ("
+           + "".join(f"vals.get({t!r}), " for t in carried_tiles) + ")]", 1)
+    w.emit("ap = out.append", 1)
+    w.block(steps, 1)
+    w.emit("return tuple(out)", 1)
+    env = dict(w.env)
+    exec(compile("\n".join(w.lines), "<group_memo prepass>", "exec"), env)   # noqa: S102 - our own generated code
+    return env["prepass"]
