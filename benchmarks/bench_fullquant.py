@@ -26,24 +26,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-import cvtile  # noqa: E402
 from bench_fia import CASES, inputs  # noqa: E402
 from bench_quant import measure, report  # noqa: E402
 
 
 def _calls(c: dict) -> dict:
-    """name -> (call, KV bytes)."""
+    """name -> (query, key, value, keywords, KV bytes)."""
     q, k, v = inputs(c)
     kw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5)
     rng = np.random.default_rng(1)
     q8, k8, v8 = (rng.integers(-127, 128, x.shape).astype(np.int8) for x in (q, k, v))
     scales = dict(dequant_scale1=np.array([np.float32(1e-3).view(np.uint32)], np.uint64),
                   quant_scale1=np.array([127.0], np.float32), dequant_scale2=np.array([1e-4], np.float32))
-    return {
-        "nonquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **kw), k.nbytes + v.nbytes),
-        "fullquant": (lambda: cvtile.npu_fused_infer_attention_score(q8, k8, v8, **scales, **kw),
-                      k8.nbytes + v8.nbytes),
-    }
+    return {"nonquant": (q, k, v, kw, k.nbytes + v.nbytes),
+            "fullquant": (q8, k8, v8, {**scales, **kw}, k8.nbytes + v8.nbytes)}
 
 
 def main(argv=None) -> int:

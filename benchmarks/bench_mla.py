@@ -27,7 +27,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-import cvtile  # noqa: E402
 from bench_fia import CASES, inputs  # noqa: E402
 from bench_quant import measure, report  # noqa: E402
 from cvtile.kernels.golden.nz import to_nz  # noqa: E402
@@ -36,7 +35,7 @@ B, NQ, SKV, D, DR, BS = 16, 32, 4096, 512, 64, 128
 
 
 def _calls() -> dict:
-    """name -> (call, KV bytes)."""
+    """name -> (query, key, value, keywords, KV bytes)."""
     c = CASES["decode"]
     q, k, v = inputs(c)
     gkw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5)
@@ -51,13 +50,9 @@ def _calls() -> dict:
         x.reshape(B * per, BS, 1, x.shape[-1]).transpose(0, 2, 1, 3))[np.argsort(table.ravel())])
     nk, nkr = cache(mk), cache(mkr)
     pkw = dict(mkw, block_table=table, block_size=BS, actual_seq_lengths_kv=[SKV] * B)
-    return {
-        "gqa": (lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **gkw), k.nbytes + v.nbytes),
-        "mla": (lambda: cvtile.npu_fused_infer_attention_score(mq, mk, mk, query_rope=mqr, key_rope=mkr, **mkw),
-                2 * mk.nbytes + mkr.nbytes),
-        "mla_nz": (lambda: cvtile.npu_fused_infer_attention_score(mq, nk, nk, query_rope=mqr, key_rope=nkr, **pkw),
-                   2 * nk.nbytes + nkr.nbytes),
-    }
+    return {"gqa": (q, k, v, gkw, k.nbytes + v.nbytes),
+            "mla": (mq, mk, mk, dict(mkw, query_rope=mqr, key_rope=mkr), 2 * mk.nbytes + mkr.nbytes),
+            "mla_nz": (mq, nk, nk, dict(pkw, query_rope=mqr, key_rope=nkr), 2 * nk.nbytes + nkr.nbytes)}
 
 
 def main(argv=None) -> int:

@@ -36,14 +36,15 @@ import numpy as np  # noqa: E402
 
 import cvtile  # noqa: E402
 from bench_fia import CASES, inputs  # noqa: E402
+from cvtile.kernels.fia.cost import fia_cost  # noqa: E402
 from cvtile.kernels.golden.int4 import pack_int4  # noqa: E402
 
 CASE = CASES["decode"]
 
 
 def _calls(target: str = "Ascend910B1") -> dict:
-    """name -> (call, KV bytes). On Ascend950 (its dequant kernel) with the key's and the value's own scale
-    and offset."""
+    """name -> (query, key, value, keywords, KV bytes) of each call. On Ascend950 (its dequant kernel) with the
+    key's and the value's own scale and offset."""
     c = CASE
     q, k, v = inputs(c)
     kw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5,
@@ -55,27 +56,15 @@ def _calls(target: str = "Ascend910B1") -> dict:
     offset = rng.uniform(-2, 2, (2, c["nkv"], 1, c["d"])).astype(np.float16)
     if target == "Ascend950":
         f8k, f8v = (rng.uniform(-240, 240, x.shape).astype(ml_dtypes.float8_e4m3fn) for x in (k, v))
-        sep = dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1], key_antiquant_offset=offset[0],
-                   value_antiquant_offset=offset[1])
-        return {
-            "nonquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **kw), k.nbytes + v.nbytes),
-            "antiquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k8, v8, **sep, **kw),
-                          k8.nbytes + v8.nbytes),
-            "antiquant_int4": (lambda: cvtile.npu_fused_infer_attention_score(q, k4, v4, **sep, **kw),
-                               k4.nbytes + v4.nbytes),
-            "antiquant_fp8": (lambda: cvtile.npu_fused_infer_attention_score(q, f8k, f8v, key_antiquant_scale=scale[0],
-                                                                             value_antiquant_scale=scale[1], **kw),
-                              f8k.nbytes + f8v.nbytes),
-        }
-    return {
-        "nonquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **kw), k.nbytes + v.nbytes),
-        "antiquant": (lambda: cvtile.npu_fused_infer_attention_score(q, k8, v8, antiquant_scale=scale,
-                                                                     antiquant_offset=offset, **kw),
-                      k8.nbytes + v8.nbytes),
-        "antiquant_int4": (lambda: cvtile.npu_fused_infer_attention_score(q, k4, v4, antiquant_scale=scale,
-                                                                          antiquant_offset=offset, **kw),
-                           k4.nbytes + v4.nbytes),
-    }
+        quant = dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1], key_antiquant_offset=offset[0],
+                     value_antiquant_offset=offset[1])
+        fp8 = dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1])
+    else:
+        quant = fp8 = dict(antiquant_scale=scale, antiquant_offset=offset)
+    calls = {"nonquant": (k, v, {}), "antiquant": (k8, v8, quant), "antiquant_int4": (k4, v4, quant)}
+    if target == "Ascend950":
+        calls["antiquant_fp8"] = (f8k, f8v, fp8)
+    return {name: (q, kk, vv, {**extra, **kw}, kk.nbytes + vv.nbytes) for name, (kk, vv, extra) in calls.items()}
 
 
 def _best(fn, repeat: int) -> tuple:
@@ -89,16 +78,21 @@ def _best(fn, repeat: int) -> tuple:
     return wall, cpu
 
 
-def measure(calls: dict, repeat: int, reference: str = "nonquant") -> dict:
-    """name -> timings of each ``(call, KV bytes)`` of ``calls``, with the CPU time per KV byte and its ratio to
-    the ``reference`` entry's."""
+def measure(calls: dict, repeat: int, reference: str = "nonquant", chip: bool = True) -> dict:
+    """name -> timings of each ``(query, key, value, keywords, KV bytes)`` of ``calls``: the simulator's CPU time
+    per KV byte and, with ``chip``, the cost model's estimate of the chip's time (``fia_cost``, the same launches)
+    per KV byte, each with its ratio to the ``reference`` entry's."""
     res = {}
-    for name, (fn, nbytes) in calls.items():
-        wall, cpu = _best(fn, repeat)
+    for name, (q, k, v, kw, nbytes) in calls.items():
+        wall, cpu = _best(lambda: cvtile.npu_fused_infer_attention_score(q, k, v, **kw), repeat)
         res[name] = {"wall_s": wall, "cpu_s": cpu, "kv_bytes": nbytes, "cpu_ns_per_kv_byte": cpu / nbytes * 1e9}
-    ref = res[reference]["cpu_ns_per_kv_byte"]
-    for r in res.values():
-        r["ratio_per_kv_byte"] = r["cpu_ns_per_kv_byte"] / ref
+        if chip:
+            us = fia_cost(q, k, v, **{"target": "Ascend910B1", **kw}).estimated_us
+            res[name].update(chip_us=us, chip_ps_per_kv_byte=us / nbytes * 1e6)
+    for key, out in (("cpu_ns_per_kv_byte", "ratio_per_kv_byte"), ("chip_ps_per_kv_byte", "chip_ratio_per_kv_byte")):
+        if key in res[reference]:
+            for r in res.values():
+                r[out] = r[key] / res[reference][key]
     return res
 
 
@@ -107,22 +101,26 @@ def report(res: dict, title: str, as_json: bool, reference: str = "the non-quant
     if as_json:
         print(json.dumps(res, indent=2))
         return
-    print(f"{title}; ratio = CPU time per KV byte / {reference} (target <= 1.5)")
+    print(f"{title}; ratio = time per KV byte / {reference} (target <= 1.5): the simulator's CPU time, and the "
+          "cost model's chip time")
     for name, r in res.items():
+        chip = (f"  chip {r['chip_us']:8.1f} us  {r['chip_ps_per_kv_byte']:.3f} ps/B  ratio "
+                f"{r['chip_ratio_per_kv_byte']:.2f}") if "chip_us" in r else ""
         print(f"  {name:{width}s} wall {r['wall_s'] * 1e3:8.1f} ms  cpu {r['cpu_s'] * 1e3:8.1f} ms  "
               f"KV {r['kv_bytes'] / 2 ** 20:6.1f} MiB  {r['cpu_ns_per_kv_byte']:.3f} ns/B  "
-              f"ratio {r['ratio_per_kv_byte']:.2f}")
+              f"ratio {r['ratio_per_kv_byte']:.2f}{chip}")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-chip", action="store_true", help="skip the cost model's chip-time column")
     ap.add_argument("--target", choices=("Ascend910B1", "Ascend950"), default="Ascend910B1",
                     help="Ascend910B1: the MSD kernels (int8, int4); Ascend950: its dequant kernel (int8, int4, fp8)")
     args = ap.parse_args(argv)
     c = CASE
-    report(measure(_calls(args.target), args.repeat), f"decode B={c['b']} Nq={c['nq']} Nkv={c['nkv']} "
+    report(measure(_calls(args.target), args.repeat, chip=not args.no_chip), f"decode B={c['b']} Nq={c['nq']} Nkv={c['nkv']} "
            f"Skv={c['skv']} D={c['d']} ({args.target}), best of {args.repeat}", args.json)
     return 0
 
