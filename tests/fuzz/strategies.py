@@ -124,3 +124,77 @@ def _malformed(draw, kw: dict):
         "inner_precise": [4, -1, 7],
     }[name]
     return name, draw(st.sampled_from(bad))
+
+
+#: the kernel shapes ``fia_runtime_calls`` draws within: (name, layout, dtype, S1, S2, G, D, paged, sparse mode,
+#: target). Each fixes what the FIA kernel takes as compile-time constants (the dtype, layout, G, D, the tiling's M
+#: and S2 bases, which follow the longest query and KV lengths, the cache kind, the band and mask flags, and the
+#: target, whose buffers the memory plan fits), so the draws of one envelope share one kernel specialisation and
+#: a few hundred of them run in seconds, not compiles.
+RUNTIME_ENVELOPES = (
+    ("decode", "BSND", np.float16, 1, 300, 2, 64, False, None, "Ascend910B3"),
+    ("decode_paged", "BSH", BF16, 1, 160, 4, 64, True, None, "Ascend910B1"),
+    ("prefill_causal", "BNSD", BF16, 40, 130, 2, 64, False, 3, "Ascend910B1"),
+    ("prefill_band", "BSND", np.float16, 40, 130, 1, 32, False, 4, "Ascend910B1"),
+)
+
+
+@st.composite
+def fia_runtime_calls(draw):
+    """One valid call inside one of ``RUNTIME_ENVELOPES``: what varies is what the kernel reads at run time.
+
+    Drawn: the batch (1-4), the KV heads (1-3, so N1 = G * N2), the actual query and KV lengths per batch (0,
+    1, the full length and everything between; a TND-free layout, so a shorter length is a padded tail), the
+    data (standard normal, sometimes scaled by 100 or by 1e-3, sometimes with a row of large equal values),
+    the softmax scale, inner_precise 0/1, the band's pre/next tokens (sparse 4) and the block table's order.
+    The lse is always requested (a constant of the kernel). Returns the keyword call with ``_target`` (the
+    envelope's) and ``_envelope`` (its name) set."""
+    name, layout, dtype, s1, s2, g, d, paged, sparse, target = draw(st.sampled_from(RUNTIME_ENVELOPES))
+    b = draw(st.integers(1, 4))
+    n2 = draw(st.integers(1, 3))
+    n1 = n2 * g
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    gain = draw(st.sampled_from([1.0, 1.0, 100.0, 1e-3]))
+
+    def arr(shape):
+        x = rng.standard_normal(shape).astype(np.float32) * gain
+        if draw(st.integers(0, 7)) == 0:     # a run of equal large values: ties in the max, exp(0) terms
+            x.reshape(-1)[: x.shape[-1]] = 30.0
+        return x.astype(dtype)
+
+    def lengths(full: int) -> list:
+        # one batch at the full length: op_host sizes the M and S2 bases from the longest one
+        out = draw(st.lists(st.one_of(st.sampled_from([0, 1, full]), st.integers(0, full)), min_size=b,
+                            max_size=b))
+        out[draw(st.integers(0, b - 1))] = full
+        return out
+
+    kw: dict = {"num_heads": n1, "num_key_value_heads": n2, "input_layout": layout, "softmax_lse_flag": True,
+                "scale": draw(st.sampled_from([1 / np.sqrt(d), 0.125, 1.0, 0.01])),
+                "inner_precise": draw(st.sampled_from([0, 1]))}
+    shape = {"BSH": (b, s1, n1 * d), "BSND": (b, s1, n1, d), "BNSD": (b, n1, s1, d)}
+    kw["query"] = arr(shape[layout])
+    if paged:
+        bs = 16
+        blocks = -(-s2 // bs)
+        kw["key"] = arr((b * blocks, bs, n2 * d))
+        kw["value"] = arr((b * blocks, bs, n2 * d))
+        kw["block_table"] = rng.permutation(b * blocks).astype(np.int32).reshape(b, blocks)
+        kw["block_size"] = bs
+        kw["actual_seq_lengths_kv"] = lengths(s2)
+    else:
+        kv_shape = {"BSH": (b, s2, n2 * d), "BSND": (b, s2, n2, d), "BNSD": (b, n2, s2, d)}[layout]
+        kw["key"], kw["value"] = arr(kv_shape), arr(kv_shape)
+        if draw(st.booleans()):
+            kw["actual_seq_lengths_kv"] = lengths(s2)
+    if s1 > 1 and draw(st.booleans()):
+        kw["actual_seq_lengths"] = lengths(s1)
+    if sparse is not None:
+        kw["sparse_mode"] = sparse
+        kw["atten_mask"] = np.triu(np.ones((2048, 2048), np.bool_), 1)
+        if sparse == 4:
+            kw["pre_tokens"] = draw(st.integers(0, s2))
+            kw["next_tokens"] = draw(st.integers(-s1 // 2, s2))
+    kw["_target"] = target
+    kw["_envelope"] = name
+    return kw

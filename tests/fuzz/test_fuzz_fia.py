@@ -4,7 +4,8 @@ Property: a call is either accepted or refused with a typed ``ParamError`` / ``U
 that names a parameter; never another exception. The default tier checks 500 drawn calls at the check and
 tiling layer (``prepare_fia``: the API's binding checks, the op_host mirror and the plan, without a kernel
 launch, so each call costs milliseconds; ``CVTILE_FUZZ_PLAN_EXAMPLES=10000`` runs 10,000 of them in a few
-minutes). The ``fuzz`` tier (``-m fuzz``, ``CVTILE_FUZZ_EXAMPLES``, default
+minutes), and runs 500 more on the simulator against the golden (``CVTILE_FUZZ_RUNTIME_EXAMPLES``), drawn
+inside four kernel shapes so that they share four compilations (``strategies.RUNTIME_ENVELOPES``). The ``fuzz`` tier (``-m fuzz``, ``CVTILE_FUZZ_EXAMPLES``, default
 10,000) runs the whole call on the simulator and requires an accepted call to match the float64 golden
 within the dtype's tolerance and to be finite where the golden is; each new kernel specialisation costs a
 30-120 s compile, so that tier takes hours on a cold cache. A failure shrinks to a minimal call
@@ -25,7 +26,7 @@ from cvtile import npu_fused_infer_attention_score as fia
 from cvtile.kernels import compare, fia_golden_lowp
 from cvtile.kernels.fia.api import prepare_fia
 
-from .strategies import fia_calls
+from .strategies import RUNTIME_ENVELOPES, fia_calls, fia_runtime_calls
 
 _SIG = inspect.signature(fia)
 _TENSORS = ("query", "key", "value")
@@ -62,6 +63,56 @@ def test_every_call_is_planned_or_refused_with_a_typed_error(kw):
     assert all(len(c.tasks) >= 0 for c in tiling.cores)
 
 
+def _matches_the_golden(kw: dict, target: str) -> None:
+    """The property of an accepted call: the output within the dtype's tolerance of the float64 golden (the
+    call's chip: its route and rounding), finite where the golden is, and the lse within fp32's."""
+    out, lse = fia(**kw, target=target)
+    g_out, g_lse = fia_golden_lowp(**kw, target=target)
+    dt = "bfloat16" if "bfloat16" in str(out.dtype) else str(np.dtype(out.dtype))
+    rep = compare(out, g_out, dt)
+    assert rep.passed, str(rep)
+    finite = np.isfinite(np.asarray(g_out, np.float64))
+    assert np.isfinite(np.asarray(out, np.float64)[finite]).all(), "non-finite output where the golden is finite"
+    if kw.get("softmax_lse_flag"):
+        rep = compare(lse, g_lse, "float32")
+        assert rep.passed, f"softmax_lse: {rep}"
+
+
+_RUNTIME_SEEN: dict = {}
+
+
+@seed(20261205)
+@settings(max_examples=int(os.environ.get("CVTILE_FUZZ_RUNTIME_EXAMPLES", "500")), deadline=None,
+          derandomize=True, suppress_health_check=list(HealthCheck))
+@given(fia_runtime_calls())
+def test_runtime_values_match_the_golden(kw):
+    """The default tier's simulated fuzz: 500 calls whose compile-time shape is one of ``RUNTIME_ENVELOPES``
+    (four kernel specialisations), drawing what the kernel reads at run time (batch, heads, actual lengths
+    with 0 and the extremes, data scales and ties, scale, inner_precise, band tokens, block table order), each
+    run on the simulator against the golden. The feature-wide fuzz (every layout, dtype, mask and target, a
+    compile per new combination) is the ``fuzz`` tier's ``test_accepted_calls_match_the_golden``."""
+    kw = dict(kw)
+    target, envelope = kw.pop("_target"), kw.pop("_envelope")
+    seen = _RUNTIME_SEEN.setdefault(envelope, {"run": 0, "refused": 0})
+    try:
+        _matches_the_golden(kw, target)
+    except (ParamError, UnsupportedParameterError) as exc:
+        assert _typed(exc), f"{type(exc).__name__} without a parameter name: {exc}"
+        seen["refused"] += 1
+        return
+    seen["run"] += 1
+
+
+def test_the_runtime_fuzz_ran_every_envelope():
+    """The draws above reached every envelope, and most of them ran (a strategy that op_host refused would
+    pass the property vacuously). Runs after it in the same worker (whole files per worker)."""
+    if not _RUNTIME_SEEN:
+        pytest.skip("test_runtime_values_match_the_golden was not run in this process")
+    assert set(_RUNTIME_SEEN) == {e[0] for e in RUNTIME_ENVELOPES}, _RUNTIME_SEEN
+    for name, seen in _RUNTIME_SEEN.items():
+        assert seen["run"] >= 4 * seen["refused"], (name, seen)
+
+
 @pytest.mark.fuzz
 @seed(20261202)
 @settings(max_examples=int(os.environ.get("CVTILE_FUZZ_EXAMPLES", "10000")), deadline=None, derandomize=True,
@@ -70,15 +121,6 @@ def test_every_call_is_planned_or_refused_with_a_typed_error(kw):
 def test_accepted_calls_match_the_golden(kw):
     kw, _, _, target = _split(kw)
     try:
-        out, lse = fia(**kw, target=target)
+        _matches_the_golden(kw, target)
     except (ParamError, UnsupportedParameterError) as exc:
         assert _typed(exc), f"{type(exc).__name__} without a parameter name: {exc}"
-        return
-    g_out, g_lse = fia_golden_lowp(**kw, target=target)   # the call's chip: its decode route and rounding
-    dt = "bfloat16" if "bfloat16" in str(out.dtype) else str(np.dtype(out.dtype))
-    rep = compare(out, g_out, dt)
-    assert rep.passed, str(rep)
-    finite = np.isfinite(np.asarray(g_out, np.float64))
-    assert np.isfinite(np.asarray(out, np.float64)[finite]).all(), "non-finite output where the golden is finite"
-    if kw.get("softmax_lse_flag"):
-        assert compare(lse, g_lse, "float32").passed
