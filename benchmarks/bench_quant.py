@@ -16,7 +16,12 @@ int4 or FP8 E4M3 cache dequantised in the vector core, then the non-quant flow) 
 
 For each, the best-of-N wall time and CPU time of the whole API call (compiled before timing), the KV bytes,
 the CPU time per KV byte and its ratio to the reference (the target: <= 1.5). CPU time is reported beside wall
-time because it is steadier on a shared machine; both are measured in the same run.
+time because it is steadier on a shared machine; both are measured in the same run. Beside them (unless
+``--no-chip``), the cost model's estimate of the chip's time for the same call (``fia_cost``: the launches
+the API makes, timed on the target's cost table) per KV byte and its ratio: the simulator's time follows the
+work it does (the MSD kernel's digit matmuls, the 950's dequantisation), the chip's also the bytes it
+streams. An FP8 or HiF8 cache reaches the 950 kernel widened to 16 bits (``launch.float_cache_widened``) and
+is timed so, which overstates its chip time.
 
     python benchmarks/bench_quant.py [--repeat 5] [--json] [--target Ascend910B1|Ascend950]
 """

@@ -65,7 +65,10 @@ def test_every_call_is_planned_or_refused_with_a_typed_error(kw):
 
 def _matches_the_golden(kw: dict, target: str) -> None:
     """The property of an accepted call: the output within the dtype's tolerance of the float64 golden (the
-    call's chip: its route and rounding), finite where the golden is, and the lse within fp32's."""
+    call's chip: its route and rounding), finite where the golden is, and the lse within the same class, as the
+    st runner and the upstream flash_attn tests judge it. (Not fp32's: the chip's scores are fp32 sums of
+    16-bit products, so with large inputs whose products cancel a row's lse is off by fp32's rounding of
+    the terms, not of the result; the 10,000-call run found one at 3e-3 on -5.19.)"""
     out, lse = fia(**kw, target=target)
     g_out, g_lse = fia_golden_lowp(**kw, target=target)
     dt = "bfloat16" if "bfloat16" in str(out.dtype) else str(np.dtype(out.dtype))
@@ -74,7 +77,7 @@ def _matches_the_golden(kw: dict, target: str) -> None:
     finite = np.isfinite(np.asarray(g_out, np.float64))
     assert np.isfinite(np.asarray(out, np.float64)[finite]).all(), "non-finite output where the golden is finite"
     if kw.get("softmax_lse_flag"):
-        rep = compare(lse, g_lse, "float32")
+        rep = compare(lse, g_lse, dt)
         assert rep.passed, f"softmax_lse: {rep}"
 
 
