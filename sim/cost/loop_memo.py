@@ -10,8 +10,10 @@ offsets, and the tile operands' extents) and (b) the core's clock state on
 entry relative to the issue clock (each pipe's free time, the pending event
 sets). The same inputs in the same relative state give the same relative
 state on exit, the same busy cycles and the same loop results, so the
-scheduler runs such a loop once per distinct key and replays it after
-(``LoopMemo``).
+scheduler runs such a loop once per distinct key and replays it after; a
+loop whose key is new is timed per iteration, each iteration keyed the same way
+on what it reads (the scheduler's ``_IterationMemo``, with the group memo's
+prepass).
 
 ``relevant_values(program)`` is the static slice of values that decide
 time: the roots above, closed backwards through the scalar ops that compute

@@ -43,7 +43,9 @@ issue clock of its programs.
 A flag-carrying loop that every program of the group holds (FIA's task and S2 loops) is timed per group
 step: the scheduler holds each program at the head of iteration i until all stand there, then replays the
 step from ``group_memo`` when the group's relative state and the iteration's timing inputs were seen before
-(the holds only change the interleaving; core-local loops use ``loop_memo``).
+(the holds only change the interleaving). A core-local loop is replayed whole when its inputs and clock state
+were seen before (``loop_memo``), else timed per iteration, an iteration replayed when its prepass key (the
+group memo's) and relative clock state were (``_IterationMemo``).
 
 Blocks beyond the core count run in waves: block b runs on physical core
 b mod cores after the previous block on it (plus the per-block dispatch
@@ -389,6 +391,38 @@ def _held_mmas(block, launch) -> dict:
     return held
 
 
+class _IterationMemo:
+    """The per-iteration memo of a core-local loop (``loop_memo``): a loop whose whole-loop key missed (its
+    bounds or inputs are new: a block's own task range, a row loop starting at the task's first row) is timed
+    per iteration, keyed, as a group loop's step is (``group_memo``), on what the iteration's prepass computes
+    (the lengths and extents that decide its time, not the offsets it reads them at) and the core's clock state
+    relative to its issue clock. The prepass is compiled on the loop's first use (None when the body reads a
+    value it cannot compute); a loop whose lookups keep missing (fewer than one in eight hit after 256) stops
+    looking up. Either way only the model's speed changes, never its result."""
+
+    __slots__ = ("op", "launch", "relevant", "compiled", "prepass", "carry", "steps", "tries", "hits")
+
+    def __init__(self, op, launch, relevant: set):
+        self.op, self.launch, self.relevant = op, launch, relevant
+        self.compiled = False
+        self.prepass = self.carry = None
+        self.steps: dict = {}
+        self.tries = self.hits = 0
+
+    def ready(self) -> bool:
+        """Whether iterations are to be looked up (compiling the prepass the first time)."""
+        if not self.compiled:
+            self.compiled = True
+            launch = self.launch
+            got = compile_prepass(self.op, self.relevant, lambda o: _scalar_fn(o, launch), _tile_operands,
+                                  _scalar_src)
+            if got is not None:
+                self.prepass, self.carry = got
+        if self.prepass is not None and self.tries >= 256 and self.hits * 8 < self.tries:
+            self.prepass = None
+        return self.prepass is not None
+
+
 def _group_loop(op, launch, relevant: set):
     """(name, prepass, carried getters) of a group loop (``group_memo``), or None."""
     name = launch.group_loops.get(id(op))
@@ -416,7 +450,8 @@ def _compile_block(block, launch, relevant: set) -> list:
         elif kind == "for":
             body = op.blocks[0]
             iv, *carried = body.args
-            memo = (*free_inputs(op, relevant), {}) if core_local(op) else None
+            memo = (*free_inputs(op, relevant), {}, _IterationMemo(op, launch, relevant)) if core_local(op) \
+                else None
             steps.append((_S_FOR, tuple(_getter(x) for x in op.args[:3]), iv.id, tuple(a.id for a in carried),
                           tuple(_getter(x) for x in op.args[3:]), _compile_block(body, launch, relevant),
                           tuple(r.id for r in op.results), memo, _group_loop(op, launch, relevant)))
@@ -478,10 +513,28 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
                 cur = [g(vals) for g in inits]
                 gm = st[8]
                 hold = gm is not None and gm[0] not in gmemo.off
+                per = memo[3] if key is not None and memo[3].ready() else None
                 for i in range(int(glo(vals)), int(ghi(vals)), int(gstep(vals))):
                     vals[iv] = i
                     for a, v in zip(carried, cur):
                         vals[a] = v
+                    if per is not None:       # an iteration seen before (_IterationMemo) is replayed
+                        clock.normalise()
+                        ikey = (per.prepass(vals, blk, sub), clock.relative_state())
+                        per.tries += 1
+                        got = per.steps.get(ikey)
+                        if got is not None:
+                            per.hits += 1
+                            clock.replay(got[0])
+                            cur = list(got[1])
+                            for j, g in per.carry:
+                                cur[j] = g(vals)
+                            continue
+                        isnap = clock.snapshot()
+                        cur = yield from run_steps(body)
+                        clock.t += loop_cycles
+                        per.steps[ikey] = (clock.effect_since(isnap), tuple(cur))
+                        continue
                     if hold:
                         got = yield from _hold(gm, i, cur)
                         if got is OFF:
