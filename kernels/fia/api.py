@@ -108,17 +108,20 @@ def npu_fused_infer_attention_score(
 
 
 def fused_infer_attention_score_v4(query, key, value, *, learnable_sink=None, dequant_scale_query=None,
-                                   query_quant_mode=0, **kwargs):
+                                   query_quant_mode=0, out_dtype=None, **kwargs):
     """The aclnnFusedInferAttentionScoreV4 parameter set: torch_npu's V1 keywords plus ``learnable_sink``,
-    ``dequant_scale_query`` and ``query_quant_mode`` (what the st corpus describes); the last two go through
-    op_host's checks and are then refused by name (``_check_query_quant``). Unknown keywords raise TypeError."""
+    ``dequant_scale_query`` and ``query_quant_mode`` (what the st corpus describes; op_host's checks judge them,
+    ``_check_query_quant`` says which run), and ``out_dtype``, the dtype of the caller's attentionOut tensor
+    (float16 / bfloat16 for an FP8 full-quant query, as V2's ``out_dtype``; None: inferred as torch_npu does).
+    Unknown keywords raise TypeError."""
     bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, **kwargs)
     bound.apply_defaults()
     given = dict(bound.arguments)
     optional, attrs = v1_call_parts(given, learnable_sink)
     optional["dequant_scale_query"] = dequant_scale_query
     attrs["query_quant_mode"] = query_quant_mode
-    return simulate_fia(query, key, value, optional, attrs, given["target"], given["order"])
+    dtypes = {"attention_out": canonical_dtype(out_dtype)} if out_dtype is not None else None
+    return simulate_fia(query, key, value, optional, attrs, given["target"], given["order"], dtypes=dtypes)
 
 
 #: V1 optional tensor inputs, in torch_npu's order
