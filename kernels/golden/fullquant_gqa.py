@@ -37,6 +37,7 @@ import ml_dtypes
 import numpy as np
 
 from .attend import block_dims, empty_block
+from .fullquant import online_quantised
 
 __all__ = ["attend_fp8_gqa", "fp8_e4m3", "fullquant_gqa_reference", "FP8_MAX", "KV_BLOCK"]
 
@@ -68,29 +69,14 @@ def attend_fp8_gqa(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *,
     s = qk * (np.asarray(deq_q, np.float64) * scale)[..., None] * kh[:, None, :]
     if keep is not None:
         s = np.where(np.broadcast_to(keep, s.shape), s, -np.inf)
-    ln_p = np.log(float(p_scale))
     vh = np.repeat(v, g, axis=0)                                          # [hq, c, dv]
     dvh = np.repeat(np.asarray(deq_v, np.float64).reshape(-1), g)        # [hq]
     step = c if kv_block is None else int(kv_block)
-    gm = np.full((hq, r), -np.inf)
-    gl = np.zeros((hq, r))
-    go = np.zeros((hq, r, dv))
-    for j0 in range(0, c, step):
-        blk = s[..., j0:j0 + step]
-        hm = np.maximum(gm, blk.max(axis=-1) - ln_p)
-        ms = np.where(np.isneginf(hm), 0.0, hm)
-        e = np.exp(blk - ms[..., None])
-        dm = np.exp(gm - ms)
-        p8 = fp8_e4m3(e)
-        o = np.matmul(p8, vh[:, j0:j0 + step]) * dvh[:, None, None]
-        gl = gl * dm + e.sum(axis=-1)
-        go = go * dm[..., None] + o
-        gm = hm
-    valid = gl > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(valid[..., None], go / np.where(valid, gl, 1.0)[..., None], 0.0)
-        lse = np.where(valid, gm + np.log(np.where(valid, gl, 1.0)), np.inf)
-    return out, lse
+
+    def block_pv(e, j0):
+        return np.matmul(fp8_e4m3(e), vh[:, j0:j0 + step]) * dvh[:, None, None]
+
+    return online_quantised(s, step, block_pv, shift=float(np.log(float(p_scale))))
 
 
 def fullquant_gqa_reference(query, key, value, block_table, deq_q, deq_k, deq_v, *, qlens, kvlens, scale: float,
