@@ -237,7 +237,8 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
         out, lse = _empty_outputs(q, k, v, attrs, legacy, paged=arrays.get("block_table") is not None,
-                                  int8_out=arrays.get("quant_scale2") is not None)
+                                  int8_out=arrays.get("quant_scale2") is not None,
+                                  out_dtype=_given_out_dtype(arrays))
     else:
         out, lse, _ = run_fia(q, k, v, tiling=tiling, scale=float(attrs["scale"]), input_layout=attrs["input_layout"],
                               num_heads=attrs["num_heads"], num_key_value_heads=attrs["num_key_value_heads"],
@@ -254,8 +255,7 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
                               shared_prefix_len=_shared_prefix_len(arrays, attrs),
                               antiquant=arrays.get("_antiquant"), inner_precise=attrs["inner_precise"], order=order,
                               fullquant=arrays.get("_fullquant"), fullquant_gqa=arrays.get("_fullquant_gqa"),
-                              out_dtype=numpy_dtype(_out_dtype(canonical_dtype(q.dtype), arrays))
-                              if "_fullquant_gqa" in arrays else None)
+                              out_dtype=_given_out_dtype(arrays))
     if lse is None:
         lse = np.empty((0,), dtype=np.float32)
     if torch_out:
@@ -619,9 +619,16 @@ def _check_cumulative(tiling, optional: dict) -> None:
                              status=AclnnStatus.PARAM_INVALID, checker="api")
 
 
-def _empty_outputs(q: np.ndarray, k, v, attrs: dict, legacy: bool, paged: bool, int8_out: bool = False):
+def _given_out_dtype(arrays: dict):
+    """The numpy dtype of V2's / V4's ``out_dtype`` (``_dtype_overrides``), None when not given."""
+    name = arrays.get("_dtypes", {}).get("attention_out")
+    return numpy_dtype(name) if name else None
+
+
+def _empty_outputs(q: np.ndarray, k, v, attrs: dict, legacy: bool, paged: bool, int8_out: bool = False,
+                   out_dtype=None):
     shape = _out_shape(q.shape, attrs, first_tensor(v), paged)
-    out = np.zeros(shape, dtype=np.int8 if int8_out else q.dtype)
+    out = np.zeros(shape, dtype=np.int8 if int8_out else (out_dtype or q.dtype))
     lse = None
     if attrs["softmax_lse_flag"]:
         lse = np.full(_lse_shape(q.shape, attrs), empty_row_lse(legacy_decode=legacy,

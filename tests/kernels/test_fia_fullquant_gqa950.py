@@ -144,6 +144,13 @@ def test_cost_model_times_the_call(data):
     assert rep.tiling.template == "FiaTilingFullQuantGqaArch35"
 
 
+def test_a_call_without_kv_gives_zero_rows_in_out_dtype():
+    """No KV at all: no launch; the output is the zero-filled out_dtype tensor and the lse +inf."""
+    x = _data(seed=3, qlens=(3, 4), kvlens=(300, 130))
+    out, lse = _v2(x, actual_seq_kvlen=[0, 0])
+    assert out.dtype == BF16 and not out.astype(np.float32).any() and np.isposinf(lse).all()
+
+
 # ------------------------------------------------------------------------------------------------ golden
 
 def test_fp8_rounding_of_the_golden():
