@@ -33,11 +33,14 @@ Invariants
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import ml_dtypes
 import numpy as np
 
 from .attend import block_dims, empty_block
 from .fullquant import online_quantised
+from .masks import INT_MAX, MaskEngine, mask_template
 
 __all__ = ["attend_fp8_gqa", "fp8_e4m3", "fullquant_gqa_reference", "FP8_MAX", "KV_BLOCK"]
 
@@ -81,13 +84,15 @@ def attend_fp8_gqa(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *,
 
 def fullquant_gqa_reference(query, key, value, block_table, deq_q, deq_k, deq_v, *, qlens, kvlens, scale: float,
                             num_heads: int, num_kv_heads: int, p_scale: float = 1.0, sparse_mode: int = 0,
-                            kv_block: int | None = KV_BLOCK):
+                            pre_tokens: int = INT_MAX, next_tokens: int = INT_MAX, kv_block: int | None = KV_BLOCK):
     """The documented NTD_TND call in float64: ``query`` (N1, T, D) FP8, ``key`` / ``value`` (block_num, N2,
     block_size, D) FP8 paged caches read through ``block_table`` (B, max blocks), ``deq_q`` (N1, T), ``deq_k``
-    (block_num, N2, block_size), ``deq_v`` (N2,); ``qlens`` / ``kvlens`` per batch (not cumulative). Sparse mode
-    0 (no mask) or 3 (causal, bottom-right aligned). Returns ``(out (T, N1, Dv), lse (T, N1, 1))``."""
-    if sparse_mode not in (0, 3):
-        raise ValueError(f"sparse_mode {sparse_mode}: the reference takes 0 or 3")
+    (block_num, N2, block_size), ``deq_v`` (N2,); ``qlens`` / ``kvlens`` per batch (not cumulative). Sparse
+    modes 0 (no mask) and 2/3/4 (the compressed mask's bands, ``masks.MaskEngine``) with pre/next tokens.
+    Returns ``(out (T, N1, Dv), lse (T, N1, 1))``."""
+    engine = MaskEngine(sparse_mode=sparse_mode, atten_mask=None if sparse_mode == 0 else mask_template(),
+                        pre_tokens=pre_tokens, next_tokens=next_tokens, batch=len(qlens), decode=False,
+                        legacy_decode=False, token_layout=True, left_padding=False)
     q = np.asarray(query).astype(np.float64)
     kc = np.asarray(key).astype(np.float64)
     vc = np.asarray(value).astype(np.float64)
@@ -107,9 +112,7 @@ def fullquant_gqa_reference(query, key, value, block_table, deq_q, deq_k, deq_v,
         kb = kc[ids].transpose(1, 0, 2, 3).reshape(num_kv_heads, nblk * bs, -1)[:, :s2]
         vb = vc[ids].transpose(1, 0, 2, 3).reshape(num_kv_heads, nblk * bs, -1)[:, :s2]
         dkb = dk[ids].transpose(1, 0, 2).reshape(num_kv_heads, nblk * bs)[:, :s2]
-        keep = None
-        if sparse_mode == 3:
-            keep = np.arange(s2)[None, :] <= np.arange(s1)[:, None] + (s2 - s1)
+        keep = engine.keep(SimpleNamespace(b=b, s1=s1, s2=s2, q0=t0, k0=0), 0, s1)
         o, l_ = attend_fp8_gqa(q[:, t0:t0 + s1], kb, vb, scale, deq_q=dq[:, t0:t0 + s1], deq_k=dkb, deq_v=deq_v,
                                p_scale=p_scale, keep=keep, kv_block=kv_block)
         out[t0:t0 + s1] = o.transpose(1, 0, 2)

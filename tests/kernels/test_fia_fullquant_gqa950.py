@@ -83,10 +83,10 @@ def _v2(x, **extra):
     return fia_v2(x["q"], x["k"], x["v"], **kw)
 
 
-def _golden(x, p_scale=1.0, sparse_mode=3):
+def _golden(x, p_scale=1.0, sparse_mode=3, **band):
     return fullquant_gqa_reference(x["q"], x["k"], x["v"], x["bt"], x["dq"], x["dk"], x["dv"], qlens=x["qlens"],
                                    kvlens=x["kvlens"], scale=1 / math.sqrt(D), num_heads=N1, num_kv_heads=N2,
-                                   p_scale=p_scale, sparse_mode=sparse_mode)
+                                   p_scale=p_scale, sparse_mode=sparse_mode, **band)
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +130,14 @@ def test_quant_scale_p_sets_the_range_of_p(data):
     rep = compare(out, gold, "bfloat16")
     assert rep.passed, str(rep)
     assert compare(lse, glse, "float32").passed
+
+
+@pytest.mark.parametrize("sparse_mode, band", [(2, {}), (4, dict(pre_tokens=100, next_tokens=0))])
+def test_op_host_takes_only_sparse_modes_0_and_3(data, sparse_mode, band):
+    """FP8 GQA full quant: sparse_mode 0 without a mask or 3 with the compressed one (op_host's mask checker)."""
+    with pytest.raises(ParamError) as err:
+        _v2(data, sparse_mode=sparse_mode, **band)
+    assert err.value.param == "sparse_mode" and err.value.status == 561002
 
 
 def test_cost_model_times_the_call(data):
