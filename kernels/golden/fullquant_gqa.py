@@ -21,7 +21,9 @@ For one kv head's block (q [hq, r, D], k [h, c, D], v [h, c, Dv] as float64 valu
 
 as the upstream pytest golden (``fia_fullquant_gqa_golden.py``'s CPU golden) and the chip compute it: P is
 quantised against the running max lowered by ln(p_scale) (so e <= p_scale), the sum is the unquantised e's,
-the value scale multiplies P·V. The p_scale factor cancels between o and l; it only sets P's FP8 range.
+the value scale multiplies P·V. The p_scale factor cancels between o and l; it only sets P's FP8 range. ln(p_scale) is taken as the fp32 the
+chip's ``Ln`` gives: a row's max element has e = exp(ln p_scale), which for a p_scale on an FP8 tie (100 =
+12.5 · 8) falls on the side that fp32 logarithm puts it.
 The upstream golden normalises o at every block and adds 1e-20 to the sum; the two differ from this one by
 rounding only (float64 here).
 
@@ -79,7 +81,7 @@ def attend_fp8_gqa(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *,
     def block_pv(e, j0):
         return np.matmul(fp8_e4m3(e), vh[:, j0:j0 + step]) * dvh[:, None, None]
 
-    return online_quantised(s, step, block_pv, shift=float(np.log(float(p_scale))))
+    return online_quantised(s, step, block_pv, shift=float(np.log(np.float32(p_scale))))
 
 
 def fullquant_gqa_reference(query, key, value, block_table, deq_q, deq_k, deq_v, *, qlens, kvlens, scale: float,

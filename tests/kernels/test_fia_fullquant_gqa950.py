@@ -124,9 +124,12 @@ def test_v4_api_runs_the_same_call(data, v2_run):
 
 
 def test_quant_scale_p_sets_the_range_of_p(data):
-    """quant_scale_p = 4 lowers the running max by ln 4 (P up to 4 before its FP8 cast); without it P <= 1."""
-    out, lse = _v2(data, quant_scale_p=np.array([4.0], np.float32))
-    gold, glse = _golden(data, p_scale=4.0)
+    """quant_scale_p = 100 lowers the running max by ln 100 (P up to 100 before its FP8 cast: another grid than
+    P <= 1 has, a power of two would only scale it); without it P <= 1. 100 is an FP8 tie (12.5 · 8): each row's
+    max element, exp(ln 100), rounds up or down by the fp32 ln(100), which the golden takes as the chip (and the
+    upstream golden's float32 ln_p_scale) does."""
+    out, lse = _v2(data, quant_scale_p=np.array([100.0], np.float32))
+    gold, glse = _golden(data, p_scale=100.0)
     rep = compare(out, gold, "bfloat16")
     assert rep.passed, str(rep)
     assert compare(lse, glse, "float32").passed
