@@ -178,9 +178,10 @@ def test_golden_formula_by_hand():
     v = np.array([[[1.0, 0.0], [0.0, 1.0], [3.0, -1.0]]])
     dq, dk, dv, scale, ps = np.array([[0.5]]), np.array([[1.0, 2.0, 0.25]]), np.array([2.0]), 0.5, 2.0
     s = np.array([1.0, 2.0 * 2.0, 6.0 * 0.25]) * 0.5 * 0.5            # [0.25, 1.0, 0.375]
-    m1 = max(s[:2]) - math.log(ps)
+    lp = float(np.log(np.float32(ps)))                                   # ln p_scale as the chip's fp32 Ln
+    m1 = max(s[:2]) - lp
     e1 = np.exp(s[:2] - m1)
-    m2 = max(m1, s[2] - math.log(ps))
+    m2 = max(m1, s[2] - lp)
     e2 = np.exp(s[2:] - m2)
     num = (fp8_e4m3(e1) @ v[0, :2] * math.exp(m1 - m2) + fp8_e4m3(e2) @ v[0, 2:]) * 2.0
     den = e1.sum() * math.exp(m1 - m2) + e2.sum()
