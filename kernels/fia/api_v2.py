@@ -29,7 +29,7 @@ key/value_quant_mode       key/value_antiquant_mode    0 only; 0-3 with dequant_
 key_dtype, value_dtype     (the tensors' dtypes)       "hifloat8" / torch_npu.hifloat8 (290)
                                                        with uint8 key/value: a HiF8 cache
 out_dtype                  (attention_out's dtype)     float16 / bfloat16 with an FP8 full-quant query
-other *_dtype              (the tensors' dtypes)       must stay None
+other *_dtype              (the tensors' dtypes)       None, or the tensor's own dtype (a no-op)
 =========================  ==========================  =====================================
 
 A HiFloat8 KV cache (Ascend950's dequant kernel; op_host takes it in per-channel mode 0 only, without offsets,
@@ -103,11 +103,14 @@ def npu_fused_infer_attention_score_v2(
     for name, reason in _V2_ONLY_QUANT.items():
         if given[name] is not None:
             raise UnsupportedParameterError(name, _short(given[name]), reason)
-    for name in _RESERVED_DTYPES:
+    for name in _RESERVED_DTYPES:   # one naming its tensor's own dtype changes nothing (the FP8 calls pass them)
+        if given[name] is not None and _own_dtype(given, name):
+            given[name] = None
         if given[name] is not None and name not in KV_DTYPE_KEYWORDS:
             raise UnsupportedParameterError(name, given[name], "a reserved torch_npu dtype override; the "
-                                            "simulator takes dtypes from the arrays (leave it None)")
-    dtypes = kv_dtype_overrides(key_dtype, value_dtype)   # hifloat8: a uint8 HiF8 cache
+                                            "simulator takes dtypes from the arrays (leave it None, or the "
+                                            "tensor's own dtype)")
+    dtypes = kv_dtype_overrides(given["key_dtype"], given["value_dtype"])   # hifloat8: a uint8 HiF8 cache
     if out_dtype is not None:   # FP8 full quant's fp16 / bf16 output (api._dtype_overrides judges it)
         dtypes["attention_out"] = canonical_dtype(out_dtype)
     antiquant = dequant_scale_key is not None or dequant_scale_value is not None
@@ -130,6 +133,13 @@ def npu_fused_infer_attention_score_v2(
 
 #: operator (V1) names -> the V2 keyword a caller of this API used
 _V1_TO_V2 = inverse({**V2_TO_V1, **V2_ATTRS_TO_V1})
+
+
+def _own_dtype(given: dict, keyword: str) -> bool:
+    """The ``*_dtype`` keyword names the dtype its tensor already has (torch_npu's reinterpretation is then a
+    no-op)."""
+    x = given.get(keyword[:-len("_dtype")])
+    return hasattr(x, "dtype") and canonical_dtype(x.dtype) == canonical_dtype(given[keyword])
 
 
 def _short(x) -> str:

@@ -123,6 +123,15 @@ def test_v4_api_runs_the_same_call(data, v2_run):
     np.testing.assert_array_equal(lse, v2_run[1])
 
 
+def test_the_upstream_dtype_keywords_are_no_ops(data, v2_run):
+    """The upstream test passes query/key/value_dtype fp8 and the scales' dtypes float32: each names its tensor's
+    own dtype, which changes nothing."""
+    out, lse = _v2(data, quant_scale_p=np.array([1.0], np.float32), query_dtype=F8, key_dtype=F8, value_dtype=F8,
+                   dequant_scale_query_dtype=np.float32, dequant_scale_key_dtype=np.float32,
+                   dequant_scale_value_dtype=np.float32)
+    np.testing.assert_array_equal(out.view(np.uint16), v2_run[0].view(np.uint16))
+
+
 def test_quant_scale_p_sets_the_range_of_p(data):
     """quant_scale_p = 100 lowers the running max by ln 100 (P up to 100 before its FP8 cast: another grid than
     P <= 1 has, a power of two would only scale it); without it P <= 1. 100 is an FP8 tie (12.5 · 8): each row's
