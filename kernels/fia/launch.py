@@ -287,6 +287,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
             order=order)
     elif rows and fullquant_gqa is not None:
+        if hooks is not None and hooks.active:
+            raise UnsupportedParameterError("hooks", "given", "FP8 GQA full quant with a score_mod / mask_mod is "
+                                            "not simulated")
         f16 = [float_cache_widened(x, np.float16) for x in (q, k, v)]
 
         def attend_fp8(tab, tab_ptr, height):   # the chip's two vector cores take 64 of the 128 rows each

@@ -248,6 +248,29 @@ def test_a_bad_value_scale_is_op_hosts_param_error(data):
     assert err.value.param == "dequant_scale_value" and err.value.checker == "dequant"
 
 
+@ct.inline
+def _doubled(score, b, h, q_idx, kv_idx):
+    return score * 2.0
+
+
+def test_a_score_mod_is_refused_by_name(data):
+    """A variant's hooks (``simulate_fia(hooks=...)``) are not compiled into the FP8 kernel: refused, not dropped."""
+    from cvtile.kernels.fia.api import simulate_fia
+    from cvtile.kernels.variants.hooks import Hooks
+
+    optional = dict(block_table=data["bt"], actual_seq_lengths=list(np.cumsum(QLENS)),
+                    actual_seq_lengths_kv=list(KVLENS), dequant_scale_query=data["dq"],
+                    key_antiquant_scale=data["dk"], value_antiquant_scale=data["dv"], atten_mask=CAUSAL)
+    attrs = dict(num_heads=N1, scale=1 / math.sqrt(D), pre_tokens=2147483647, next_tokens=2147483647,
+                 input_layout="NTD_TND", num_key_value_heads=N2, sparse_mode=3, inner_precise=0, block_size=BS,
+                 antiquant_mode=0, softmax_lse_flag=False, key_antiquant_mode=3, value_antiquant_mode=2,
+                 query_quant_mode=3)
+    with pytest.raises(UnsupportedParameterError) as err:
+        simulate_fia(data["q"], data["k"], data["v"], optional, attrs, "Ascend950", hooks=Hooks(score_mod=_doubled),
+                     dtypes={"attention_out": "bfloat16"})
+    assert err.value.param == "hooks"
+
+
 def test_mxfp8_full_quant_is_refused_by_name():
     """MXFP8 (modes 6/6/8, FiaTilingFullQuantMxArch35) passes op_host and is refused naming the query scale."""
     t, n1, n2, d = 64, 4, 1, 128
