@@ -75,9 +75,11 @@ def _paged_layout(v: TilingView, *, sink: bool = False) -> int:
     return {3: 1, 4: 2, 5: 3}.get(v.key_cache_rank, 2)
 
 
-def _v2_lengths(v: TilingView) -> tuple[tuple, tuple, int]:
+def _v2_lengths(v: TilingView, ntd: bool = False) -> tuple[tuple, tuple, int]:
+    """(q lengths, kv lengths, prefix) of the split; ``ntd``: an NTD query's lengths are cumulative too
+    (``FiaTilingFullQuantGqaArch35``'s isAccumSeqS1 for TND and NTD)."""
     prefix = v.prefix_len if v.prefix else 0
-    tnd = v.q_layout == "TND"
+    tnd = v.q_layout == "TND" or (ntd and v.q_layout == "NTD")
     q = per_batch_lengths(v.batch, v.s1, v.actual_q, cumulative=tnd)
     kv = per_batch_lengths(v.batch, v.s2, v.actual_kv, cumulative=tnd and not v.paged, prefix=prefix)
     return q, kv, prefix
@@ -90,8 +92,8 @@ def _set_key(d: Draft, fields: dict, rule: str) -> None:
 
 
 def _v2_split(d: Draft, plat: Platform, v: TilingView, *, m_base: int, s2_base: int, n2: int, g: int,
-              stream_k: bool, tolerance: int, least: int, name: str) -> None:
-    q, kv, _ = _v2_lengths(v)
+              stream_k: bool, tolerance: int, least: int, name: str, ntd: bool = False) -> None:
+    q, kv, _ = _v2_lengths(v, ntd)
     d.q_lens, d.kv_lens = q, kv
     grid = BlockGrid(GridSpec(v.batch, n2, g, q, kv, m_base, s2_base, v.s1_major, v.mask, v.sparse_mode,
                               v.pre_tokens, v.next_tokens))
@@ -230,7 +232,7 @@ def plan_fullquant_gqa(d: Draft, plat: Platform) -> None:
         d.s2_base = d.decide("s2_base", 256, "full quant GQA: sInner 256")
         d.m_order = "GS1"
         _v2_split(d, plat, v, m_base=128, s2_base=256, n2=v.n1, g=1, stream_k=False, tolerance=0, least=0,
-                  name="FiaTilingFullQuantGqaArch35")
+                  name="FiaTilingFullQuantGqaArch35", ntd=True)
         _expand_heads(d, v)
         fd = bool(d.fd_tasks)
         d.workspace = arch35_gqa_workspace(used_cores=d.used_cores, m_base=128, v_dim=min(v.v_dim, 128), fd=fd)
@@ -243,16 +245,18 @@ def plan_fullquant_gqa(d: Draft, plat: Platform) -> None:
 
 
 def _expand_heads(d: Draft, v: TilingView) -> None:
-    """Tasks planned per query head (n2 = N1, G = 1): rewrite them in the (b, kv head) G-major fold."""
-    s1 = v.s1
+    """Tasks planned per query head (n2 = N1, G = 1): rewrite them in the (b, kv head) G-major fold, head g's
+    rows after the g earlier heads' S1 rows of their batch (the batch's own S1: ``d.q_lens``)."""
     g = v.g
+    s1 = d.q_lens or tuple(v.s1 for _ in range(v.batch))
 
     def fix(t: RowTask) -> RowTask:
-        return RowTask(t.b, t.n2 // g, (t.n2 % g) * s1 + t.m_start, t.m_rows, t.s2_lo, t.s2_hi, t.fd_task, t.fd_piece)
+        return RowTask(t.b, t.n2 // g, (t.n2 % g) * s1[t.b] + t.m_start, t.m_rows, t.s2_lo, t.s2_hi, t.fd_task,
+                       t.fd_piece)
 
     d.cores = tuple(CoreWork(c.core, tuple(fix(t) for t in c.tasks), c.cost) for c in d.cores)
-    d.fd_tasks = tuple(FdTask(t.b, t.n2 // g, (t.n2 % g) * s1 + t.m_start, t.m_rows, t.splits, t.workspace_slot)
-                       for t in d.fd_tasks)
+    d.fd_tasks = tuple(FdTask(t.b, t.n2 // g, (t.n2 % g) * s1[t.b] + t.m_start, t.m_rows, t.splits,
+                              t.workspace_slot) for t in d.fd_tasks)
 
 
 # -------------------------------------------------------------------------------------------------- catch-all

@@ -60,7 +60,7 @@ from ...tiling.layouts import INPUT_LAYOUTS
 from ...tiling.params import FiaParams, TensorMeta, canonical_dtype, host_list_values
 from ...tiling.platform import DEFAULT_TARGET
 from ..errors import UnsupportedParameterError
-from ..golden.dtypes import to_numpy
+from ..golden.dtypes import numpy_dtype, to_numpy
 from ..golden.layouts import parse_layout
 from ..golden.fia import empty_row_lse
 from ..golden.antiquant import ANTIQUANT_PARAMS, antiquant_spec, chip_seq_stride
@@ -73,6 +73,7 @@ from .nz_cache import check_nz_call
 from .tiling_memo import memo_tile_fia
 from .tree import check_rope_call, check_tree_call, join_rope_call
 from .fullquant import fullquant_call, is_fullquant
+from .fullquant_gqa import FP8_GQA_TEMPLATE, fullquant_gqa_call
 from ..golden.fullquant import FULLQUANT_SCALES
 from ..golden.hifloat8 import HIFLOAT8, hifloat8_marker
 
@@ -84,7 +85,8 @@ __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score_v4", 
 SUPPORTED_OPTIONAL_INPUTS = ("atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv", "pse_shift", "block_table",
                              "query_padding_size", "kv_padding_size", "learnable_sink", "quant_scale2",
                              "quant_offset2", "key_shared_prefix", "value_shared_prefix", "actual_shared_prefix_len",
-                             "query_rope", "key_rope", *ANTIQUANT_PARAMS, *FULLQUANT_SCALES)
+                             "query_rope", "key_rope", "dequant_scale_query", *ANTIQUANT_PARAMS,
+                             *FULLQUANT_SCALES)
 
 _UNSUPPORTED_REASON = {
     "key_rope_antiquant_scale": "the rope's antiquant scale (reserved by the operator) is not simulated",
@@ -106,17 +108,20 @@ def npu_fused_infer_attention_score(
 
 
 def fused_infer_attention_score_v4(query, key, value, *, learnable_sink=None, dequant_scale_query=None,
-                                   query_quant_mode=0, **kwargs):
+                                   query_quant_mode=0, out_dtype=None, **kwargs):
     """The aclnnFusedInferAttentionScoreV4 parameter set: torch_npu's V1 keywords plus ``learnable_sink``,
-    ``dequant_scale_query`` and ``query_quant_mode`` (what the st corpus describes); the last two go through
-    op_host's checks and are then refused by name (``_check_query_quant``). Unknown keywords raise TypeError."""
+    ``dequant_scale_query`` and ``query_quant_mode`` (what the st corpus describes; op_host's checks judge them,
+    ``_check_query_quant`` says which run), and ``out_dtype``, the dtype of the caller's attentionOut tensor
+    (float16 / bfloat16 for an FP8 full-quant query, as V2's ``out_dtype``; None: inferred as torch_npu does).
+    Unknown keywords raise TypeError."""
     bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, **kwargs)
     bound.apply_defaults()
     given = dict(bound.arguments)
     optional, attrs = v1_call_parts(given, learnable_sink)
     optional["dequant_scale_query"] = dequant_scale_query
     attrs["query_quant_mode"] = query_quant_mode
-    return simulate_fia(query, key, value, optional, attrs, given["target"], given["order"])
+    dtypes = {"attention_out": canonical_dtype(out_dtype)} if out_dtype is not None else None
+    return simulate_fia(query, key, value, optional, attrs, given["target"], given["order"], dtypes=dtypes)
 
 
 #: V1 optional tensor inputs, in torch_npu's order
@@ -232,7 +237,8 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
         out, lse = _empty_outputs(q, k, v, attrs, legacy, paged=arrays.get("block_table") is not None,
-                                  int8_out=arrays.get("quant_scale2") is not None)
+                                  int8_out=arrays.get("quant_scale2") is not None,
+                                  out_dtype=_given_out_dtype(arrays))
     else:
         out, lse, _ = run_fia(q, k, v, tiling=tiling, scale=float(attrs["scale"]), input_layout=attrs["input_layout"],
                               num_heads=attrs["num_heads"], num_key_value_heads=attrs["num_key_value_heads"],
@@ -248,7 +254,8 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
                               value_shared_prefix=arrays.get("value_shared_prefix"),
                               shared_prefix_len=_shared_prefix_len(arrays, attrs),
                               antiquant=arrays.get("_antiquant"), inner_precise=attrs["inner_precise"], order=order,
-                              fullquant=arrays.get("_fullquant"))
+                              fullquant=arrays.get("_fullquant"), fullquant_gqa=arrays.get("_fullquant_gqa"),
+                              out_dtype=_given_out_dtype(arrays))
     if lse is None:
         lse = np.empty((0,), dtype=np.float32)
     if torch_out:
@@ -385,7 +392,9 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"the {tiling.route}/{tiling.template} tiling gave no core work for this "
                                         f"call: {tiling.extras.get('row_tasks', 'its core split is not mirrored')}")
     qd, kd, vd = (_dtype_of(arrays, name) for name in ("query", "key", "value"))
-    if is_fullquant(arrays):   # int8 query, key and value (fia.fullquant)
+    if tiling.template == FP8_GQA_TEMPLATE:   # FP8 query, key and value, modes 3/3/2 (fia.fullquant_gqa)
+        arrays["_fullquant_gqa"] = fullquant_gqa_call(arrays, attrs, tiling)
+    elif is_fullquant(arrays):   # int8 query, key and value (fia.fullquant)
         arrays["_fullquant"] = fullquant_call(arrays, attrs, tiling)
     elif kd in ("int8", "int4", "float8_e4m3fn", "float4_e2m1", HIFLOAT8) or \
             any(name in arrays for name in ANTIQUANT_PARAMS):
@@ -406,11 +415,13 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
 def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
     """Query quantisation (V4/V5's ``dequantScaleQuery`` and ``queryQuantMode``: FA full quant with a quantised
     query, per-token-head for mode 3), after op_host has judged the call (an invalid one is its ``ParamError``
-    with the aclnn status): the simulator has no kernel for it (Ascend950's FiaTilingFullQuantGqaArch35, MLA and
-    MXFP8 full-quant kernels; cvtile's one full-quant kernel is the A2/A3 PFA int8 per-tensor template, whose
-    query takes no scale), so a call op_host accepts raises ``UnsupportedParameterError`` naming
-    ``dequant_scale_query`` (or ``query_quant_mode`` given alone, which takes effect only with a quantised query;
-    cvtile refuses it rather than drop it)."""
+    with the aclnn status). On Ascend950 a call op_host routes to FiaTilingFullQuantGqaArch35 (FP8 q/k/v, modes
+    3/3/2) passes: ``kernel_fullquant_gqa`` runs it (host side ``fullquant_gqa``); the 950's MLA and MXFP8
+    full-quant templates raise ``UnsupportedParameterError`` naming ``dequant_scale_query``. On A2/A3 the
+    simulator has no query-quant kernel (cvtile's full-quant kernel there is the PFA int8 per-tensor template,
+    whose query takes no scale), so a call op_host accepts is refused the same way (or naming
+    ``query_quant_mode`` given alone, which takes effect only with a quantised query; cvtile refuses it rather
+    than drop it)."""
     mode = int(attrs.get("query_quant_mode", 0) or 0)
     if "dequant_scale_query" not in arrays and not mode:
         return
@@ -421,6 +432,13 @@ def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
                                         f"a {qd} query is not quantised: query dequantisation belongs to FA full "
                                         f"quant ({modes}); op_host lets the call through ({tiling.route}/"
                                         f"{tiling.template}) and cvtile refuses the scale rather than drop it")
+    if "dequant_scale_query" in arrays and tiling.arch == "arch35":
+        if tiling.template == FP8_GQA_TEMPLATE:   # the FP8 GQA full-quant kernel runs it (fullquant_gqa)
+            return
+        raise UnsupportedParameterError("dequant_scale_query", _describe(arrays["dequant_scale_query"]),
+                                        f"query dequantisation on Ascend950's {tiling.template} ({qd} query, "
+                                        f"{modes}) is not simulated: cvtile runs only the FP8 GQA full quant "
+                                        f"(modes 3/3/2, {FP8_GQA_TEMPLATE})")
     if "dequant_scale_query" in arrays:
         raise UnsupportedParameterError("dequant_scale_query", _describe(arrays["dequant_scale_query"]),
                                         f"query dequantisation (FA full quant, {qd} query, {modes}) is not "
@@ -496,6 +514,13 @@ def _dtype_overrides(arrays: dict, metas: dict, dtypes: dict) -> None:
     agree and the cache suits the call is op_host's to judge (a hifloat8 key with a uint8 value is its dtype
     error)."""
     for name, dtype in dtypes.items():
+        if name == "attention_out":   # V2's out_dtype: the FP8 full quant's fp16 / bf16 output
+            qd = canonical_dtype(first_tensor(arrays["query"]).dtype)
+            if dtype not in ("float16", "bfloat16") or qd != "float8_e4m3fn":
+                raise UnsupportedParameterError("out_dtype", dtype, "the simulator takes out_dtype only as float16 "
+                                                f"or bfloat16 with a float8_e4m3fn query (FP8 full quant); the "
+                                                f"query is {qd}")
+            continue
         keyword = f"{name}_dtype"
         if name not in ("key", "value") or dtype != HIFLOAT8:
             raise UnsupportedParameterError(keyword, dtype, "the simulator takes only key_dtype / value_dtype "
@@ -594,9 +619,16 @@ def _check_cumulative(tiling, optional: dict) -> None:
                              status=AclnnStatus.PARAM_INVALID, checker="api")
 
 
-def _empty_outputs(q: np.ndarray, k, v, attrs: dict, legacy: bool, paged: bool, int8_out: bool = False):
+def _given_out_dtype(arrays: dict):
+    """The numpy dtype of V2's / V4's ``out_dtype`` (``_dtype_overrides``), None when not given."""
+    name = arrays.get("_dtypes", {}).get("attention_out")
+    return numpy_dtype(name) if name else None
+
+
+def _empty_outputs(q: np.ndarray, k, v, attrs: dict, legacy: bool, paged: bool, int8_out: bool = False,
+                   out_dtype=None):
     shape = _out_shape(q.shape, attrs, first_tensor(v), paged)
-    out = np.zeros(shape, dtype=np.int8 if int8_out else q.dtype)
+    out = np.zeros(shape, dtype=np.int8 if int8_out else (out_dtype or q.dtype))
     lse = None
     if attrs["softmax_lse_flag"]:
         lse = np.full(_lse_shape(q.shape, attrs), empty_row_lse(legacy_decode=legacy,
@@ -625,10 +657,12 @@ def _out_shape(qshape, attrs: dict, value, paged: bool = False) -> tuple:
 
 
 def _out_dtype(q_dtype: str, arrays: dict) -> str:
-    """attention_out's dtype as torch_npu infers it: int8 with quant_scale2 (post quant), fp16 for an int8
-    query, else the query's dtype."""
+    """attention_out's dtype as torch_npu infers it: int8 with quant_scale2 (post quant), V2's ``out_dtype``
+    when given, fp16 for an int8 query, else the query's dtype."""
     if arrays.get("quant_scale2") is not None:
         return "int8"
+    if arrays.get("_dtypes", {}).get("attention_out"):   # V2's out_dtype (``_dtype_overrides``)
+        return arrays["_dtypes"]["attention_out"]
     return "float16" if q_dtype == "int8" else q_dtype
 
 

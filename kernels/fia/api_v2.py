@@ -21,14 +21,15 @@ dequant_scale_key/value    key/value_antiquant_scale   yes with an int8/int4 key
 dequant_offset_key/value   key/value_antiquant_offset  yes
 quant_scale_out/offset_out quant_scale2/offset2        yes (int8 attention_out)
 dequant_scale_query        dequant_scale_query         op_host's checks run (its ParamError with the aclnn
-query_quant_mode           query_quant_mode (V4 attr)  status); a call it accepts is refused by name: no
-                                                       query-quant (FA full quant) kernel is simulated
-quant_scale_p,             (P / rope quantisation)     no
-dequant_scale_key_rope
+query_quant_mode           query_quant_mode (V4 attr)  status); on Ascend950 the FP8 GQA full quant (modes
+                                                       3/3/2) runs, other query-quant calls are refused by name
+quant_scale_p              quant_scale1                yes with the FP8 GQA full quant (P's FP8 scale)
+dequant_scale_key_rope     (rope quantisation)         no
 key/value_quant_mode       key/value_antiquant_mode    0 only; 0-3 with dequant_scale_key/value
 key_dtype, value_dtype     (the tensors' dtypes)       "hifloat8" / torch_npu.hifloat8 (290)
                                                        with uint8 key/value: a HiF8 cache
-other *_dtype, out_dtype   (the tensors' dtypes)       must stay None
+out_dtype                  (attention_out's dtype)     float16 / bfloat16 with an FP8 full-quant query
+other *_dtype              (the tensors' dtypes)       None, or the tensor's own dtype (a no-op)
 =========================  ==========================  =====================================
 
 A HiFloat8 KV cache (Ascend950's dequant kernel; op_host takes it in per-channel mode 0 only, without offsets,
@@ -51,6 +52,7 @@ from __future__ import annotations
 from ...tiling.errors import ParamError
 from ...tiling.platform import DEFAULT_TARGET
 from ..errors import UnsupportedParameterError
+from ..golden.dtypes import canonical_dtype
 from .api import KV_DTYPE_KEYWORDS, kv_dtype_overrides, simulate_fia
 from .keywords import inverse, renamed
 
@@ -64,7 +66,7 @@ V2_TO_V1 = {
     "dequant_offset_key": "key_antiquant_offset", "dequant_scale_value": "value_antiquant_scale",
     "dequant_offset_value": "value_antiquant_offset", "quant_scale_out": "quant_scale2",
     "quant_offset_out": "quant_offset2", "learnable_sink": "learnable_sink",
-    "dequant_scale_query": "dequant_scale_query",
+    "dequant_scale_query": "dequant_scale_query", "quant_scale_p": "quant_scale1",
 }
 
 #: V2 attributes renamed from V1 -> the V1 attribute they set
@@ -75,13 +77,11 @@ V2_ATTRS_TO_V1 = {"num_query_heads": "num_heads", "softmax_scale": "scale", "ret
 #: V2-only quantisation inputs refused before the operator's checks (their operator parameter is not mapped).
 _V2_ONLY_QUANT = {
     "dequant_scale_key_rope": "reserved by torch_npu; MLA rope quantisation is not simulated",
-    "quant_scale_p": "P quantisation (fp8/int8 FA quant) is not simulated",
 }
 
 _RESERVED_DTYPES = ("query_dtype", "key_dtype", "value_dtype", "query_rope_dtype", "key_rope_dtype",
                     "key_shared_prefix_dtype", "value_shared_prefix_dtype", "dequant_scale_query_dtype",
-                    "dequant_scale_key_dtype", "dequant_scale_value_dtype", "dequant_scale_key_rope_dtype",
-                    "out_dtype")
+                    "dequant_scale_key_dtype", "dequant_scale_value_dtype", "dequant_scale_key_rope_dtype")
 
 
 def npu_fused_infer_attention_score_v2(
@@ -103,11 +103,16 @@ def npu_fused_infer_attention_score_v2(
     for name, reason in _V2_ONLY_QUANT.items():
         if given[name] is not None:
             raise UnsupportedParameterError(name, _short(given[name]), reason)
-    for name in _RESERVED_DTYPES:
+    for name in _RESERVED_DTYPES:   # one naming its tensor's own dtype changes nothing (the FP8 calls pass them)
+        if given[name] is not None and _own_dtype(given, name):
+            given[name] = None
         if given[name] is not None and name not in KV_DTYPE_KEYWORDS:
             raise UnsupportedParameterError(name, given[name], "a reserved torch_npu dtype override; the "
-                                            "simulator takes dtypes from the arrays (leave it None)")
-    dtypes = kv_dtype_overrides(key_dtype, value_dtype)   # hifloat8: a uint8 HiF8 cache
+                                            "simulator takes dtypes from the arrays (leave it None, or the "
+                                            "tensor's own dtype)")
+    dtypes = kv_dtype_overrides(given["key_dtype"], given["value_dtype"])   # hifloat8: a uint8 HiF8 cache
+    if out_dtype is not None:   # FP8 full quant's fp16 / bf16 output (api._dtype_overrides judges it)
+        dtypes["attention_out"] = canonical_dtype(out_dtype)
     antiquant = dequant_scale_key is not None or dequant_scale_value is not None
     for name in ("key_quant_mode", "value_quant_mode"):
         if given[name] != 0 and not antiquant:
@@ -128,6 +133,13 @@ def npu_fused_infer_attention_score_v2(
 
 #: operator (V1) names -> the V2 keyword a caller of this API used
 _V1_TO_V2 = inverse({**V2_TO_V1, **V2_ATTRS_TO_V1})
+
+
+def _own_dtype(given: dict, keyword: str) -> bool:
+    """The ``*_dtype`` keyword names the dtype its tensor already has (torch_npu's reinterpretation is then a
+    no-op)."""
+    x = given.get(keyword[:-len("_dtype")])
+    return hasattr(x, "dtype") and canonical_dtype(x.dtype) == canonical_dtype(given[keyword])
 
 
 def _short(x) -> str:

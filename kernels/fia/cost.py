@@ -1,9 +1,10 @@
 """The cost of a FusedInferAttentionScore call: the cost model on exactly what the operator launches.
 
 ``fia_cost(query, key, value, **kwargs)`` takes the arguments of
-``npu_fused_infer_attention_score`` (torch_npu's names) plus ``target`` and
+``npu_fused_infer_attention_score`` (torch_npu's names) plus ``target``,
 V2's ``key_dtype`` / ``value_dtype`` (hifloat8: a uint8 HiF8 cache, as
-``api.run_call`` takes them), runs the operator's host side (checks, tiling, the kernels' compilation for
+``api.run_call`` takes them) and V4's ``dequant_scale_query`` / ``query_quant_mode`` / ``out_dtype`` (the
+FP8 full quant), runs the operator's host side (checks, tiling, the kernels' compilation for
 the target) with launches recorded but not run, and times every launch with
 ``cvtile.sim.cost`` (the attention kernel, then the flash-decode combine when
 the tiling splits the KV). A cache the simulated kernel reads widened (FP8, FP4, HiF8: ``launch.float_cache_widened``)
@@ -24,6 +25,7 @@ import numpy as np
 
 from ...dsl.jit import record_launches
 from ...sim.cost import CostReport, estimate_calls
+from ..golden.dtypes import canonical_dtype
 from ..golden.int4 import INT4_PER_INT32
 from .api import npu_fused_infer_attention_score, prepare_fia, simulate_fia, split_dtype_overrides, v1_call_parts
 
@@ -53,11 +55,22 @@ def fia_plan(query, key, value, *, target: str, overrides: dict | None = None, *
 
 def _call_parts(query, key, value, target: str, kwargs: dict) -> tuple[dict, dict, dict]:
     """(optional inputs, attributes, V2 dtype overrides) of a call given by V1's keywords plus V2's
-    ``key_dtype`` / ``value_dtype``."""
+    ``key_dtype`` / ``value_dtype`` and V4's ``dequant_scale_query`` / ``query_quant_mode`` / ``out_dtype``
+    (``api.fused_infer_attention_score_v4``: the FP8 full quant)."""
     kwargs, dtypes = split_dtype_overrides(kwargs)
+    v4 = {name: kwargs.pop(name) for name in _V4_EXTRAS if name in kwargs}
     bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, target=target, **kwargs)
     bound.apply_defaults()
-    return (*v1_call_parts(dict(bound.arguments)), dtypes)
+    optional, attrs = v1_call_parts(dict(bound.arguments))
+    optional["dequant_scale_query"] = v4.get("dequant_scale_query")
+    attrs["query_quant_mode"] = v4.get("query_quant_mode", 0)
+    if v4.get("out_dtype") is not None:
+        dtypes["attention_out"] = canonical_dtype(v4["out_dtype"])
+    return optional, attrs, dtypes
+
+
+#: the V4 keywords ``fia_cost`` takes beyond V1's
+_V4_EXTRAS = ("dequant_scale_query", "query_quant_mode", "out_dtype")
 
 
 def useful_flops(query, key, value, *, input_layout="BSH", num_heads=1, actual_seq_lengths=None,

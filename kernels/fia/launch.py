@@ -13,7 +13,8 @@ sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
 launches ``fia_attention`` (for an int8 or int4 key/value cache ``fia_antiquant``, the A2/A3 MSD kernel, or on
 Ascend950 ``fia_dequant``, which dequantises K/V before the cube and also takes FP8, HiFloat8 and MXFP4 caches;
-``fia_fullquant`` for full int8 quantisation) on ``used_cores`` cores, then ``fia_fd_combine`` on the vector
+``fia_fullquant`` for full int8 quantisation, ``fia_fullquant_gqa`` for Ascend950's FP8 full quant) on
+``used_cores`` cores, then ``fia_fd_combine`` on the vector
 cores that the tiling's SplitFD gave work.
 
 Key/value tensor lists (one tensor per batch) are laid into one GM arena and read per batch from its offset
@@ -50,6 +51,7 @@ from .kernel import fia_attention, fia_fd_combine
 from .kernel_antiquant import fia_antiquant
 from .kernel_dequant import fia_dequant
 from .kernel_fullquant import fia_fullquant
+from .kernel_fullquant_gqa import fia_fullquant_gqa
 from .kv_list import check_list_launch, list_arena, total_size
 from .prefix_fd import prefix_fd_tiling
 from .row_passes import TASK_COLUMNS, launch_in_row_passes, split_row_passes
@@ -90,7 +92,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             pse_shift=None, learnable_sink=None, block_table=None, query_padding_size=None, kv_padding_size=None,
             hooks=None, quant_scale2=None, quant_offset2=None, key_shared_prefix=None, value_shared_prefix=None,
             shared_prefix_len: int = 0, antiquant=None, inner_precise: int = 0, serial: bool = False,
-            order: str = "program", fullquant=None):
+            order: str = "program", fullquant=None, fullquant_gqa=None):
     """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun).
 
     ``quant_scale2`` / ``quant_offset2``: post-quant to an int8 output, one value each (per tensor) or one per
@@ -108,7 +110,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     ``cache``) or FP4 cache (widened on the host, ``float_cache_widened``).
 
     ``fullquant``: a ``fullquant.FullQuantSpec`` for int8 query, key and value: the call runs ``fia_fullquant``
-    (the output is fp16 unless post-quantised)."""
+    (the output is fp16 unless post-quantised). ``fullquant_gqa``: a ``fullquant_gqa.FullQuantGqaSpec`` for
+    Ascend950's FP8 full quant (FP8 query, paged key/value): the call runs ``fia_fullquant_gqa`` on the FP8
+    tensors widened to fp16 (``float_cache_widened``), its output ``out_dtype`` (fp16 or bf16)."""
     lay = parse_layout(input_layout)
     n1, n2 = num_heads, (num_key_value_heads or num_heads)
     g = n1 // n2
@@ -282,6 +286,20 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             MSD=msd_constants(antiquant.int4),
             **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
             order=order)
+    elif rows and fullquant_gqa is not None:
+        if hooks is not None and hooks.active:
+            raise UnsupportedParameterError("hooks", "given", "FP8 GQA full quant with a score_mod / mask_mod is "
+                                            "not simulated")
+        f16 = [float_cache_widened(x, np.float16) for x in (q, k, v)]
+
+        def attend_fp8(tab, tab_ptr, height):   # the chip's two vector cores take 64 of the 128 rows each
+            fia_fullquant_gqa.on(plat)[ncores](
+                *f16, out_k, lse_arg, mask, bt, tab, tab_ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+                fullquant_gqa.deq_q, fullquant_gqa.deq_k, fullquant_gqa.deq_v, np.float32(scale), fullquant_gqa.ln_p,
+                CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order,
+                TOKEN=lay.token, G=g, M=height, S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask,
+                LSE=bool(softmax_lse_flag), EMPTY_LSE=float(empty_lse), serial=serial, order=order)
+        launch_in_row_passes(attend_fp8, tasks, ptr, m_cap)
     elif rows and fullquant is not None:
         fia_fullquant.on(plat)[ncores](
             q, k, v, out_k, lse_arg, mask, pse, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt, qs2, qo2,

@@ -35,7 +35,7 @@ from .attend import block_dims, empty_block
 from .dtypes import to_numpy
 from .quant import round_half_away
 
-__all__ = ["attend_fullquant", "dequant_value", "FULLQUANT_SCALES"]
+__all__ = ["attend_fullquant", "dequant_value", "online_quantised", "FULLQUANT_SCALES"]
 
 #: the full-quant scales, all per tensor
 FULLQUANT_SCALES = ("dequant_scale1", "quant_scale1", "dequant_scale2")
@@ -75,19 +75,32 @@ def attend_fullquant(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, 
     if keep is not None:
         s[:, ~keep] = -np.inf
     step = c if kv_block is None else int(kv_block)
+
+    def block_pv(e, j0):
+        p8 = np.clip(round_half_away(e * qs1), -128.0, 127.0)
+        return np.matmul(p8.reshape(h, g * r, -1), v[:, j0:j0 + step]).reshape(hq, r, dv) * deq2
+
+    return online_quantised(s, step, block_pv)
+
+
+def online_quantised(s: np.ndarray, step: int, block_pv, shift: float = 0.0):
+    """The online softmax of the scores ``s [hq, r, c]`` (c > 0; masked pairs -inf) in blocks of ``step`` columns,
+    as the full-quant kernels take a row: per block, m' = max(m, rowmax(s_blk) - shift), e = exp(s_blk - m'),
+    l = l·exp(m - m') + Σ e, o = o·exp(m - m') + ``block_pv(e, j0)`` (the block's P·V from its unquantised e,
+    quantised as the caller's operator does). Returns ``(out = o / l, lse = m + ln l)``; a row that saw no key
+    gives 0 and +inf."""
+    hq, r, c = s.shape
     gm = np.full((hq, r), -np.inf)
     gl = np.zeros((hq, r))
-    go = np.zeros((hq, r, dv))
+    go = 0.0
     for j0 in range(0, c, step):
         blk = s[..., j0:j0 + step]
-        hm = np.maximum(gm, blk.max(axis=-1))
+        hm = np.maximum(gm, blk.max(axis=-1) - shift)
         ms = np.where(np.isneginf(hm), 0.0, hm)
         e = np.exp(blk - ms[..., None])
         dm = np.exp(gm - ms)
-        p8 = np.clip(round_half_away(e * qs1), -128.0, 127.0)
-        o = np.matmul(p8.reshape(h, g * r, -1), v[:, j0:j0 + step]).reshape(hq, r, dv) * deq2
         gl = gl * dm + e.sum(axis=-1)
-        go = go * dm[..., None] + o
+        go = go * dm[..., None] + block_pv(e, j0)
         gm = hm
     valid = gl > 0
     with np.errstate(divide="ignore", invalid="ignore"):
