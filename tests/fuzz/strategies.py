@@ -126,32 +126,53 @@ def _malformed(draw, kw: dict):
     return name, draw(st.sampled_from(bad))
 
 
-#: the kernel shapes ``fia_runtime_calls`` draws within: (name, layout, dtype, S1, S2, G, D, paged, sparse mode,
+#: the kernel shapes ``fia_runtime_calls`` draws within: (name, layout, dtype, S1, S2, G, D, paged, sparse modes,
 #: target). Each fixes what the FIA kernel takes as compile-time constants (the dtype, layout, G, D, the tiling's M
 #: and S2 bases, which follow the longest query and KV lengths, the cache kind, the band and mask flags, and the
-#: target, whose buffers the memory plan fits), so the draws of one envelope share one kernel specialisation and
-#: a few hundred of them run in seconds, not compiles.
+#: target, whose buffers the memory plan fits), so the draws of one envelope share one kernel specialisation. The
+#: decode, prefill and band ones are the kernel grid's default families (``test_fia_kernel_grid``: D22, P22 and
+#: its sparse 2/3/4 band), whose specialisations the default tier compiles anyway.
 RUNTIME_ENVELOPES = (
-    ("decode", "BSND", np.float16, 1, 300, 2, 64, False, None, "Ascend910B3"),
-    ("decode_paged", "BSH", BF16, 1, 160, 4, 64, True, None, "Ascend910B1"),
-    ("prefill_causal", "BNSD", BF16, 40, 130, 2, 64, False, 3, "Ascend910B1"),
-    ("prefill_band", "BSND", np.float16, 40, 130, 1, 32, False, 4, "Ascend910B1"),
+    ("decode", "BSND", np.float16, 1, 256, 4, 64, False, (), "Ascend910B1"),
+    ("prefill", "BNSD", np.float16, 64, 512, 4, 64, False, (), "Ascend910B1"),
+    ("prefill_band", "BNSD", np.float16, 64, 512, 4, 64, False, (2, 3, 4), "Ascend910B1"),
+    ("decode_paged", "BSH", BF16, 1, 160, 4, 64, True, (), "Ascend910B1"),
 )
+
+
+def envelope_reference_call(name: str) -> tuple[dict, str]:
+    """(keywords, target) of envelope ``name``'s plainest call: one batch, one KV head, every length full, its
+    first sparse mode. Its tiling's M and S2 bases are the envelope's (what its one specialisation is built
+    for)."""
+    _, layout, dtype, s1, s2, g, d, paged, sparse_modes, target = next(e for e in RUNTIME_ENVELOPES if e[0] == name)
+    shape = {"BSH": lambda s, n: (1, s, n * d), "BSND": lambda s, n: (1, s, n, d),
+             "BNSD": lambda s, n: (1, n, s, d)}[layout]
+    kw: dict = {"num_heads": g, "num_key_value_heads": 1, "input_layout": layout, "softmax_lse_flag": True,
+                "scale": 0.125, "query": np.zeros(shape(s1, g), dtype)}
+    if paged:
+        blocks = -(-s2 // 16)
+        kw.update(key=np.zeros((blocks, 16, d), dtype), value=np.zeros((blocks, 16, d), dtype), block_size=16,
+                  block_table=np.arange(blocks, dtype=np.int32).reshape(1, blocks), actual_seq_lengths_kv=[s2])
+    else:
+        kw.update(key=np.zeros(shape(s2, 1), dtype), value=np.zeros(shape(s2, 1), dtype))
+    if sparse_modes:
+        kw.update(sparse_mode=sparse_modes[0], atten_mask=np.triu(np.ones((2048, 2048), np.bool_), 1))
+    return kw, target
 
 
 @st.composite
 def fia_runtime_calls(draw):
     """One valid call inside one of ``RUNTIME_ENVELOPES``: what varies is what the kernel reads at run time.
 
-    Drawn: the batch (1-4), the KV heads (1-3, so N1 = G * N2), the actual query and KV lengths per batch (0,
+    Drawn: the batch (1-3), the KV heads (1-2, so N1 = G * N2), the actual query and KV lengths per batch (0,
     1, the full length and everything between; a TND-free layout, so a shorter length is a padded tail), the
     data (standard normal, sometimes scaled by 100 or by 1e-3, sometimes with a row of large equal values),
     the softmax scale, inner_precise 0/1, the band's pre/next tokens (sparse 4) and the block table's order.
     The lse is always requested (a constant of the kernel). Returns the keyword call with ``_target`` (the
     envelope's) and ``_envelope`` (its name) set."""
-    name, layout, dtype, s1, s2, g, d, paged, sparse, target = draw(st.sampled_from(RUNTIME_ENVELOPES))
-    b = draw(st.integers(1, 4))
-    n2 = draw(st.integers(1, 3))
+    name, layout, dtype, s1, s2, g, d, paged, sparse_modes, target = draw(st.sampled_from(RUNTIME_ENVELOPES))
+    b = draw(st.integers(1, 3))
+    n2 = draw(st.integers(1, 2))
     n1 = n2 * g
     rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
     gain = draw(st.sampled_from([1.0, 1.0, 100.0, 1e-3]))
@@ -189,7 +210,8 @@ def fia_runtime_calls(draw):
             kw["actual_seq_lengths_kv"] = lengths(s2)
     if s1 > 1 and draw(st.booleans()):
         kw["actual_seq_lengths"] = lengths(s1)
-    if sparse is not None:
+    if sparse_modes:
+        sparse = draw(st.sampled_from(sparse_modes))
         kw["sparse_mode"] = sparse
         kw["atten_mask"] = np.triu(np.ones((2048, 2048), np.bool_), 1)
         if sparse == 4:

@@ -14,19 +14,21 @@ within the dtype's tolerance and to be finite where the golden is; each new kern
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, assume, given, seed, settings
 
 from cvtile import ParamError, UnsupportedParameterError
 from cvtile import npu_fused_infer_attention_score as fia
 from cvtile.kernels import compare, fia_golden_lowp
+from cvtile.dsl.jit import record_launches
 from cvtile.kernels.fia.api import prepare_fia
 
-from .strategies import RUNTIME_ENVELOPES, fia_calls, fia_runtime_calls
+from .strategies import RUNTIME_ENVELOPES, envelope_reference_call, fia_calls, fia_runtime_calls
 
 _SIG = inspect.signature(fia)
 _TENSORS = ("query", "key", "value")
@@ -84,13 +86,28 @@ def _matches_the_golden(kw: dict, target: str) -> None:
 _RUNTIME_SEEN: dict = {}
 
 
+def _kernel_keys(kw: dict, target: str) -> frozenset:
+    """The kernel specialisations a call launches (recorded, neither compiled nor run)."""
+    with record_launches(run=False) as rec:
+        fia(**kw, target=target)
+    return frozenset(launch.kernel.key for launch in rec.launches)
+
+
+@functools.lru_cache(maxsize=None)
+def _envelope_keys(name: str) -> frozenset:
+    """The kernel specialisations of envelope ``name``'s plainest call."""
+    kw, target = envelope_reference_call(name)
+    return _kernel_keys(kw, target)
+
+
 @seed(20261205)
 @settings(max_examples=int(os.environ.get("CVTILE_FUZZ_RUNTIME_EXAMPLES", "500")), deadline=None,
           derandomize=True, suppress_health_check=list(HealthCheck))
 @given(fia_runtime_calls())
 def test_runtime_values_match_the_golden(kw):
     """The default tier's simulated fuzz: 500 calls whose compile-time shape is one of ``RUNTIME_ENVELOPES``
-    (four kernel specialisations), drawing what the kernel reads at run time (batch, heads, actual lengths
+    (four kernel specialisations, three of them the kernel grid's; a draw whose lengths make the launch
+    specialise the kernel otherwise, e.g. a smaller M block for short query rows, is discarded), drawing what the kernel reads at run time (batch, heads, actual lengths
     with 0 and the extremes, data scales and ties, scale, inner_precise, band tokens, block table order), each
     run on the simulator against the golden. The feature-wide fuzz (every layout, dtype, mask and target, a
     compile per new combination) is the ``fuzz`` tier's ``test_accepted_calls_match_the_golden``."""
@@ -98,6 +115,9 @@ def test_runtime_values_match_the_golden(kw):
     target, envelope = kw.pop("_target"), kw.pop("_envelope")
     seen = _RUNTIME_SEEN.setdefault(envelope, {"run": 0, "refused": 0})
     try:
+        # a draw whose lengths make the launch size the kernel's blocks otherwise is another specialisation
+        # (a compile): the fuzz tier's
+        assume(_kernel_keys(kw, target) <= _envelope_keys(envelope))
         _matches_the_golden(kw, target)
     except (ParamError, UnsupportedParameterError) as exc:
         assert _typed(exc), f"{type(exc).__name__} without a parameter name: {exc}"
