@@ -51,10 +51,6 @@ class FullQuantMxSpec:
 def fullquant_mx_call(arrays: dict, attrs: dict, tiling) -> FullQuantMxSpec:
     """Check an MXFP8 full-quant call op_host accepted (see the module docstring); return its spec."""
     dq = arrays["dequant_scale_query"]
-    if np.ndim(dq) == 5:
-        raise UnsupportedParameterError("dequant_scale_query", f"tensor {tuple(np.shape(dq))}",
-                                        "the MXFP8 decode mode (a [N2, T, G, D/64, 2] query scale: G folded into "
-                                        "S1, stream-K) is not simulated; the prefill form [T, N1, D/64, 2] is")
     paged = arrays.get("block_table") is not None
     if paged and np.ndim(arrays["key"]) != 4:
         raise UnsupportedParameterError("key", f"tensor {tuple(np.shape(arrays['key']))}",

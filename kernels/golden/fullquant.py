@@ -93,7 +93,7 @@ def online_quantised(s: np.ndarray, step: int, block_pv, shift: float = 0.0, ali
     quantised as the caller's operator does). With ``align_ln2`` the block's row max is first rounded up to a whole
     multiple of ln 2 (the MXFP8 kernel's ``ceil(max · INV_LN2) · LN2`` with the chip's fp32 constants, so that
     the rescale of an earlier block's P is a power of two). Returns ``(out = o / l, lse = m + ln l)``; a row
-    that saw no key gives 0 and +inf."""
+    that saw no key gives 0 and +inf; a NaN in a row's scores gives NaN."""
     hq, r, c = s.shape
     gm = np.full((hq, r), -np.inf)
     gl = np.zeros((hq, r))
@@ -110,7 +110,7 @@ def online_quantised(s: np.ndarray, step: int, block_pv, shift: float = 0.0, ali
         gl = gl * dm + e.sum(axis=-1)
         go = go * dm[..., None] + block_pv(e, j0)
         gm = hm
-    valid = gl > 0
+    valid = gl != 0   # a NaN sum (a NaN scale or score) propagates, as on the chip
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(valid[..., None], go / np.where(valid, gl, 1.0)[..., None], 0.0)
         lse = np.where(valid, gm + np.log(np.where(valid, gl, 1.0)), np.inf)

@@ -82,10 +82,13 @@ def _position_groups(scale, dv: int) -> np.ndarray:
 def mx_dequantised(query, key, value, deq_q, deq_k, deq_v, kvlens, paged: bool):
     """(q·sq, k·sk, v·sv) as float64 in the tensors' own shapes: ``query`` [T, N1, D], ``key`` / ``value``
     [T_kv, N2, D] (dense TND, batches of ``kvlens`` one after the other) or [block_num, N2, block_size, D]
-    (``paged``) FP8, with the E8M0 scales of the module docstring."""
+    (``paged``) FP8, with the E8M0 scales of the module docstring (the query's in either form)."""
     q = np.asarray(query).astype(np.float64)
     k = np.asarray(key).astype(np.float64)
     v = np.asarray(value).astype(np.float64)
+    if np.ndim(deq_q) == 5:   # the decode form [N2, T, G, D/64, 2]: heads n2·G + g
+        deq_q = np.asarray(deq_q).transpose(1, 0, 2, 3, 4)
+        deq_q = deq_q.reshape(deq_q.shape[0], -1, *deq_q.shape[3:])
     qd = q * _channel_groups(deq_q, q.shape[-1])
     kd = k * _channel_groups(deq_k, k.shape[-1])
     vs = _position_groups(deq_v, v.shape[-1])
