@@ -132,13 +132,11 @@ def v2_run(data):
 
 def test_kernel_matches_the_golden(data, v2_run):
     out, lse = v2_run
-    assert out.dtype == BF16 and out.shape == (sum(QLENS), N1, D) and lse.shape == (sum(QLENS), N1, 1)
     gold, glse = _golden(data)
-    rep = compare(out, gold, "bfloat16", name="attention_out")
-    assert rep.passed, str(rep)
-    assert rep.violations <= 0.001 * rep.total, str(rep)
-    rep = compare(lse, glse, "float32", name="softmax_lse")
-    assert rep.passed, str(rep)
+    reps = [compare(out, gold, "bfloat16", name="attention_out"), compare(lse, glse, "float32", name="softmax_lse")]
+    assert out.dtype == BF16 and out.shape == gold.shape == (sum(QLENS), N1, D) and lse.shape == glse.shape
+    assert all(r.passed for r in reps), "\n".join(map(str, reps))
+    assert reps[0].violations <= 0.001 * reps[0].total, str(reps[0])   # P's FP8 ties only
 
 
 def test_v4_api_runs_the_same_call(data, v2_run):
