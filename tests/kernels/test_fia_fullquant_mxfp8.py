@@ -192,6 +192,21 @@ def test_cost_model_times_the_call(data):
     assert rep.tiling.template == "FiaTilingFullQuantMxArch35"
 
 
+def test_emit_refuses_the_kernel_naming_its_line(data):
+    """``cvtile emit``'s lowering refuses the kernel by name: its P·V multiplies fp32 tiles (the host-applied
+    E8M0 value scales) with a non-transposed B, outside the Ascend C API subset."""
+    from cvtile.dsl import ascendc
+    from cvtile.dsl.jit import record_launches
+
+    with record_launches() as rec:
+        _v2(data)
+    launches = [ascendc.Launch.of(r) for r in rec.launches]
+    assert [lc.kernel.name for lc in launches] == ["fia_fullquant_mx"]
+    with pytest.raises(ascendc.AscendCUnsupported) as err:
+        ascendc.lowered(launches[0].kernel)
+    assert "kernel_fullquant_mx.py" in str(err.value) and "float32" in str(err.value)
+
+
 # ------------------------------------------------------------------------------------------------ golden
 
 def test_e8m0_bytes_read_as_powers_of_two():
