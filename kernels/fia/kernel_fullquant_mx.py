@@ -28,13 +28,15 @@ and at the row's end out = go / gl cast to the output dtype (fp16 or bf16) round
 (``Cast`` CAST_ROUND), lse = gm + log(gl) (``ComputeLseOutputVF``: the stored max excludes lp while gl carries the
 quant_scale_p factor, so the lse is the true one plus ln(quant_scale_p), as the upstream golden's).
 
-The simulator has no 8-bit float tiles nor MX matmuls: the host dequantises the FP8 query and key/value caches
-to fp32 with their E8M0 group scales applied (``fullquant_mx.mx_widened``; exact: an e4m3fn value times a power
-of two in [2^-127, 2^127] is an fp32 unless it overflows), so the cube multiplies fp32 tiles whose products are
-the chip's; P is rounded onto the FP8 grid in fp32 (``fp8_rne``) and its sub-loop-0 scale applied to that
-sub-loop's fp32 P·V (exact, a power of two). The fp32 tiles book four times the chip's FP8 bytes in the cost
-model. The chip's masked scores are the fp32 minimum rather than -inf; a row that sees a key gets the same
-result. op_host's 128-row tasks run in row passes of 64 (``row_passes``), as in the FP8 GQA kernel.
+The simulator has no 8-bit float tiles nor MX matmuls: the host dequantises the FP8 query and key/value to
+bf16 with their E8M0 group scales applied (``fullquant_mx``; exact: an e4m3fn value has 4 significant bits and a
+scale is a power of two, and bf16 has fp32's exponent range; where a product would leave bf16's normal range the
+host hands fp32 tiles instead, the kernel's second specialisation), so the cube multiplies tiles whose products
+are the chip's; P is rounded onto the FP8 grid in fp32 (``fp8_rne``), handed to the cube in the value's dtype
+(exact), and its sub-loop-0 E8M0 scale applied to that sub-loop's fp32 P·V (exact, a power of two). The 16-bit
+tiles book twice the chip's FP8 bytes in the cost model. The chip's masked scores are the fp32 minimum rather
+than -inf; a row that sees a key gets the same result. op_host's 128-row tasks run in row passes of 64
+(``row_passes``), as in the FP8 GQA kernel.
 
 Invariants
 ----------
@@ -82,7 +84,7 @@ def mx_sub_loop(q1, kv, vv, a, m, lnp, scale, mh, sh, oh, b, s1, q0, k0, m0, mro
         e = ct.exp(s - (ms - lnp)[:, None])
         d = mh - ms
         sh = sh * ct.exp(d) + ct.rowsum(e)
-        p8 = fp8_rne(e)
+        p8 = ct.cast(fp8_rne(e), vv.dtype)
     with ct.cube():
         o = ct.mma(p8, vv[ct.ds(a, SUB_LOOP, valid=m), 0:DV])
     with ct.vector():
