@@ -57,22 +57,22 @@ def _pairs(e):
     return e.reshape(e.shape[:-1] + (-1, 2)).view(E8)
 
 
-def _dense_data(seed=9, qlens=QLENS, kvlens=KVLENS):
+def _dense_data(seed=9, qlens=QLENS, kvlens=KVLENS, d=D):
     """TND q, k, v and their scales: q/k per 32 channels ([T, N, D/64, 2]); v per 32 positions of each batch
     ([Σ ceil(S2/64), N2, D, 2], an odd group count padded with byte 0 as upstream pads it)."""
     rng = np.random.default_rng(seed)
-    q, eq = _mx_quant(_fp16(rng, (sum(qlens), N1, D)), 2)
-    k, ek = _mx_quant(_fp16(rng, (sum(kvlens), N2, D)), 2)
-    vraw = _fp16(rng, (sum(kvlens), N2, D))
+    q, eq = _mx_quant(_fp16(rng, (sum(qlens), N1, d)), 2)
+    k, ek = _mx_quant(_fp16(rng, (sum(kvlens), N2, d)), 2)
+    vraw = _fp16(rng, (sum(kvlens), N2, d))
     v, rows, t0 = np.empty(vraw.shape, F8), [], 0
     for s2 in kvlens:
         pad = -(-s2 // 64) * 64
-        blk = np.zeros((pad, N2, D), np.float32)
+        blk = np.zeros((pad, N2, d), np.float32)
         blk[:s2] = vraw[t0:t0 + s2]
         vq, ev = _mx_quant(blk, 0)                                   # ev [pad/32, N2, D]
         v[t0:t0 + s2] = vq[:s2]
         ev[-(-s2 // 32):] = 0                                        # groups past the KV: upstream's 2^-127 pad
-        rows.append(ev.reshape(-1, 2, N2, D).transpose(0, 2, 3, 1))
+        rows.append(ev.reshape(-1, 2, N2, d).transpose(0, 2, 3, 1))
         t0 += s2
     return dict(q=q, k=k, v=v, dq=_pairs(eq), dk=_pairs(ek), dv=np.concatenate(rows).view(E8), qlens=qlens,
                 kvlens=kvlens, bt=None)
@@ -102,7 +102,7 @@ def _v2(x, **extra):
     kw = dict(num_query_heads=N1, num_key_value_heads=N2, input_layout="TND",
               actual_seq_qlen=list(np.cumsum(x["qlens"])), dequant_scale_query=x["dq"], dequant_scale_key=x["dk"],
               dequant_scale_value=x["dv"], query_quant_mode=6, key_quant_mode=6, value_quant_mode=8,
-              softmax_scale=1 / math.sqrt(D), target="Ascend950")
+              softmax_scale=1 / math.sqrt(x["q"].shape[-1]), target="Ascend950")
     if x["bt"] is None:
         kw.update(actual_seq_kvlen=list(np.cumsum(x["kvlens"])), sparse_mode=3, atten_mask=CAUSAL,
                   return_softmax_lse=True, out_dtype=BF16)
@@ -116,7 +116,8 @@ def _golden(x, p_scale=1.0, sparse_mode=None):
     if sparse_mode is None:
         sparse_mode = 3 if x["bt"] is None else 0
     return fullquant_mx_reference(x["q"], x["k"], x["v"], x["dq"], x["dk"], x["dv"], qlens=x["qlens"],
-                                  kvlens=x["kvlens"], scale=1 / math.sqrt(D), num_heads=N1, num_kv_heads=N2,
+                                  kvlens=x["kvlens"], scale=1 / math.sqrt(x["q"].shape[-1]), num_heads=N1,
+                                  num_kv_heads=N2,
                                   p_scale=p_scale, block_table=x["bt"], sparse_mode=sparse_mode)
 
 
@@ -244,6 +245,16 @@ def test_emit_lowers_the_kernel(data):
     launches = [ascendc.Launch.of(r) for r in rec.launches]
     assert [lc.kernel.name for lc in launches] == ["fia_fullquant_mx"]
     assert ascendc.lowered(launches[0].kernel) is not None
+
+
+@pytest.mark.slow
+def test_d64_without_a_mask_and_an_empty_batch():
+    """D 64 (op_host's config 27), sparse mode 0 without a mask, a batch without KV (its rows 0, lse +inf)."""
+    x = _dense_data(seed=4, qlens=(100, 3, 7), kvlens=(1100, 0, 77), d=64)
+    out, lse = _v2(x, sparse_mode=0, atten_mask=None)
+    gold, glse = _golden(x, sparse_mode=0)
+    assert compare(out, gold, "bfloat16").passed and compare(lse, glse, "float32").passed
+    assert not out[100:103].astype(np.float32).any() and np.isposinf(lse[100:103]).all()
 
 
 # ------------------------------------------------------------------------------------------------ golden
