@@ -74,6 +74,7 @@ from .tiling_memo import memo_tile_fia
 from .tree import check_rope_call, check_tree_call, join_rope_call
 from .fullquant import fullquant_call, is_fullquant
 from .fullquant_gqa import FP8_GQA_TEMPLATE, fullquant_gqa_call
+from .fullquant_mx import MX_TEMPLATE, fullquant_mx_call
 from ..golden.fullquant import FULLQUANT_SCALES
 from ..golden.hifloat8 import HIFLOAT8, hifloat8_marker
 
@@ -255,6 +256,7 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
                               shared_prefix_len=_shared_prefix_len(arrays, attrs),
                               antiquant=arrays.get("_antiquant"), inner_precise=attrs["inner_precise"], order=order,
                               fullquant=arrays.get("_fullquant"), fullquant_gqa=arrays.get("_fullquant_gqa"),
+                              fullquant_mx=arrays.get("_fullquant_mx"),
                               out_dtype=_given_out_dtype(arrays))
     if lse is None:
         lse = np.empty((0,), dtype=np.float32)
@@ -394,6 +396,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     qd, kd, vd = (_dtype_of(arrays, name) for name in ("query", "key", "value"))
     if tiling.template == FP8_GQA_TEMPLATE:   # FP8 query, key and value, modes 3/3/2 (fia.fullquant_gqa)
         arrays["_fullquant_gqa"] = fullquant_gqa_call(arrays, attrs, tiling)
+    elif tiling.template == MX_TEMPLATE:   # FP8 query, key and value with E8M0 group scales, modes 6/6/8
+        arrays["_fullquant_mx"] = fullquant_mx_call(arrays, attrs, tiling)
     elif is_fullquant(arrays):   # int8 query, key and value (fia.fullquant)
         arrays["_fullquant"] = fullquant_call(arrays, attrs, tiling)
     elif kd in ("int8", "int4", "float8_e4m3fn", "float4_e2m1", HIFLOAT8) or \
@@ -416,8 +420,9 @@ def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
     """Query quantisation (V4/V5's ``dequantScaleQuery`` and ``queryQuantMode``: FA full quant with a quantised
     query, per-token-head for mode 3), after op_host has judged the call (an invalid one is its ``ParamError``
     with the aclnn status). On Ascend950 a call op_host routes to FiaTilingFullQuantGqaArch35 (FP8 q/k/v, modes
-    3/3/2) passes: ``kernel_fullquant_gqa`` runs it (host side ``fullquant_gqa``); the 950's MLA and MXFP8
-    full-quant templates raise ``UnsupportedParameterError`` naming ``dequant_scale_query``. On A2/A3 the
+    3/3/2) passes: ``kernel_fullquant_gqa`` runs it (host side ``fullquant_gqa``), and so does one routed to
+    FiaTilingFullQuantMxArch35 (MXFP8, modes 6/6/8: ``kernel_fullquant_mx``, host side ``fullquant_mx``); the
+    950's MLA full-quant template raises ``UnsupportedParameterError`` naming ``dequant_scale_query``. On A2/A3 the
     simulator has no query-quant kernel (cvtile's full-quant kernel there is the PFA int8 per-tensor template,
     whose query takes no scale), so a call op_host accepts is refused the same way (or naming
     ``query_quant_mode`` given alone, which takes effect only with a quantised query; cvtile refuses it rather
@@ -433,12 +438,13 @@ def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
                                         f"quant ({modes}); op_host lets the call through ({tiling.route}/"
                                         f"{tiling.template}) and cvtile refuses the scale rather than drop it")
     if "dequant_scale_query" in arrays and tiling.arch == "arch35":
-        if tiling.template == FP8_GQA_TEMPLATE:   # the FP8 GQA full-quant kernel runs it (fullquant_gqa)
+        if tiling.template in (FP8_GQA_TEMPLATE, MX_TEMPLATE):   # fullquant_gqa / fullquant_mx run these
             return
         raise UnsupportedParameterError("dequant_scale_query", _describe(arrays["dequant_scale_query"]),
                                         f"query dequantisation on Ascend950's {tiling.template} ({qd} query, "
                                         f"{modes}) is not simulated: cvtile runs only the FP8 GQA full quant "
-                                        f"(modes 3/3/2, {FP8_GQA_TEMPLATE})")
+                                        f"(modes 3/3/2, {FP8_GQA_TEMPLATE}) and MXFP8 (modes 6/6/8, "
+                                        f"{MX_TEMPLATE})")
     if "dequant_scale_query" in arrays:
         raise UnsupportedParameterError("dequant_scale_query", _describe(arrays["dequant_scale_query"]),
                                         f"query dequantisation (FA full quant, {qd} query, {modes}) is not "

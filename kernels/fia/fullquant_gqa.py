@@ -13,7 +13,8 @@ tensor lists or rope). ``fullquant_gqa_call`` runs after op_host accepted the ca
 It refuses by name (``UnsupportedParameterError``) what the kernel does not model: a tiling with flash-decode
 splits (the chip's ``fia_block_vec_flashdecode_fullquant`` combine), a learnable sink, the tree mask, and a
 quant_scale1 that is not a positive finite number (ln of it is the chip's max shift). Other Ascend950 full-quant
-flavours (MXFP8 6/6/8 and the MLA 3/0/0 templates) are refused by ``api._check_query_quant``.
+flavours: MXFP8 6/6/8 runs on its own kernel (``fullquant_mx``); the MLA 3/0/0 template is refused by
+``api._check_query_quant``.
 
 Invariants
 ----------
@@ -29,7 +30,7 @@ import numpy as np
 
 from ..errors import UnsupportedParameterError
 
-__all__ = ["FullQuantGqaSpec", "fullquant_gqa_call", "FP8_GQA_TEMPLATE"]
+__all__ = ["FullQuantGqaSpec", "fullquant_gqa_call", "fp8_p_scale_log", "FP8_GQA_TEMPLATE"]
 
 #: op_host's template of the FP8 per-token-head full quant
 FP8_GQA_TEMPLATE = "FiaTilingFullQuantGqaArch35"
@@ -48,23 +49,31 @@ class FullQuantGqaSpec:
 
 def fullquant_gqa_call(arrays: dict, attrs: dict, tiling) -> FullQuantGqaSpec:
     """Check an FP8 GQA full-quant call op_host accepted (see the module docstring); return its spec."""
+    ln_p = fp8_p_scale_log(arrays, attrs, tiling, "FP8 GQA")
+    dq = np.asarray(arrays["dequant_scale_query"], np.float32)
+    return FullQuantGqaSpec(deq_q=dq.reshape(dq.shape[0], dq.shape[1], 1),
+                            deq_k=np.asarray(arrays["key_antiquant_scale"], np.float32),
+                            deq_v=np.asarray(arrays["value_antiquant_scale"], np.float32).reshape(-1),
+                            ln_p=ln_p)
+
+
+def fp8_p_scale_log(arrays: dict, attrs: dict, tiling, what: str) -> np.float32:
+    """The refusals the Ascend950 FP8 full-quant kernels share (flash-decode splits, a learnable sink, the tree
+    mask, a quant_scale1 that is not a positive finite number), ``what`` naming the flavour; returns
+    ln(quant_scale1) as an fp32 (0 without it)."""
     if tiling.fd_tasks:
         raise UnsupportedParameterError("actual_seq_lengths_kv", list(tiling.kv_seqlens),
-                                        "FP8 GQA full quant with flash-decode splits (the tiling split a row's KV "
+                                        f"{what} full quant with flash-decode splits (the tiling split a row's KV "
                                         "across cores) is not simulated")
     if arrays.get("learnable_sink") is not None:
-        raise UnsupportedParameterError("learnable_sink", "given", "FP8 GQA full quant with a learnable sink is "
+        raise UnsupportedParameterError("learnable_sink", "given", f"{what} full quant with a learnable sink is "
                                         "not simulated")
     if int(attrs["sparse_mode"]) == 9:
-        raise UnsupportedParameterError("sparse_mode", 9, "the tree mask with FP8 GQA full quant is not simulated")
+        raise UnsupportedParameterError("sparse_mode", 9, f"the tree mask with {what} full quant is not simulated")
     p_scale = np.float32(1.0)
     if arrays.get("quant_scale1") is not None:
         p_scale = np.float32(np.asarray(arrays["quant_scale1"], np.float32).reshape(-1)[0])
         if not np.isfinite(p_scale) or p_scale <= 0:
             raise UnsupportedParameterError("quant_scale1", float(p_scale), "P's FP8 scale must be a positive "
                                             "finite number: the kernel shifts the softmax max by its log")
-    dq = np.asarray(arrays["dequant_scale_query"], np.float32)
-    return FullQuantGqaSpec(deq_q=dq.reshape(dq.shape[0], dq.shape[1], 1),
-                            deq_k=np.asarray(arrays["key_antiquant_scale"], np.float32),
-                            deq_v=np.asarray(arrays["value_antiquant_scale"], np.float32).reshape(-1),
-                            ln_p=np.float32(np.log(p_scale)))
+    return np.float32(np.log(p_scale))

@@ -361,6 +361,18 @@ def batch_extent(qlen, kvlen, qoff, kvoff, b):
 
 
 @ct.inline
+def row_block_start(qv, pre, nxt, b, m0, mrows, s1, M, D, DV, ORDER, G, BAND):
+    """A task's start: its M query rows of the fold ``qv`` loaded for the cube, the empty online-softmax state and
+    the rows' band bounds: ``(q1, gm, gl, go, lo, hi)``."""
+    with ct.cube():
+        q1 = ct.load(qv[ct.ds(m0, M, valid=mrows), 0:D])
+    with ct.vector():
+        gm, gl, go = empty_state(M, DV, mrows)
+        lo, hi = band_bounds(pre, nxt, b, m0, mrows, s1, M, ORDER, G, BAND)
+    return q1, gm, gl, go, lo, hi
+
+
+@ct.inline
 def band_bounds(pre, nxt, b, m0, mrows, s1, M, ORDER, G, BAND):
     """(lo, hi) of the block's rows: the KV positions query position i sees are [i - pre[b], i + nxt[b]]
     (0, 0 without BAND)."""

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import cvtile.dsl as ct
 
-from .kernel import band_and_mask, band_bounds, batch_extent, empty_state, fold_rows, kv_rows, normalised, \
+from .kernel import band_and_mask, batch_extent, fold_rows, kv_rows, normalised, row_block_start, \
     prefix_cut, prefix_part, pse_rows, row_epilogue, sink_softmax_step, task_fields, task_span
 from .kernel_antiquant import cache_rows, param_rows
 
@@ -168,11 +168,7 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
         if PREFIX:   # the batch's own KV follows the plen prefix positions (batch 0 of the prefix tensors)
             kpv = kv_rows(kp, 0, n2, plen, 0, LAYOUT)
             vpv = kv_rows(vp, 0, n2, plen, 0, LAYOUT)
-        with ct.cube():
-            q1 = ct.load(qv[ct.ds(m0, M, valid=mrows), 0:D])
-        with ct.vector():
-            gm, gl, go = empty_state(M, DV, mrows)
-            lo, hi = band_bounds(pre, nxt, b, m0, mrows, s1, M, ORDER, G, BAND)
+        q1, gm, gl, go, lo, hi = row_block_start(qv, pre, nxt, b, m0, mrows, s1, M, D, DV, ORDER, G, BAND)
         for jj in range(j0, j1):
             kv0 = kbase + jj * step
             n = min(step, kend - kv0)

@@ -13,7 +13,8 @@ sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
 launches ``fia_attention`` (for an int8 or int4 key/value cache ``fia_antiquant``, the A2/A3 MSD kernel, or on
 Ascend950 ``fia_dequant``, which dequantises K/V before the cube and also takes FP8, HiFloat8 and MXFP4 caches;
-``fia_fullquant`` for full int8 quantisation, ``fia_fullquant_gqa`` for Ascend950's FP8 full quant) on
+``fia_fullquant`` for full int8 quantisation, ``fia_fullquant_gqa`` for Ascend950's FP8 full quant,
+``fia_fullquant_mx`` for its MXFP8 full quant) on
 ``used_cores`` cores, then ``fia_fd_combine`` on the vector
 cores that the tiling's SplitFD gave work.
 
@@ -52,6 +53,7 @@ from .kernel_antiquant import fia_antiquant
 from .kernel_dequant import fia_dequant
 from .kernel_fullquant import fia_fullquant
 from .kernel_fullquant_gqa import fia_fullquant_gqa
+from .kernel_fullquant_mx import fia_fullquant_mx
 from .kv_list import check_list_launch, list_arena, total_size
 from .prefix_fd import prefix_fd_tiling
 from .row_passes import TASK_COLUMNS, launch_in_row_passes, split_row_passes
@@ -92,7 +94,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             pse_shift=None, learnable_sink=None, block_table=None, query_padding_size=None, kv_padding_size=None,
             hooks=None, quant_scale2=None, quant_offset2=None, key_shared_prefix=None, value_shared_prefix=None,
             shared_prefix_len: int = 0, antiquant=None, inner_precise: int = 0, serial: bool = False,
-            order: str = "program", fullquant=None, fullquant_gqa=None):
+            order: str = "program", fullquant=None, fullquant_gqa=None, fullquant_mx=None):
     """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun).
 
     ``quant_scale2`` / ``quant_offset2``: post-quant to an int8 output, one value each (per tensor) or one per
@@ -112,7 +114,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     ``fullquant``: a ``fullquant.FullQuantSpec`` for int8 query, key and value: the call runs ``fia_fullquant``
     (the output is fp16 unless post-quantised). ``fullquant_gqa``: a ``fullquant_gqa.FullQuantGqaSpec`` for
     Ascend950's FP8 full quant (FP8 query, paged key/value): the call runs ``fia_fullquant_gqa`` on the FP8
-    tensors widened to fp16 (``float_cache_widened``), its output ``out_dtype`` (fp16 or bf16)."""
+    tensors widened to fp16 (``float_cache_widened``), its output ``out_dtype`` (fp16 or bf16). ``fullquant_mx``:
+    a ``fullquant_mx.FullQuantMxSpec`` for Ascend950's MXFP8 full quant: the call runs ``fia_fullquant_mx`` on
+    the spec's fp32 tensors (FP8 values times their E8M0 group scales), its output ``out_dtype``."""
     lay = parse_layout(input_layout)
     n1, n2 = num_heads, (num_key_value_heads or num_heads)
     g = n1 // n2
@@ -286,10 +290,22 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             MSD=msd_constants(antiquant.int4),
             **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
             order=order)
+    elif rows and fullquant_mx is not None:
+        _refuse_hooks(hooks, "MXFP8")
+        widened = (_as_heads(fullquant_mx.query, lay.qkv, n1), *(x if cache != "dense" else
+                                                                  _as_heads(x, lay.qkv, n2)
+                                                                  for x in (fullquant_mx.key, fullquant_mx.value)))
+
+        def attend_mx(tab, tab_ptr, height):   # as the FP8 GQA kernel: row passes of 64
+            fia_fullquant_mx.on(plat)[ncores](
+                *widened, out_k, lse_arg, mask, bt, tab, tab_ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+                np.float32(scale), fullquant_mx.ln_p, CACHE=cache, LAYOUT=kernel_layout(lay.qkv),
+                OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=height,
+                S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
+                EMPTY_LSE=float(empty_lse), serial=serial, order=order)
+        launch_in_row_passes(attend_mx, tasks, ptr, m_cap)
     elif rows and fullquant_gqa is not None:
-        if hooks is not None and hooks.active:
-            raise UnsupportedParameterError("hooks", "given", "FP8 GQA full quant with a score_mod / mask_mod is "
-                                            "not simulated")
+        _refuse_hooks(hooks, "FP8 GQA")
         f16 = [float_cache_widened(x, np.float16) for x in (q, k, v)]
 
         def attend_fp8(tab, tab_ptr, height):   # the chip's two vector cores take 64 of the 128 rows each
@@ -496,6 +512,13 @@ def _post_quant_args(scale, offset, n1: int, dv: int):
 
 def _post_quant_consts(postq: int, offset) -> dict:
     return {"POSTQ": postq, "QOFF": offset is not None} if postq else {}
+
+
+def _refuse_hooks(hooks, what: str) -> None:
+    """A score_mod / mask_mod with an FP8 full-quant kernel (``what``) is refused by name, not dropped."""
+    if hooks is not None and hooks.active:
+        raise UnsupportedParameterError("hooks", "given", f"{what} full quant with a score_mod / mask_mod is not "
+                                        "simulated")
 
 
 def effective_lengths(tiling: FiaTiling) -> tuple[np.ndarray, np.ndarray]:

@@ -35,11 +35,14 @@ from .attend import block_dims, empty_block
 from .dtypes import to_numpy
 from .quant import round_half_away
 
-__all__ = ["attend_fullquant", "dequant_value", "online_quantised", "FULLQUANT_SCALES"]
+__all__ = ["attend_fullquant", "dequant_value", "online_quantised", "FULLQUANT_SCALES", "LN2_F32", "INV_LN2_F32"]
 
 #: the full-quant scales, all per tensor
 FULLQUANT_SCALES = ("dequant_scale1", "quant_scale1", "dequant_scale2")
 
+
+#: the fp32 ln 2 and 1 / ln 2 the MXFP8 kernel aligns its running max with
+LN2_F32, INV_LN2_F32 = 0.6931471824645996, 1.4426950216293335
 
 #: the scale bits the fixpipe keeps (sign, exponent, the top 10 mantissa bits)
 FIXPIPE_SCALE_MASK = 0xFFFFE000
@@ -83,26 +86,31 @@ def attend_fullquant(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, 
     return online_quantised(s, step, block_pv)
 
 
-def online_quantised(s: np.ndarray, step: int, block_pv, shift: float = 0.0):
+def online_quantised(s: np.ndarray, step: int, block_pv, shift: float = 0.0, align_ln2: bool = False):
     """The online softmax of the scores ``s [hq, r, c]`` (c > 0; masked pairs -inf) in blocks of ``step`` columns,
     as the full-quant kernels take a row: per block, m' = max(m, rowmax(s_blk) - shift), e = exp(s_blk - m'),
     l = l·exp(m - m') + Σ e, o = o·exp(m - m') + ``block_pv(e, j0)`` (the block's P·V from its unquantised e,
-    quantised as the caller's operator does). Returns ``(out = o / l, lse = m + ln l)``; a row that saw no key
-    gives 0 and +inf."""
+    quantised as the caller's operator does). With ``align_ln2`` the block's row max is first rounded up to a whole
+    multiple of ln 2 (the MXFP8 kernel's ``ceil(max · INV_LN2) · LN2`` with the chip's fp32 constants, so that
+    the rescale of an earlier block's P is a power of two). Returns ``(out = o / l, lse = m + ln l)``; a row
+    that saw no key gives 0 and +inf; a NaN in a row's scores gives NaN."""
     hq, r, c = s.shape
     gm = np.full((hq, r), -np.inf)
     gl = np.zeros((hq, r))
     go = 0.0
     for j0 in range(0, c, step):
         blk = s[..., j0:j0 + step]
-        hm = np.maximum(gm, blk.max(axis=-1) - shift)
+        bm = blk.max(axis=-1)
+        if align_ln2:
+            bm = np.ceil(bm * INV_LN2_F32) * LN2_F32
+        hm = np.maximum(gm, bm - shift)
         ms = np.where(np.isneginf(hm), 0.0, hm)
         e = np.exp(blk - ms[..., None])
         dm = np.exp(gm - ms)
         gl = gl * dm + e.sum(axis=-1)
         go = go * dm[..., None] + block_pv(e, j0)
         gm = hm
-    valid = gl > 0
+    valid = gl != 0   # a NaN sum (a NaN scale or score) propagates, as on the chip
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(valid[..., None], go / np.where(valid, gl, 1.0)[..., None], 0.0)
         lse = np.where(valid, gm + np.log(np.where(valid, gl, 1.0)), np.inf)

@@ -283,21 +283,6 @@ def test_a_score_mod_is_refused_by_name(data):
     assert err.value.param == "hooks"
 
 
-def test_mxfp8_full_quant_is_refused_by_name():
-    """MXFP8 (modes 6/6/8, FiaTilingFullQuantMxArch35) passes op_host and is refused naming the query scale."""
-    t, n1, n2, d = 64, 4, 1, 128
-    e8 = ml_dtypes.float8_e8m0fnu
-    q = np.ones((t, n1, d), F8)
-    k = np.ones((t, n2, d), F8)
-    with pytest.raises(UnsupportedParameterError) as err:
-        fia_v2(q, k, k, num_query_heads=n1, num_key_value_heads=n2, input_layout="TND", actual_seq_qlen=[t],
-               actual_seq_kvlen=[t], dequant_scale_query=np.ones((t, n1, 2, 2), e8),
-               dequant_scale_key=np.ones((t, n2, 2, 2), e8), dequant_scale_value=np.ones((1, n2, d, 2), e8),
-               quant_scale_p=np.ones(1, np.float32), query_quant_mode=6, key_quant_mode=6, value_quant_mode=8,
-               out_dtype=BF16, target="Ascend950")
-    assert err.value.param == "dequant_scale_query" and "FiaTilingFullQuantMxArch35" in err.value.reason
-
-
 @pytest.mark.slow
 def test_fp16_output_without_a_mask():
     """Sparse mode 0 (every key visible), an fp16 output, another block table."""

@@ -1,0 +1,72 @@
+"""Host side of Ascend950 MXFP8 full quant (FP8 query, key and value with E8M0 group scales; quant modes 6/6/8).
+
+Model
+-----
+op_host routes an FP8 full-quant call with query/key/value quant modes 6/6/8 to ``FiaTilingFullQuantMxArch35``
+(``tiling.route``; its rules are ``tiling.checkers.dequant``'s: TND, D 64/64 or 128/128, float8_e8m0 scales of
+the shapes ``golden.fullquant_mx`` lists, dense or paged key/value, ``quant_scale1`` (torch_npu V2's
+``quant_scale_p``) float32 (1,)). ``fullquant_mx_call`` runs after op_host accepted the call and returns the
+``FullQuantMxSpec`` the launch hands to ``kernel_fullquant_mx.fia_fullquant_mx``: the query and key/value
+dequantised with their group scales (``golden.fullquant_mx.mx_dequantised``: what the chip's MX matmuls
+multiply) as bf16, which holds every product exactly (an e4m3fn value has 4 significant bits, a scale is a
+power of two, bf16 has fp32's exponent range) unless one falls below bf16's normal range (scales near 2^-127)
+or overflows; then as fp32 (exact but for overflow; the kernel's second specialisation). ln(quant_scale1) is an
+fp32 (0 without it).
+
+It refuses by name (``UnsupportedParameterError``) what the kernel does not model: the decode mode (a rank-5
+query scale [N2, T, G, D/64, 2]: G folded into S1 with stream-K), a tiling with flash-decode splits, an NZ
+paged cache, rope (``query_rope``), a learnable sink, the tree mask, and a quant_scale1 that is not a positive
+finite number (ln of it shifts the softmax max).
+
+Invariants
+----------
+* The spec's tensors are new arrays of one dtype, bf16 or float32, holding the exact products (the caller's are
+  not modified); values beyond the fp32 range (an FP8 value times 2^127) become ±inf.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedParameterError
+from ..golden.dtypes import BFLOAT16
+from ..golden.fullquant_mx import mx_dequantised
+from .fullquant_gqa import fp8_p_scale_log
+
+__all__ = ["FullQuantMxSpec", "fullquant_mx_call", "MX_TEMPLATE"]
+
+#: op_host's template of the MXFP8 full quant
+MX_TEMPLATE = "FiaTilingFullQuantMxArch35"
+
+
+@dataclass(frozen=True)
+class FullQuantMxSpec:
+    """The kernel's operands: query, key and value dequantised to fp32 in their own shapes, and ln(quant_scale1)
+    as an fp32."""
+
+    query: np.ndarray
+    key: np.ndarray
+    value: np.ndarray
+    ln_p: np.float32
+
+
+def fullquant_mx_call(arrays: dict, attrs: dict, tiling) -> FullQuantMxSpec:
+    """Check an MXFP8 full-quant call op_host accepted (see the module docstring); return its spec."""
+    dq = arrays["dequant_scale_query"]
+    paged = arrays.get("block_table") is not None
+    if paged and np.ndim(arrays["key"]) != 4:
+        raise UnsupportedParameterError("key", f"tensor {tuple(np.shape(arrays['key']))}",
+                                        "MXFP8 full quant with an NZ paged cache is not simulated (BnNBsD is)")
+    if arrays.get("query_rope") is not None:
+        raise UnsupportedParameterError("query_rope", "given", "MXFP8 full quant with rope (bf16 query_rope / "
+                                        "key_rope) is not simulated")
+    ln_p = fp8_p_scale_log(arrays, attrs, tiling, "MXFP8")
+    with np.errstate(over="ignore", invalid="ignore"):
+        exact = mx_dequantised(arrays["query"], arrays["key"], arrays["value"], dq, arrays["key_antiquant_scale"],
+                               arrays["value_antiquant_scale"], tiling.kv_seqlens, paged)
+        q, k, v = (x.astype(BFLOAT16) for x in exact)
+        if not all(np.array_equal(w.astype(np.float64), x, equal_nan=True) for w, x in zip((q, k, v), exact)):
+            q, k, v = (x.astype(np.float32) for x in exact)
+    return FullQuantMxSpec(query=q, key=k, value=v, ln_p=ln_p)
