@@ -8,7 +8,8 @@ per 256 columns) under the upstream tolerance (``precision.compare``; the upstre
 atol 1e-4, fp16 rtol 0.005, atol 2.5e-5, 99.5 % of elements, outliers < 10).
 
 Specialisations (numba compiles, ~45 s each cold): the module's dense call (prefill query scale, bf16 output,
-causal band, lse) and the paged call (the decode-form query scale, quant_scale_p 15, fp16 output, no mask).
+causal band, lse), in the default tier, and the paged call (the decode-form query scale, quant_scale_p 15, fp16
+output, no mask), in the slow tier with the fp32 operands' specialisation.
 """
 
 from __future__ import annotations
@@ -212,6 +213,7 @@ def test_e8m0_byte_0_runs_the_fp32_specialisation(data):
     _check_edged(_edged(data, 0))
 
 
+@pytest.mark.slow   # the second specialisation (~45 s cold); the default tier runs the dense one
 def test_paged_cache_with_the_decode_form_query_scale():
     """BnNBsD with a permuted block table, the [N2, T, G, D/64, 2] query scale, quant_scale_p 15 (P's FP8 range
     up to 15), an fp16 output, no mask."""
