@@ -73,6 +73,7 @@ from .nz_cache import check_nz_call
 from .tiling_memo import memo_tile_fia
 from .tree import check_rope_call, check_tree_call, join_rope_call
 from .fullquant import fullquant_call, is_fullquant
+from .mla_quant import MLA_QUANT_INPUTS, is_mla_quant, mla_quant_call
 from ..golden.fullquant import FULLQUANT_SCALES
 from ..golden.hifloat8 import HIFLOAT8, hifloat8_marker
 
@@ -367,14 +368,19 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     check_list_lengths(arrays["key"], tiling.kv_seqlens, 2 if parse_layout(attrs["input_layout"]).qkv == "BNSD"
                        else 1)
     _check_query_quant(arrays, attrs, tiling)
-    unsupported = [name for name in optional if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS]
+    mla_quant = is_mla_quant(arrays, tiling)   # A2/A3 MLA FA quant (fia.mla_quant)
+    unsupported = [name for name in optional if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS
+                   and not (mla_quant and name in MLA_QUANT_INPUTS)]
     if unsupported:
         name = unsupported[0]
         reason = _UNSUPPORTED_REASON.get(name, "")
         if len(unsupported) > 1:
             reason += f" (also given and not simulated: {', '.join(unsupported[1:])})"
         raise UnsupportedParameterError(name, _describe(arrays[name]), reason)
-    check_rope_call(arrays, tiling)
+    if mla_quant:   # its own checks; the int8 nope and the bf16 rope stay apart (no join)
+        arrays["_fullquant"] = mla_quant_call(arrays, attrs, tiling, _out_dtype(canonical_dtype(q.dtype), arrays))
+    else:
+        check_rope_call(arrays, tiling)
     if "quant_offset2" in arrays and "quant_scale2" not in arrays:
         raise UnsupportedParameterError("quant_offset2", _describe(arrays["quant_offset2"]),
                                         "given without quant_scale2: the output is not quantised and the operator "
@@ -385,7 +391,9 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"the {tiling.route}/{tiling.template} tiling gave no core work for this "
                                         f"call: {tiling.extras.get('row_tasks', 'its core split is not mirrored')}")
     qd, kd, vd = (_dtype_of(arrays, name) for name in ("query", "key", "value"))
-    if is_fullquant(arrays):   # int8 query, key and value (fia.fullquant)
+    if mla_quant:
+        pass
+    elif is_fullquant(arrays):   # int8 query, key and value (fia.fullquant)
         arrays["_fullquant"] = fullquant_call(arrays, attrs, tiling)
     elif kd in ("int8", "int4", "float8_e4m3fn", "float4_e2m1", HIFLOAT8) or \
             any(name in arrays for name in ANTIQUANT_PARAMS):
@@ -398,7 +406,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"query {qd}, key {kd}",
                                         "the simulated kernel is the non-quant one: query, key and value float16 "
                                         "or bfloat16, all alike")
-    join_rope_call(arrays, attrs)   # the split rope (and with it the tree mask): fia.tree
+    if not mla_quant:
+        join_rope_call(arrays, attrs)   # the split rope (and with it the tree mask): fia.tree
     check_tree_call(arrays, attrs, tiling)
     return arrays, tiling
 
@@ -406,7 +415,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
 def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
     """Query quantisation (V4/V5's ``dequantScaleQuery`` and ``queryQuantMode``: FA full quant with a quantised
     query, per-token-head for mode 3), after op_host has judged the call (an invalid one is its ``ParamError``
-    with the aclnn status): the simulator has no kernel for it (Ascend950's FiaTilingFullQuantGqaArch35, MLA and
+    with the aclnn status): an int8 query on A2/A3 (MLA FA quant, op_host's only int8-query path there) returns
+    to run ``kernel_mla_quant``; elsewhere the simulator has no kernel for it (Ascend950's FiaTilingFullQuantGqaArch35, MLA and
     MXFP8 full-quant kernels; cvtile's one full-quant kernel is the A2/A3 PFA int8 per-tensor template, whose
     query takes no scale), so a call op_host accepts raises ``UnsupportedParameterError`` naming
     ``dequant_scale_query`` (or ``query_quant_mode`` given alone, which takes effect only with a quantised query;
@@ -416,6 +426,8 @@ def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
         return
     modes = f"query/key/value quant modes {mode}/{attrs['key_antiquant_mode']}/{attrs['value_antiquant_mode']}"
     qd = _dtype_of(arrays, "query")
+    if "dequant_scale_query" in arrays and qd == "int8" and tiling.arch == "arch22":
+        return   # A2/A3 MLA FA quant: simulated (fia.mla_quant, kernel_mla_quant)
     if "dequant_scale_query" in arrays and qd in ("float16", "bfloat16"):
         raise UnsupportedParameterError("dequant_scale_query", _describe(arrays["dequant_scale_query"]),
                                         f"a {qd} query is not quantised: query dequantisation belongs to FA full "
@@ -625,10 +637,13 @@ def _out_shape(qshape, attrs: dict, value, paged: bool = False) -> tuple:
 
 
 def _out_dtype(q_dtype: str, arrays: dict) -> str:
-    """attention_out's dtype as torch_npu infers it: int8 with quant_scale2 (post quant), fp16 for an int8
-    query, else the query's dtype."""
+    """attention_out's dtype as torch_npu infers it: int8 with quant_scale2 (post quant), the rope's (bf16) for
+    an int8 query with query_rope (MLA FA quant, whose kernels write bf16), fp16 for another int8 query, else
+    the query's dtype."""
     if arrays.get("quant_scale2") is not None:
         return "int8"
+    if q_dtype == "int8" and arrays.get("query_rope") is not None:
+        return canonical_dtype(arrays["query_rope"].dtype)
     return "float16" if q_dtype == "int8" else q_dtype
 
 
