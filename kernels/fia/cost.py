@@ -1,7 +1,8 @@
 """The cost of a FusedInferAttentionScore call: the cost model on exactly what the operator launches.
 
 ``fia_cost(query, key, value, **kwargs)`` takes the arguments of
-``npu_fused_infer_attention_score`` (torch_npu's names) plus ``target`` and
+``npu_fused_infer_attention_score`` (torch_npu's names) plus ``target``, V4's ``dequant_scale_query`` /
+``query_quant_mode`` and
 V2's ``key_dtype`` / ``value_dtype`` (hifloat8: a uint8 HiF8 cache, as
 ``api.run_call`` takes them), runs the operator's host side (checks, tiling, the kernels' compilation for
 the target) with launches recorded but not run, and times every launch with
@@ -29,6 +30,9 @@ from .api import npu_fused_infer_attention_score, prepare_fia, simulate_fia, spl
 
 __all__ = ["fia_cost", "fia_plan", "useful_flops"]
 
+#: V4 keywords ``fia_cost`` takes beside V1's
+V4_ONLY = ("dequant_scale_query", "query_quant_mode")
+
 
 def fia_cost(query, key, value, *, target: str, record: str = "critical", overrides: dict | None = None,
              hooks=None, **kwargs) -> CostReport:
@@ -55,9 +59,14 @@ def _call_parts(query, key, value, target: str, kwargs: dict) -> tuple[dict, dic
     """(optional inputs, attributes, V2 dtype overrides) of a call given by V1's keywords plus V2's
     ``key_dtype`` / ``value_dtype``."""
     kwargs, dtypes = split_dtype_overrides(kwargs)
+    v4 = {name: kwargs.pop(name) for name in V4_ONLY if name in kwargs}
     bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, target=target, **kwargs)
     bound.apply_defaults()
-    return (*v1_call_parts(dict(bound.arguments)), dtypes)
+    optional, attrs = v1_call_parts(dict(bound.arguments))
+    if v4:   # V4's query quantisation (the A2/A3 MLA FA quant)
+        optional["dequant_scale_query"] = v4.get("dequant_scale_query")
+        attrs["query_quant_mode"] = v4.get("query_quant_mode", 0)
+    return optional, attrs, dtypes
 
 
 def useful_flops(query, key, value, *, input_layout="BSH", num_heads=1, actual_seq_lengths=None,

@@ -26,7 +26,7 @@ and at the row's end out = bf16(f(f(f(go) · 1024) / gl) · f(dv · f(1/127))) (
 DATO: the cube starts the int32 accumulator at the bias 2²¹ + 150·2²³ (the bits of the fp32 10485760), adds
 q·kᵀ and then, read as fp32, adds -2²¹ · 5 (a 1 x 1 fp32 matmul) before the rope matmul accumulates into it.
 For -2²¹ <= c < 6291456 that is c exactly; outside, the int32 carries into the fp32 exponent and the value
-follows the bit pattern (``dato``: the four binades |c| can reach with 512 int8 products, each exact in fp32).
+follows the bit pattern (``dato``: the binades |c| <= 512·128² reaches, each exact in fp32).
 
 The DATO correction and the rope's addition happen here in the vector unit on the cube's int32 and fp32 blocks
 (the numerics are one fp32 addition each either way; the cost model books them on the vector pipe). The half
@@ -57,11 +57,13 @@ MM2_UNDO = 1024.0
 @ct.inline
 def dato(c):
     """The fp32 the DATO trick leaves of the int32 nope score c: bits(2²¹ + 150·2²³ + c) read as fp32, minus
-    10485760 (module doc). t = c + 2²¹ is the offset from 2²³'s bit pattern (exact: |c| <= 2²³)."""
+    10485760 (module doc). t = c + 2²¹ is the offset from 2²³'s bit pattern (exact: |c| <= 2²³); a binade
+    holds 2²³ patterns, so t in [0, 2²³) reads 2²³ + t, [2²³, 2²⁴) 2²⁴ + 2(t - 2²³), [-2²³, 0) 2²³ + t/2 and
+    below that 2²² + (t + 2²³)/4 (each exact in fp32)."""
     t = ct.cast(c, ct.float32) + 2097152.0
     v = ct.where(t >= 8388608.0, 16777216.0 + (t - 8388608.0) * 2.0,
                  ct.where(t >= 0.0, 8388608.0 + t,
-                          ct.where(t >= -4194304.0, 8388608.0 + t * 0.5, 4194304.0 + (t + 4194304.0) * 0.25)))
+                          ct.where(t >= -8388608.0, 8388608.0 + t * 0.5, 4194304.0 + (t + 8388608.0) * 0.25)))
     return v - 10485760.0
 
 
