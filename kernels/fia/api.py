@@ -416,8 +416,8 @@ def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
     """Query quantisation (V4/V5's ``dequantScaleQuery`` and ``queryQuantMode``: FA full quant with a quantised
     query, per-token-head for mode 3), after op_host has judged the call (an invalid one is its ``ParamError``
     with the aclnn status): an int8 query on A2/A3 (MLA FA quant, op_host's only int8-query path there) returns
-    to run ``kernel_mla_quant``; elsewhere the simulator has no kernel for it (Ascend950's FiaTilingFullQuantGqaArch35, MLA and
-    MXFP8 full-quant kernels; cvtile's one full-quant kernel is the A2/A3 PFA int8 per-tensor template, whose
+    to run ``kernel_mla_quant``; elsewhere the simulator has no kernel for it (Ascend950's
+    FiaTilingFullQuantGqaArch35, MLA and MXFP8 full-quant kernels; cvtile's one full-quant kernel is the A2/A3 PFA int8 per-tensor template, whose
     query takes no scale), so a call op_host accepts raises ``UnsupportedParameterError`` naming
     ``dequant_scale_query`` (or ``query_quant_mode`` given alone, which takes effect only with a quantised query;
     cvtile refuses it rather than drop it)."""

@@ -46,8 +46,8 @@ import cvtile.dsl as ct
 
 from ..golden.mla_quant import MLA_QUANT_EPS, P_RANGE
 from ..merge_state import guarded_max
-from .kernel import band_bounds, band_and_mask, batch_extent, empty_state, fold_rows, paged_kv_rows, \
-    query_positions, row_epilogue, sink_softmax_step, task_fields, task_span, tree_kept
+from .kernel import band_bounds, band_and_mask, empty_state, fold_rows, paged_kv_rows, query_positions, \
+    row_epilogue, row_task, sink_softmax_step, tree_kept
 
 #: the fixpipe's DEQF16 scale of the P·V matmul (deqScalar 0x3A800000) and its inverse at the row's end
 MM2_DEQ = 1.0 / 1024.0
@@ -75,10 +75,8 @@ def fia_mla_quant(q, qr, dq, k, kr, v, out, lse, mask, block_table, ws_o, ws_ml,
                   LSE: ct.constexpr, FD: ct.constexpr, EMPTY_LSE: ct.constexpr):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
-        b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
-        slot = tasks[t, 6]
-        kbase, kend, step = task_span(tasks, t)
-        s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
+        b, n2, m0, mrows, j0, j1, slot, kbase, kend, step, s1, s2, q0, k0 = row_task(tasks, t, qlen, kvlen, qoff,
+                                                                                     kvoff)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         qrv = fold_rows(qr, b, n2, s1, q0, LAYOUT, ORDER, G)
         dqv = fold_rows(dq, b, n2, s1, q0, LAYOUT, ORDER, G)[:, 0]

@@ -13,8 +13,8 @@ sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
 launches ``fia_attention`` (for an int8 or int4 key/value cache ``fia_antiquant``, the A2/A3 MSD kernel, or on
 Ascend950 ``fia_dequant``, which dequantises K/V before the cube and also takes FP8, HiFloat8 and MXFP4 caches;
-``fia_fullquant`` for full int8 quantisation, ``fia_mla_quant`` for the A2/A3 MLA FA quant) on ``used_cores`` cores, then ``fia_fd_combine`` on the vector
-cores that the tiling's SplitFD gave work.
+``fia_fullquant`` for full int8 quantisation, ``fia_mla_quant`` for the A2/A3 MLA FA quant) on ``used_cores``
+cores, then ``fia_fd_combine`` on the vector cores that the tiling's SplitFD gave work.
 
 Key/value tensor lists (one tensor per batch) are laid into one GM arena and read per batch from its offset
 (``kv_list``: how, and what is refused). A paged cache is passed as it is, BnBsH, BnNBsD or NZ (5-D, read in

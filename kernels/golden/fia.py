@@ -236,7 +236,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     ``dequant_scale1`` / ``quant_scale1`` / ``dequant_scale2`` (all three, per tensor, with int8 query, key
     and value) compute full quant (:mod:`.fullquant`: P quantised to int8 against the row max, or the running
     max of ``kv_block`` blocks); ``p_dtype`` may then only name int8 and ``work_dtype`` is not taken.
-    ``dequant_scale_query`` (an int8 query, key and value with the split rope, ``query_quant_mode`` 3) computes
+    ``dequant_scale_query`` with an int8 query and the split rope (int8 key and value, ``query_quant_mode`` 3) computes
     the A2/A3 MLA FA quant (:mod:`.mla_quant`, P quantised per ``kv_block`` block, 512 by default).
     ``target`` (the platform; None: the default) decides whether the
     legacy decode route exists (arch22), which sets the lse of rows without kv (``empty_row_lse``), and how a
@@ -246,7 +246,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     scaled, biased float64 scores before the masks, with numpy index arrays that broadcast against ``s [h,
     q, kv]`` (positions within the batch's sequence).
     """
-    if out_of_scope.get("dequant_scale_query") is not None:   # MLA FA quant (golden.mla_quant)
+    if out_of_scope.get("dequant_scale_query") is not None and query_rope is not None and \
+            canonical_dtype(to_numpy(query).dtype) == "int8":   # MLA FA quant (golden.mla_quant)
         given = {name: x for name, x in locals().items() if name not in ("query", "key", "value", "out_of_scope",
                                                                          "_attend")}
         from .mla_quant import mla_quant_golden
