@@ -378,7 +378,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
             reason += f" (also given and not simulated: {', '.join(unsupported[1:])})"
         raise UnsupportedParameterError(name, _describe(arrays[name]), reason)
     if mla_quant:   # its own checks; the int8 nope and the bf16 rope stay apart (no join)
-        arrays["_fullquant"] = mla_quant_call(arrays, attrs, tiling, _out_dtype(canonical_dtype(q.dtype), arrays))
+        arrays["_fullquant"] = mla_quant_call(arrays, attrs, tiling)
     else:
         check_rope_call(arrays, tiling)
     if "quant_offset2" in arrays and "quant_scale2" not in arrays:

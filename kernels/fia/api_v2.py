@@ -21,8 +21,9 @@ dequant_scale_key/value    key/value_antiquant_scale   yes with an int8/int4 key
 dequant_offset_key/value   key/value_antiquant_offset  yes
 quant_scale_out/offset_out quant_scale2/offset2        yes (int8 attention_out)
 dequant_scale_query        dequant_scale_query         op_host's checks run (its ParamError with the aclnn
-query_quant_mode           query_quant_mode (V4 attr)  status); a call it accepts is refused by name: no
-                                                       query-quant (FA full quant) kernel is simulated
+query_quant_mode           query_quant_mode (V4 attr)  status); on A2/A3 the MLA FA quant (int8 query, key,
+                                                       value, mode 3) runs (``fia.mla_quant``); elsewhere a
+                                                       call op_host accepts is refused by name
 quant_scale_p,             (P / rope quantisation)     no
 dequant_scale_key_rope
 key/value_quant_mode       key/value_antiquant_mode    0 only; 0-3 with dequant_scale_key/value

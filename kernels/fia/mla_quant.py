@@ -12,9 +12,11 @@ cache), simulated by ``kernel_mla_quant.fia_mla_quant``.
 
 :func:`mla_quant_call` runs after op_host accepted the call. It raises ``UnsupportedParameterError`` naming
 what the simulated kernel does not model: a post-quantised (int8) output (the kernel's tiling keys are bf16
-only), pse_shift, a learnable sink, left padding, a shared prefix, a route or template other than IFATiling's
-MLA path; and ``ParamError`` (161002, checker "mla_quant") for an attention_out that is not bf16 (the
-documented output; V2's ``out_dtype`` can ask for another). It returns the :class:`MlaQuantSpec` the launch
+only), pse_shift, a learnable sink, left padding, a shared prefix, a rope antiquant scale, a route or template
+other than IFATiling's MLA path, TND query lengths other than the tiling's rows (the mirror gives every batch
+the longest query length); and op_host's ``CheckQueryQuantParam4FullQuant``, which the tiling mirror
+does not hold, as ``ParamError`` (561002, checker "mla_quant"): ``dequant_scale_query`` has the query's shape
+without D ((B, S, N) for BSH). It returns the :class:`MlaQuantSpec` the launch
 passes to the kernel: the rope tensors, the query scales as a (…, 1) view, and the scalars the kernel's vector
 code takes, each an fp32 as the chip holds it (dk, the softmax scale, and dv · (1/127) as one fp32 product).
 
@@ -37,12 +39,10 @@ from ..errors import UnsupportedParameterError
 from ..golden.layouts import parse_layout
 from ..golden.mla_quant import P_RANGE
 
-__all__ = ["MlaQuantSpec", "is_mla_quant", "mla_quant_call", "MLA_QUANT_INPUTS", "MLA_QUANT_OUT_DTYPE"]
+__all__ = ["MlaQuantSpec", "is_mla_quant", "mla_quant_call", "MLA_QUANT_INPUTS"]
 
 #: the optional inputs the MLA FA-quant kernel consumes beyond the non-quant MLA's
 MLA_QUANT_INPUTS = ("dequant_scale_query", "key_antiquant_scale", "value_antiquant_scale")
-#: the kernel's output dtype (its tiling keys are OUTBF16)
-MLA_QUANT_OUT_DTYPE = "bfloat16"
 #: inputs the kernel does not take, with what they are
 _NOT_WITH = (("quant_scale2", "a post-quantised int8 output (the A2/A3 MLA FA-quant tiling keys are bf16 "
                               "output only)"),
@@ -75,14 +75,11 @@ def _scalar(x) -> np.float32:
     return np.float32(np.asarray(x, np.float32).reshape(-1)[0])
 
 
-def mla_quant_call(arrays: dict, attrs: dict, tiling, out_dtype: str) -> MlaQuantSpec:
+def mla_quant_call(arrays: dict, attrs: dict, tiling) -> MlaQuantSpec:
     """Check an MLA FA-quant call (module doc) and return its :class:`MlaQuantSpec`."""
     for name, what in _NOT_WITH:
         if name in arrays:
             raise UnsupportedParameterError(name, "given", f"MLA FA quant with {what} is not simulated")
-    if out_dtype != MLA_QUANT_OUT_DTYPE:
-        raise ParamError("attention_out", out_dtype, "MLA FA quant (an int8 query with the split rope) writes a "
-                         "bf16 attention_out", status=AclnnStatus.PARAM_INVALID, checker="mla_quant")
     if tiling.route != "ifa" or tiling.template != "IFATiling" or tiling.extras.get("legacy_ifa", False):
         raise UnsupportedParameterError("dequant_scale_query", "given", "MLA FA quant is simulated on IFATiling's "
                                         f"MLA path; this call tiles to {tiling.route}/{tiling.template}")
@@ -90,14 +87,24 @@ def mla_quant_call(arrays: dict, attrs: dict, tiling, out_dtype: str) -> MlaQuan
         if getattr(arrays[name], "ndim", 0) != 5 or arrays.get("block_table") is None:
             raise UnsupportedParameterError(name, "given", "MLA FA quant is simulated with paged NZ caches (what "
                                             "op_host requires)")
+    if parse_layout(attrs["input_layout"]).token:
+        cum = [int(x) for x in np.ravel(np.asarray(arrays.get("actual_seq_lengths", [])))]
+        own = [b - a for a, b in zip([0, *cum], cum)]
+        if own != [int(x) for x in tiling.q_seqlens]:
+            raise UnsupportedParameterError("actual_seq_lengths", cum, f"IFATiling's TND rows (query lengths "
+                                            f"{list(tiling.q_seqlens)} as the tiling mirror plans them) are not "
+                                            f"the batches' own lengths {own}: unequal query lengths per batch "
+                                            "are not simulated on this route")
     dsq = np.asarray(arrays["dequant_scale_query"])
+    q = arrays["query"].shape
+    want = (*q[:2], int(attrs["num_heads"])) if parse_layout(attrs["input_layout"]).qkv == "BSH" else q[:-1]
+    if tuple(dsq.shape) != tuple(want):
+        raise ParamError("dequant_scale_query", tuple(dsq.shape), f"with an int8 query its shape is the query's "
+                         f"without D, {tuple(want)} (CheckQueryQuantParam4FullQuant)",
+                         status=AclnnStatus.INNER_TILING_ERROR, checker="mla_quant")
     dsq = dsq.reshape(*dsq.shape, 1)
     dk = _scalar(arrays["key_antiquant_scale"])
     dv = _scalar(arrays["value_antiquant_scale"])
-    token = parse_layout(attrs["input_layout"]).token
-    if token and dsq.ndim != 3 or not token and dsq.ndim != 4:
-        raise ParamError("dequant_scale_query", tuple(dsq.shape[:-1]), "its shape is the query's without D",
-                         status=AclnnStatus.PARAM_INVALID, checker="mla_quant")
     return MlaQuantSpec(query_rope=arrays["query_rope"], key_rope=arrays["key_rope"], query_scale=dsq,
                         key_scale=dk, scale=np.float32(float(attrs["scale"])),
                         value_scale=np.float32(dv * np.float32(1.0 / P_RANGE)))

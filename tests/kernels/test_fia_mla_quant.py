@@ -204,6 +204,7 @@ def test_the_cost_model_times_it_and_ascend_c_refuses_it_by_name(base):
     ("learnable_sink", dict(learnable_sink=np.zeros(8, np.float32)), "learnable sink"),
     ("quant_scale2", dict(quant_scale2=np.ones(1, np.float32)), "bf16 output only"),
     ("key_rope_antiquant_scale", dict(key_rope_antiquant_scale=np.ones(1, np.float32)), "reserved"),
+    ("actual_seq_lengths", dict(lengths=(300, 9), layout="TND", actual_seq_lengths=[1, 3]), "unequal query"),
 ])
 def test_what_the_kernel_does_not_model_is_refused_by_name(name, extra, why):
     with pytest.raises(UnsupportedParameterError) as err:
@@ -215,6 +216,7 @@ def test_what_the_kernel_does_not_model_is_refused_by_name(name, extra, why):
     (dict(query_quant_mode=2), "query_quant_mode"),
     (dict(input_layout="BNSD"), None),
     (dict(value_antiquant_scale=None), "value_antiquant_scale"),
+    (dict(dequant_scale_query=np.ones((1, 1, 4), np.float32)), "dequant_scale_query"),
 ])
 def test_op_host_rejects_bad_calls_with_its_status(extra, param):
     kw = _call(**extra)
@@ -240,7 +242,7 @@ def test_ascend950_still_refuses_an_int8_mla_query():
     dict(lengths=(1300,)),
     dict(lengths=(300, 700, 20), layout="BSH", n=16),
     dict(lengths=(300, 9), layout="TND", sparse_mode=3, atten_mask=np.triu(np.ones((2048, 2048), np.int8), 1),
-         actual_seq_lengths=[1, 3]),
+         actual_seq_lengths=[2, 4], softmax_lse_flag=True),
     dict(s1=4, sparse_mode=3, atten_mask=np.triu(np.ones((2048, 2048), np.int8), 1)),
 ])
 def test_more_shapes_match_the_golden(case):
