@@ -59,12 +59,11 @@ def dato(c):
     """The fp32 the DATO trick leaves of the int32 nope score c: bits(2²¹ + 150·2²³ + c) read as fp32, minus
     10485760 (module doc). t = c + 2²¹ is the offset from 2²³'s bit pattern (exact: |c| <= 2²³); a binade
     holds 2²³ patterns, so t in [0, 2²³) reads 2²³ + t, [2²³, 2²⁴) 2²⁴ + 2(t - 2²³), [-2²³, 0) 2²³ + t/2 and
-    below that 2²² + (t + 2²³)/4 (each exact in fp32)."""
+    below that 2²² + (t + 2²³)/4: t plus one hinge per binade edge, then 2²³ (each partial sum exact in fp32,
+    in this order)."""
     t = ct.cast(c, ct.float32) + 2097152.0
-    v = ct.where(t >= 8388608.0, 16777216.0 + (t - 8388608.0) * 2.0,
-                 ct.where(t >= 0.0, 8388608.0 + t,
-                          ct.where(t >= -8388608.0, 8388608.0 + t * 0.5, 4194304.0 + (t + 8388608.0) * 0.25)))
-    return v - 10485760.0
+    u = t + ct.maximum(t - 8388608.0, 0.0) - ct.minimum(t, 0.0) * 0.5 - ct.minimum(t + 8388608.0, 0.0) * 0.25
+    return (u + 8388608.0) - 10485760.0
 
 
 @ct.jit
