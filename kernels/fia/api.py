@@ -392,7 +392,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"call: {tiling.extras.get('row_tasks', 'its core split is not mirrored')}")
     qd, kd, vd = (_dtype_of(arrays, name) for name in ("query", "key", "value"))
     if mla_quant:
-        pass
+        pass   # (its MlaQuantSpec is set above)
     elif is_fullquant(arrays):   # int8 query, key and value (fia.fullquant)
         arrays["_fullquant"] = fullquant_call(arrays, attrs, tiling)
     elif kd in ("int8", "int4", "float8_e4m3fn", "float4_e2m1", HIFLOAT8) or \
@@ -417,8 +417,9 @@ def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
     query, per-token-head for mode 3), after op_host has judged the call (an invalid one is its ``ParamError``
     with the aclnn status): an int8 query on A2/A3 (MLA FA quant, op_host's only int8-query path there) returns
     to run ``kernel_mla_quant``; elsewhere the simulator has no kernel for it (Ascend950's
-    FiaTilingFullQuantGqaArch35, MLA and MXFP8 full-quant kernels; cvtile's one full-quant kernel is the A2/A3 PFA int8 per-tensor template, whose
-    query takes no scale), so a call op_host accepts raises ``UnsupportedParameterError`` naming
+    FiaTilingFullQuantGqaArch35, MLA and MXFP8 full-quant kernels; cvtile's other full-quant kernel is the A2/A3
+    PFA int8 per-tensor template, whose query takes no scale), so a call op_host accepts raises
+    ``UnsupportedParameterError`` naming
     ``dequant_scale_query`` (or ``query_quant_mode`` given alone, which takes effect only with a quantised query;
     cvtile refuses it rather than drop it)."""
     mode = int(attrs.get("query_quant_mode", 0) or 0)
