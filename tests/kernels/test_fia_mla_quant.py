@@ -5,7 +5,8 @@ Default tier: one kernel specialisation (G 8, one batch, KV 300 in NZ blocks of 
 golden comparison (with lse), the chip-step check (a planted q·k outside the DATO trick's exact range), the
 V2 API, the cost model and the Ascend C refusal; the DATO read against the bit pattern, the golden's formula
 by hand and the refusals need no compile. Slow: three S2 blocks, BSH with three batches and G 16, TND with
-the causal mask (sparse 3) and two query tokens per batch (lse), four query tokens with the causal mask.
+the causal mask (sparse 3) and two query tokens per batch (lse), four query tokens with the causal mask and
+with a tree (sparse 9: the causal tree with row 3 also hiding column 1).
 
 The comparison floor (``_judge``): bf16's rtol, and an absolute floor of max|golden| / 127, one int8 step of P
 at the output's scale; the worst errors are 3-4e-3 of max|golden| (the chip's fp16 -> int8 double rounding of
@@ -243,6 +244,8 @@ def test_op_host_rejects_bad_calls_with_its_status(extra, param):
     dict(lengths=(300, 9), layout="TND", sparse_mode=3, atten_mask=np.triu(np.ones((2048, 2048), np.int8), 1),
          actual_seq_lengths=[2, 4], softmax_lse_flag=True),
     dict(s1=4, sparse_mode=3, atten_mask=np.triu(np.ones((2048, 2048), np.int8), 1)),
+    dict(s1=4, sparse_mode=9, atten_mask=np.triu(np.ones((1, 4, 4), np.int8), 1) | (np.arange(16) == 13)
+         .reshape(1, 4, 4).astype(np.int8)),
 ])
 def test_more_shapes_match_the_golden(case):
     kw = _call(**case)
