@@ -75,6 +75,7 @@ from .tree import check_rope_call, check_tree_call, join_rope_call
 from .fullquant import fullquant_call, is_fullquant
 from .fullquant_gqa import FP8_GQA_TEMPLATE, fullquant_gqa_call
 from .fullquant_mx import MX_TEMPLATE, fullquant_mx_call
+from .mla_quant import MLA_QUANT_INPUTS, is_mla_quant, mla_quant_call
 from ..golden.fullquant import FULLQUANT_SCALES
 from ..golden.hifloat8 import HIFLOAT8, hifloat8_marker
 
@@ -376,14 +377,19 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     check_list_lengths(arrays["key"], tiling.kv_seqlens, 2 if parse_layout(attrs["input_layout"]).qkv == "BNSD"
                        else 1)
     _check_query_quant(arrays, attrs, tiling)
-    unsupported = [name for name in optional if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS]
+    mla_quant = is_mla_quant(arrays, tiling)   # A2/A3 MLA FA quant (fia.mla_quant)
+    unsupported = [name for name in optional if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS
+                   and not (mla_quant and name in MLA_QUANT_INPUTS)]
     if unsupported:
         name = unsupported[0]
         reason = _UNSUPPORTED_REASON.get(name, "")
         if len(unsupported) > 1:
             reason += f" (also given and not simulated: {', '.join(unsupported[1:])})"
         raise UnsupportedParameterError(name, _describe(arrays[name]), reason)
-    check_rope_call(arrays, tiling)
+    if mla_quant:   # its own checks; the int8 nope and the bf16 rope stay apart (no join)
+        arrays["_fullquant"] = mla_quant_call(arrays, attrs, tiling)
+    else:
+        check_rope_call(arrays, tiling)
     if "quant_offset2" in arrays and "quant_scale2" not in arrays:
         raise UnsupportedParameterError("quant_offset2", _describe(arrays["quant_offset2"]),
                                         "given without quant_scale2: the output is not quantised and the operator "
@@ -394,7 +400,9 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"the {tiling.route}/{tiling.template} tiling gave no core work for this "
                                         f"call: {tiling.extras.get('row_tasks', 'its core split is not mirrored')}")
     qd, kd, vd = (_dtype_of(arrays, name) for name in ("query", "key", "value"))
-    if tiling.template == FP8_GQA_TEMPLATE:   # FP8 query, key and value, modes 3/3/2 (fia.fullquant_gqa)
+    if mla_quant:
+        pass   # (its MlaQuantSpec is set above)
+    elif tiling.template == FP8_GQA_TEMPLATE:   # FP8 query, key and value, modes 3/3/2 (fia.fullquant_gqa)
         arrays["_fullquant_gqa"] = fullquant_gqa_call(arrays, attrs, tiling)
     elif tiling.template == MX_TEMPLATE:   # FP8 query, key and value with E8M0 group scales, modes 6/6/8
         arrays["_fullquant_mx"] = fullquant_mx_call(arrays, attrs, tiling)
@@ -411,7 +419,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"query {qd}, key {kd}",
                                         "the simulated kernel is the non-quant one: query, key and value float16 "
                                         "or bfloat16, all alike")
-    join_rope_call(arrays, attrs)   # the split rope (and with it the tree mask): fia.tree
+    if not mla_quant:
+        join_rope_call(arrays, attrs)   # the split rope (and with it the tree mask): fia.tree
     check_tree_call(arrays, attrs, tiling)
     return arrays, tiling
 
@@ -422,16 +431,17 @@ def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
     with the aclnn status). On Ascend950 a call op_host routes to FiaTilingFullQuantGqaArch35 (FP8 q/k/v, modes
     3/3/2) passes: ``kernel_fullquant_gqa`` runs it (host side ``fullquant_gqa``), and so does one routed to
     FiaTilingFullQuantMxArch35 (MXFP8, modes 6/6/8: ``kernel_fullquant_mx``, host side ``fullquant_mx``); the
-    950's MLA full-quant template raises ``UnsupportedParameterError`` naming ``dequant_scale_query``. On A2/A3 the
-    simulator has no query-quant kernel (cvtile's full-quant kernel there is the PFA int8 per-tensor template,
-    whose query takes no scale), so a call op_host accepts is refused the same way (or naming
-    ``query_quant_mode`` given alone, which takes effect only with a quantised query; cvtile refuses it rather
-    than drop it)."""
+    950's MLA full-quant template raises ``UnsupportedParameterError`` naming ``dequant_scale_query``. On A2/A3 an
+    int8 query (MLA FA quant, op_host's only int8-query path there) passes to ``kernel_mla_quant``; another call
+    op_host accepts is refused the same way (or naming ``query_quant_mode`` given alone, which takes effect only
+    with a quantised query; cvtile refuses it rather than drop it)."""
     mode = int(attrs.get("query_quant_mode", 0) or 0)
     if "dequant_scale_query" not in arrays and not mode:
         return
     modes = f"query/key/value quant modes {mode}/{attrs['key_antiquant_mode']}/{attrs['value_antiquant_mode']}"
     qd = _dtype_of(arrays, "query")
+    if "dequant_scale_query" in arrays and qd == "int8" and tiling.arch == "arch22":
+        return   # A2/A3 MLA FA quant: simulated (fia.mla_quant, kernel_mla_quant)
     if "dequant_scale_query" in arrays and qd in ("float16", "bfloat16"):
         raise UnsupportedParameterError("dequant_scale_query", _describe(arrays["dequant_scale_query"]),
                                         f"a {qd} query is not quantised: query dequantisation belongs to FA full "
@@ -449,8 +459,8 @@ def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
         raise UnsupportedParameterError("dequant_scale_query", _describe(arrays["dequant_scale_query"]),
                                         f"query dequantisation (FA full quant, {qd} query, {modes}) is not "
                                         f"simulated: op_host accepts the call ({tiling.route}/{tiling.template}), "
-                                        "but cvtile has no query-quant kernel (Ascend950's full-quant GQA / MLA / "
-                                        "MXFP8 kernels)")
+                                        "but cvtile has no query-quant kernel for it (it runs the A2/A3 MLA FA "
+                                        "quant and Ascend950's FP8 GQA and MXFP8 full quant)")
     raise UnsupportedParameterError("query_quant_mode", mode, f"without dequant_scale_query ({modes}): the mode "
                                     "takes effect only when a quantised query comes with its scale; cvtile refuses "
                                     "it rather than drop it")
@@ -664,11 +674,14 @@ def _out_shape(qshape, attrs: dict, value, paged: bool = False) -> tuple:
 
 def _out_dtype(q_dtype: str, arrays: dict) -> str:
     """attention_out's dtype as torch_npu infers it: int8 with quant_scale2 (post quant), V2's ``out_dtype``
-    when given, fp16 for an int8 query, else the query's dtype."""
+    when given, the rope's (bf16) for an int8 query with query_rope (MLA FA quant, whose kernels write bf16), fp16
+    for another int8 query, else the query's dtype."""
     if arrays.get("quant_scale2") is not None:
         return "int8"
     if arrays.get("_dtypes", {}).get("attention_out"):   # V2's out_dtype (``_dtype_overrides``)
         return arrays["_dtypes"]["attention_out"]
+    if q_dtype == "int8" and arrays.get("query_rope") is not None:
+        return canonical_dtype(arrays["query_rope"].dtype)
     return "float16" if q_dtype == "int8" else q_dtype
 
 

@@ -21,9 +21,11 @@ dequant_scale_key/value    key/value_antiquant_scale   yes with an int8/int4 key
 dequant_offset_key/value   key/value_antiquant_offset  yes
 quant_scale_out/offset_out quant_scale2/offset2        yes (int8 attention_out)
 dequant_scale_query        dequant_scale_query         op_host's checks run (its ParamError with the aclnn
-query_quant_mode           query_quant_mode (V4 attr)  status); on Ascend950 the FP8 GQA (modes 3/3/2) and
-                                                       MXFP8 (6/6/8, float8_e8m0 scales) full quant run, other
-                                                       query-quant calls are refused by name
+query_quant_mode           query_quant_mode (V4 attr)  status); on A2/A3 the MLA FA quant (int8 query, key,
+                                                       value, mode 3) runs (``fia.mla_quant``), on Ascend950 the
+                                                       FP8 GQA (modes 3/3/2) and MXFP8 (6/6/8, float8_e8m0
+                                                       scales) full quant; other query-quant calls are refused
+                                                       by name
 quant_scale_p              quant_scale1                yes with the FP8 GQA and MXFP8 full quant (P's FP8 scale)
 dequant_scale_key_rope     (rope quantisation)         no
 key/value_quant_mode       key/value_antiquant_mode    0 only; 0-3 with dequant_scale_key/value (full quant:

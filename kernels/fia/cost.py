@@ -4,7 +4,7 @@
 ``npu_fused_infer_attention_score`` (torch_npu's names) plus ``target``,
 V2's ``key_dtype`` / ``value_dtype`` (hifloat8: a uint8 HiF8 cache, as
 ``api.run_call`` takes them) and V4's ``dequant_scale_query`` / ``query_quant_mode`` / ``out_dtype`` (the
-FP8 full quant), runs the operator's host side (checks, tiling, the kernels' compilation for
+full quant with a quantised query), runs the operator's host side (checks, tiling, the kernels' compilation for
 the target) with launches recorded but not run, and times every launch with
 ``cvtile.sim.cost`` (the attention kernel, then the flash-decode combine when
 the tiling splits the KV). A cache the simulated kernel reads widened (FP8, FP4, HiF8: ``launch.float_cache_widened``)
@@ -31,6 +31,10 @@ from .api import npu_fused_infer_attention_score, prepare_fia, simulate_fia, spl
 
 __all__ = ["fia_cost", "fia_plan", "useful_flops"]
 
+#: V4 keywords ``fia_cost`` takes beside V1's (the query quantisation of the FA full quant: the A2/A3 MLA FA quant,
+#: Ascend950's FP8 GQA and MXFP8 full quant)
+V4_ONLY = ("dequant_scale_query", "query_quant_mode", "out_dtype")
+
 
 def fia_cost(query, key, value, *, target: str, record: str = "critical", overrides: dict | None = None,
              hooks=None, **kwargs) -> CostReport:
@@ -56,9 +60,9 @@ def fia_plan(query, key, value, *, target: str, overrides: dict | None = None, *
 def _call_parts(query, key, value, target: str, kwargs: dict) -> tuple[dict, dict, dict]:
     """(optional inputs, attributes, V2 dtype overrides) of a call given by V1's keywords plus V2's
     ``key_dtype`` / ``value_dtype`` and V4's ``dequant_scale_query`` / ``query_quant_mode`` / ``out_dtype``
-    (``api.fused_infer_attention_score_v4``: the FP8 full quant)."""
+    (``api.fused_infer_attention_score_v4``: the full quant with a quantised query)."""
     kwargs, dtypes = split_dtype_overrides(kwargs)
-    v4 = {name: kwargs.pop(name) for name in _V4_EXTRAS if name in kwargs}
+    v4 = {name: kwargs.pop(name) for name in V4_ONLY if name in kwargs}
     bound = inspect.signature(npu_fused_infer_attention_score).bind(query, key, value, target=target, **kwargs)
     bound.apply_defaults()
     optional, attrs = v1_call_parts(dict(bound.arguments))
@@ -67,10 +71,6 @@ def _call_parts(query, key, value, target: str, kwargs: dict) -> tuple[dict, dic
     if v4.get("out_dtype") is not None:
         dtypes["attention_out"] = canonical_dtype(v4["out_dtype"])
     return optional, attrs, dtypes
-
-
-#: the V4 keywords ``fia_cost`` takes beyond V1's
-_V4_EXTRAS = ("dequant_scale_query", "query_quant_mode", "out_dtype")
 
 
 def useful_flops(query, key, value, *, input_layout="BSH", num_heads=1, actual_seq_lengths=None,

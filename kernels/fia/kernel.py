@@ -283,6 +283,16 @@ def task_fields(tasks, t):
 
 
 @ct.inline
+def row_task(tasks, t, qlen, kvlen, qoff, kvoff):
+    """Everything a kernel reads of row task t: ``task_fields``, its FD slot, ``task_span`` and its batch's
+    ``batch_extent``: (b, n2, m0, mrows, j0, j1, slot, kbase, kend, step, s1, s2, q0, k0)."""
+    b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
+    kbase, kend, step = task_span(tasks, t)
+    s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
+    return b, n2, m0, mrows, j0, j1, tasks[t, 6], kbase, kend, step, s1, s2, q0, k0
+
+
+@ct.inline
 def task_span(tasks, t):
     """(kbase, kend, step) of row task t: its blocks of step <= S2 positions start at KV position
     kbase + j * step and end by kend (the batch's KV length, or a flash-decode part's end: a legacy IFA part

@@ -55,8 +55,8 @@ from __future__ import annotations
 
 import cvtile.dsl as ct
 
-from .kernel import band_and_mask, band_bounds, batch_extent, empty_state, fold_rows, kv_rows, normalised, \
-    paged_kv_rows, prefix_cut, prefix_part, pse_rows, row_epilogue, sink_softmax_step, task_fields, task_span
+from .kernel import band_and_mask, band_bounds, empty_state, fold_rows, kv_rows, normalised, paged_kv_rows, \
+    prefix_cut, prefix_part, pse_rows, row_epilogue, row_task, sink_softmax_step
 
 @ct.inline
 def msd_split(x, MSD):
@@ -221,10 +221,8 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                   PREFIX: ct.constexpr = False, PAGED_PARAMS: ct.constexpr = False):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
-        b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
-        slot = tasks[t, 6]
-        kbase, kend, step = task_span(tasks, t)
-        s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
+        b, n2, m0, mrows, j0, j1, slot, kbase, kend, step, s1, s2, q0, k0 = row_task(tasks, t, qlen, kvlen, qoff,
+                                                                                     kvoff)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, plen, D, DV, LAYOUT, CACHE)
         ksr, kor, vsr, vor = param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET,

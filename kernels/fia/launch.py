@@ -13,10 +13,9 @@ sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it) and the FD workspace, and
 launches ``fia_attention`` (for an int8 or int4 key/value cache ``fia_antiquant``, the A2/A3 MSD kernel, or on
 Ascend950 ``fia_dequant``, which dequantises K/V before the cube and also takes FP8, HiFloat8 and MXFP4 caches;
-``fia_fullquant`` for full int8 quantisation, ``fia_fullquant_gqa`` for Ascend950's FP8 full quant,
-``fia_fullquant_mx`` for its MXFP8 full quant) on
-``used_cores`` cores, then ``fia_fd_combine`` on the vector
-cores that the tiling's SplitFD gave work.
+``fia_fullquant`` for full int8 quantisation, ``fia_mla_quant`` for the A2/A3 MLA FA quant, ``fia_fullquant_gqa``
+for Ascend950's FP8 full quant, ``fia_fullquant_mx`` for its MXFP8 full quant) on ``used_cores`` cores, then
+``fia_fd_combine`` on the vector cores that the tiling's SplitFD gave work.
 
 Key/value tensor lists (one tensor per batch) are laid into one GM arena and read per batch from its offset
 (``kv_list``: how, and what is refused). A paged cache is passed as it is, BnBsH, BnNBsD or NZ (5-D, read in
@@ -54,6 +53,8 @@ from .kernel_dequant import fia_dequant
 from .kernel_fullquant import fia_fullquant
 from .kernel_fullquant_gqa import fia_fullquant_gqa
 from .kernel_fullquant_mx import fia_fullquant_mx
+from .kernel_mla_quant import fia_mla_quant
+from .mla_quant import MlaQuantSpec
 from .kv_list import check_list_launch, list_arena, total_size
 from .prefix_fd import prefix_fd_tiling
 from .row_passes import TASK_COLUMNS, launch_in_row_passes, split_row_passes
@@ -112,11 +113,13 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     ``cache``) or FP4 cache (widened on the host, ``float_cache_widened``).
 
     ``fullquant``: a ``fullquant.FullQuantSpec`` for int8 query, key and value: the call runs ``fia_fullquant``
-    (the output is fp16 unless post-quantised). ``fullquant_gqa``: a ``fullquant_gqa.FullQuantGqaSpec`` for
-    Ascend950's FP8 full quant (FP8 query, paged key/value): the call runs ``fia_fullquant_gqa`` on the FP8
-    tensors widened to fp16 (``float_cache_widened``), its output ``out_dtype`` (fp16 or bf16). ``fullquant_mx``:
-    a ``fullquant_mx.FullQuantMxSpec`` for Ascend950's MXFP8 full quant: the call runs ``fia_fullquant_mx`` on
-    the spec's fp32 tensors (FP8 values times their E8M0 group scales), its output ``out_dtype``."""
+    (the output is fp16 unless post-quantised); an ``mla_quant.MlaQuantSpec`` (MLA FA quant on A2/A3, the
+    int8 query with its rope and scales) runs ``fia_mla_quant`` (a bf16 output). ``fullquant_gqa``: a
+    ``fullquant_gqa.FullQuantGqaSpec`` for Ascend950's FP8 full quant (FP8 query, paged key/value): the call runs
+    ``fia_fullquant_gqa`` on the FP8 tensors widened to fp16 (``float_cache_widened``), its output ``out_dtype``
+    (fp16 or bf16). ``fullquant_mx``: a ``fullquant_mx.FullQuantMxSpec`` for Ascend950's MXFP8 full quant: the
+    call runs ``fia_fullquant_mx`` on the spec's fp32 tensors (FP8 values times their E8M0 group scales), its
+    output ``out_dtype``."""
     lay = parse_layout(input_layout)
     n1, n2 = num_heads, (num_key_value_heads or num_heads)
     g = n1 // n2
@@ -187,6 +190,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     postq, qs2, qo2 = _post_quant_args(quant_scale2, quant_offset2, n1, dv)
     if postq:
         out_dtype = np.int8
+    elif isinstance(fullquant, MlaQuantSpec):
+        out_dtype = BFLOAT16
     elif fullquant is not None:
         out_dtype = np.float16
     out = np.zeros(out_shape, dtype=out_dtype if out_dtype is not None else query.dtype)
@@ -289,6 +294,15 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             OFFSET=antiquant.has_offset, ITER=msd_digit_count(inner_precise, antiquant.int4),
             MSD=msd_constants(antiquant.int4),
             **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
+            order=order)
+    elif rows and isinstance(fullquant, MlaQuantSpec):
+        fia_mla_quant.on(plat)[ncores](
+            q, _as_heads(fullquant.query_rope, lay.qkv, n1), fullquant.query_scale, k, fullquant.key_rope, v, out_k,
+            lse_arg, mask, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt, qs2, qo2,
+            fullquant.key_scale, fullquant.scale, fullquant.value_scale, LAYOUT=kernel_layout(lay.qkv),
+            OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap, S2=s2_tile, D=d,
+            DR=fullquant.query_rope.shape[-1] // (n1 if lay.qkv == "BSH" else 1), DV=dv, BAND=band, MASK=use_mask,
+            LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), EMPTY_LSE=float(empty_lse), serial=serial,
             order=order)
     elif rows and fullquant_mx is not None:
         _refuse_hooks(hooks, "MXFP8")

@@ -215,7 +215,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                antiquant_offset=None, key_antiquant_scale=None, key_antiquant_offset=None, value_antiquant_scale=None,
                value_antiquant_offset=None, antiquant_mode: int = 0, key_antiquant_mode: int = 0,
                value_antiquant_mode: int = 0, query_rope=None, key_rope=None, dequant_scale1=None, quant_scale1=None,
-               dequant_scale2=None, key_dtype=None, value_dtype=None, **out_of_scope):
+               dequant_scale2=None, key_dtype=None, value_dtype=None, _attend=None, **out_of_scope):
     """Float64 FusedInferAttentionScore; returns ``(out, lse)`` (``lse`` None unless ``softmax_lse_flag``).
 
     Keywords follow ``torch_npu.npu_fused_infer_attention_score`` (plus the v2
@@ -236,6 +236,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     ``dequant_scale1`` / ``quant_scale1`` / ``dequant_scale2`` (all three, per tensor, with int8 query, key
     and value) compute full quant (:mod:`.fullquant`: P quantised to int8 against the row max, or the running
     max of ``kv_block`` blocks); ``p_dtype`` may then only name int8 and ``work_dtype`` is not taken.
+    ``dequant_scale_query`` with an int8 query and the split rope (int8 key and value, ``query_quant_mode`` 3) computes
+    the A2/A3 MLA FA quant (:mod:`.mla_quant`, P quantised per ``kv_block`` block, 512 by default).
     ``target`` (the platform; None: the default) decides whether the
     legacy decode route exists (arch22), which sets the lse of rows without kv (``empty_row_lse``), and how a
     KV-antiquant cache dequantises: exactly (A2/A3's MSD kernel) or, on arch35 (Ascend950's dequant kernel),
@@ -244,6 +246,15 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     scaled, biased float64 scores before the masks, with numpy index arrays that broadcast against ``s [h,
     q, kv]`` (positions within the batch's sequence).
     """
+    if out_of_scope.get("dequant_scale_query") is not None and query_rope is not None and \
+            canonical_dtype(to_numpy(query).dtype) == "int8":   # MLA FA quant (golden.mla_quant)
+        given = {name: x for name, x in locals().items() if name not in ("query", "key", "value", "out_of_scope",
+                                                                         "_attend")}
+        from .mla_quant import mla_quant_golden
+
+        if given["kv_block"] is None:
+            del given["kv_block"]
+        return mla_quant_golden(query, key, value, **given, **out_of_scope)
     _reject_out_of_scope(out_of_scope)
     if not 0 <= int(inner_precise) <= INNER_PRECISE_LIMIT:
         raise ValueError(f"inner_precise={inner_precise}: must be in [0, {INNER_PRECISE_LIMIT}]")
@@ -400,7 +411,9 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     # ---- compute --------------------------------------------------------------------------------
     if kv_block is not None and score_hook is not None:
         raise ValueError("kv_block: the online benchmark takes no score_hook")
-    if fullquant is not None:
+    if _attend is not None:   # a quantised block function prepared by a caller (golden.mla_quant)
+        attend_fn = _attend
+    elif fullquant is not None:
         attend_fn = functools.partial(attend_fullquant, kv_block=kv_block, **fullquant)
     elif kv_block is not None:
         attend_fn = functools.partial(attend_online, kv_block=int(kv_block), work_dtype=work_dtype or "float32")
