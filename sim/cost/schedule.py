@@ -413,9 +413,7 @@ class _IterationMemo:
         """Whether iterations are to be looked up (compiling the prepass the first time)."""
         if not self.compiled:
             self.compiled = True
-            launch = self.launch
-            got = compile_prepass(self.op, self.relevant, lambda o: _scalar_fn(o, launch), _tile_operands,
-                                  _scalar_src)
+            got = _prepass_of(self.op, self.launch, self.relevant)
             if got is not None:
                 self.prepass, self.carry = got
         if self.prepass is not None and self.tries >= 256 and self.hits * 8 < self.tries:
@@ -423,12 +421,17 @@ class _IterationMemo:
         return self.prepass is not None
 
 
+def _prepass_of(op, launch, relevant: set):
+    """``group_memo.compile_prepass`` of loop ``op`` with the scheduler's scalar evaluator and tile-op keys."""
+    return compile_prepass(op, relevant, lambda o: _scalar_fn(o, launch), _tile_operands, _scalar_src)
+
+
 def _group_loop(op, launch, relevant: set):
     """(name, prepass, carried getters) of a group loop (``group_memo``), or None."""
     name = launch.group_loops.get(id(op))
     if name is None:
         return None
-    got = compile_prepass(op, relevant, lambda o: _scalar_fn(o, launch), _tile_operands, _scalar_src)
+    got = _prepass_of(op, launch, relevant)
     return None if got is None else (name, *got)
 
 
