@@ -7,6 +7,10 @@ L0A, L0B and L0C; the AIV program (run by each AIV) its UB. A sequential
 kernel is planned as one program holding every space (program order's view;
 the budget is judged on the split programs).
 
+* Sizes. A buffer takes its tile's bytes, aligned as the platform table says;
+  an L1 matrix is stored NZ (the Ascend C backend's ND->NZ copies), so it
+  takes its rows padded to 16 and its columns to a 32-byte fractal
+  (``tile_bytes``: an 8 x 512 int8 query tile takes 16 x 512 bytes).
 * Buffers. Each tile value that holds data gets a buffer (broadcast views,
   row slices and in-place row updates share their source's). Values share one
   buffer where the chip updates in place: a loop's carried value, its initial
@@ -30,8 +34,10 @@ the budget is judged on the split programs).
   contraction). A result that only leaves the cube (a store, a hand-off)
   streams out of L0C piece by piece, also when a runtime ``if`` chooses
   between two mma results (each arm's result read by its yield only) whose
-  ``if`` result only leaves the cube; one used again on the cube (``acc=``) is
-  a resident L0C buffer. A stored result larger than its two L0C pieces is
+  ``if`` result only leaves the cube; such a result holds the mma's L0C pieces
+  until its last store (the next mma's pieces cannot take their place before
+  it: two scores computed back to back, then both handed off). One used
+  again on the cube (``acc=``) is a resident L0C buffer. A stored result larger than its two L0C pieces is
   recorded in ``streamed_out``: it is computed piece by piece at its store
   (the Ascend C lowering and the cost model both read that record).
 * Slots. On the 950 a hand-off lands in the receiving core's own memory: its
@@ -213,6 +219,15 @@ def _align(x: int, a: int) -> int:
     return max(a, (x + a - 1) // a * a)
 
 
+def tile_bytes(t: TileType) -> int:
+    """The bytes a tile takes in its space: an L1 matrix is stored NZ (the Ascend C backend's ND->NZ copy),
+    its rows padded to 16 and its columns to a 32-byte fractal; other tiles take their elements' bytes."""
+    if t.space is L1 and t.rank == 2:
+        c0 = 32 // t.dtype.itemsize
+        return -(-t.shape[0] // 16) * 16 * (-(-t.shape[1] // c0) * c0) * t.dtype.itemsize
+    return t.nbytes
+
+
 def l0c_blocks(M: int, N: int) -> list:
     """The layout of an (M, N) L0C tile: row blocks of up to 128 rows (the mma's base_m), each an NZ matrix of
     its rows padded to 16 (M1 fractal rows) and the columns padded to 16, one after the other:
@@ -370,7 +385,7 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
         pong = ponged.get(root)
         copies = 2 if pong else 1
         t: TileType = rep.type
-        size = _align(t.nbytes, platform.align(t.space.name))
+        size = _align(tile_bytes(t), platform.align(t.space.name))
         note = "resident" if t.space is not UB else ""
         if root in stage_spans:
             start, end = stage_spans[root]
@@ -388,7 +403,8 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
     for ch in slots:
         space = "UB" if ch.dst == "aiv" else "L1"
         rows = ch.tile.shape[0] if space == "L1" or ch.rows == "whole" else (ch.tile.shape[0] + 1) // 2
-        one = ch.tile.nbytes * rows // ch.tile.shape[0]
+        one = tile_bytes(TileType(ch.tile.dtype, L1, ch.tile.shape)) if space == "L1" else \
+            ch.tile.nbytes * rows // ch.tile.shape[0]
         size = _align(one, platform.align(space))
         buffers.append(Buffer(f"slots {ch.name}", ch.loc.line if ch.loc else 0, space,
                               (rows,) + tuple(ch.tile.shape[1:]), ch.tile.dtype.name, ch.depth, ch.depth * size, 0,
@@ -409,10 +425,13 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
         pieces = [("L0A", "a", (bm, bk), a_t.dtype.name, bm * bk * inb),
                   ("L0B", "b", (bk, bn), b_t.dtype.name, bk * bn * inb)]
         notes = staged.get(id(op), [])
+        end = p + 1
         if "out" in notes:
             pieces.append(("L0C", "c", (bm, bn), rt.dtype.name, bm * bn * 4))
-            if op.results[0].id in skip and l0c_bytes(m, n) > 2 * _align(bm * bn * 4, platform.align("L0C")):
-                outs[op.results[0].id] = (bm, bn)
+            if op.results[0].id in skip:      # no buffer of its own: it stays in the pieces until its last store
+                end = max(end, lv.end.get(op.results[0].id, end))
+                if l0c_bytes(m, n) > 2 * _align(bm * bn * 4, platform.align("L0C")):
+                    outs[op.results[0].id] = (bm, bn)
         kpiece = min(_align(kk, 16), 256)
         for which, piece, tt in (("a", (bm, kpiece), a_t), ("b", (kpiece, bn), b_t)):
             if which in notes:
@@ -422,8 +441,8 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
                 continue
             size = _align(nb, platform.align(space))
             what = "streamed operand staging" if space == "L1" else "ping-pong base tile"
-            buffers.append(Buffer(f"mma@{line}.{tag}", line, space, shape, dt, 2, 2 * size, p, p + 1, what,
-                                  loc=op.loc))
+            buffers.append(Buffer(f"mma@{line}.{tag}", line, space, shape, dt, 2, 2 * size, p,
+                                  end if space == "L0C" else p + 1, what, loc=op.loc))
         mmas.append(MmaPlan(line, bm, bn, bk, 2 * bm * bk * inb, 2 * bk * bn * inb, 2 * bm * bn * 4))
     out = {}
     for space in spaces:
