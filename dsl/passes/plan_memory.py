@@ -10,7 +10,9 @@ the budget is judged on the split programs).
 * Sizes. A buffer takes its tile's bytes, aligned as the platform table says;
   an L1 matrix is stored NZ (the Ascend C backend's ND->NZ copies), so it
   takes its rows padded to 16 and its columns to a 32-byte fractal
-  (``tile_bytes``: an 8 x 512 int8 query tile takes 16 x 512 bytes).
+  (``tile_bytes``: an 8 x 512 int8 query tile takes 16 x 512 bytes), and an
+  L0C matrix its fractal layout (``l0c_bytes``: rows padded to 16 per row
+  block, columns to 16).
 * Buffers. Each tile value that holds data gets a buffer (broadcast views,
   row slices and in-place row updates share their source's). Values share one
   buffer where the chip updates in place: a loop's carried value, its initial
@@ -221,10 +223,13 @@ def _align(x: int, a: int) -> int:
 
 def tile_bytes(t: TileType) -> int:
     """The bytes a tile takes in its space: an L1 matrix is stored NZ (the Ascend C backend's ND->NZ copy),
-    its rows padded to 16 and its columns to a 32-byte fractal; other tiles take their elements' bytes."""
+    its rows padded to 16 and its columns to a 32-byte fractal; an L0C matrix in its fractal layout
+    (``l0c_bytes``); other tiles take their elements' bytes."""
     if t.space is L1 and t.rank == 2:
         c0 = 32 // t.dtype.itemsize
         return -(-t.shape[0] // 16) * 16 * (-(-t.shape[1] // c0) * c0) * t.dtype.itemsize
+    if t.space is L0C and t.rank == 2:
+        return l0c_bytes(*t.shape)
     return t.nbytes
 
 
