@@ -102,6 +102,18 @@ def _at(t: str, idx: str) -> str:
     return t if idx == "0" else f"{t}[{idx}]"
 
 
+def _nz_columns(w, ref):
+    """(fractal width, fractal stride) expressions when a rank-2 GM window's columns are NZ fractals (two radices,
+    the inner one at stride 1, no lookups: an NZ cache's D/d0 fractals of d0 elements), else None. That the width
+    is 32 bytes (the L1 fractal's) is checked where the copy is emitted (at run time when it is a shape)."""
+    if len(w.dims) != 2:
+        return None
+    d = w.dims[-1]
+    if len(d.radices) != 2 or any(d.lookups or ()) or ref(d.strides[1]) != "1":
+        return None
+    return ref(d.radices[1]), ref(d.strides[0])
+
+
 def _const(e: str):
     """The int value of a literal expression, else None."""
     try:
@@ -207,7 +219,8 @@ class CubeRules:
         if len(w.dims) != 2:
 
             raise AscendCUnsupported(f"{what}: a rank-{len(w.dims)} GM window on the cube side", op.loc)
-        self._window_rows(w, op)     # the columns must be contiguous
+        if _nz_columns(w, self.ref) is None:
+            self._window_rows(w, op)     # the columns must be contiguous, or 32-byte fractals (an NZ cache)
         counts = tuple(self.ref(d.valid) for d in w.dims)
         for i, (d, n) in enumerate(zip(w.dims, counts)):
             if isinstance(d.valid, Value) and d.valid.const is None:
@@ -224,6 +237,9 @@ class CubeRules:
         into the NZ tile ``dst`` of R rows per column block (Nd2Nz; one call for rows with one stride that
         fits its 16-bit field, one call per row otherwise)."""
 
+        if _nz_columns(w, self.ref) is not None:
+            self._nz2nz(op, dst, w, row0, nrows, col0, ncols, R, c0)
+            return
         g = self.gm[w.tensor.id]
         d0, d1 = w.dims
         cstart = c_sum(self.ref(d1.start), col0)
@@ -262,6 +278,44 @@ class CubeRules:
         self.emit("} else {")
         self.depth += 1
         per_row()
+        self.depth -= 1
+        self.emit("}")
+
+    def _nz2nz(self, op, dst: str, w, row0: str, nrows: str, col0: str, ncols: str, R: int, c0: int):
+        """Rows [row0, row0 + nrows) x columns [col0, col0 + ncols) of a GM window whose columns are NZ
+        fractals (an NZ cache: c0 contiguous elements, fractal j at j * stride) into the NZ tile ``dst`` of R
+        rows per column block: the fractals copy as they are (DataCopy of 32-byte blocks, no Nd2Nz), one call
+        for rows one fractal row apart, one call per row otherwise (a paged cache's rows)."""
+        from .names import c_string
+
+        g = self.gm[w.tensor.id]
+        d0, d1 = w.dims
+        fc0, fstride = _nz_columns(w, self.ref)
+        if _const(fc0) is not None and _const(fc0) != c0:
+            raise AscendCUnsupported(f"an NZ GM window of {fc0}-element fractals into an L1 tile of {c0}-element "
+                                     "fractals", op.loc)
+        cstart = _fold(c_sum(self.ref(d1.start), col0))
+        self.emit(f"CVT_CHECK({fc0} == {c0}, {c_string(f'NZ window: its fractals are not {c0} elements (32 bytes)')});")
+        self.emit(f"CVT_CHECK(({cstart}) % {c0} == 0 && ({ncols}) % {c0} == 0 && ({fstride}) % {c0} == 0, "
+                  f"{c_string('NZ window: the columns copied are not whole fractals')});")
+        self.api |= {"DataCopy", "DataCopyParams"}
+        u16 = lambda e: c_cast("uint16_t", e)  # noqa: E731
+        nblk = _fold(f"({ncols}) / {c0}")
+        cofs = f"({cstart}) / {c0} * {fstride}"
+        plain = len(d0.radices) == 1 and not any(d0.lookups or ()) and self.ref(d0.strides[0]) == str(c0)
+        if plain:
+            r0 = _fold(c_sum(self.ref(d0.start), row0))
+            base = c_sum(self.ref(w.offset), f"({r0}) * {c0}", cofs)
+            self.emit(f"DataCopy({dst}, {g}[{base}], DataCopyParams({u16(nblk)}, {u16(nrows)}, "
+                      f"{u16(f'({fstride}) / {c0} - ({nrows})')}, {u16(f'{R} - ({nrows})')}));")
+            return
+        r = self.namer.ident("row")
+        self.emit(f"for (int64_t {r} = 0; {r} < {nrows}; ++{r}) {{")
+        self.depth += 1
+        roff = self._row_offset(d0, c_sum(self.ref(d0.start), row0, r), op)
+        base = c_sum(self.ref(w.offset), roff, cofs)
+        self.emit(f"DataCopy({dst}[{r} * {c0}], {g}[{base}], DataCopyParams({u16(nblk)}, 1, "
+                  f"{u16(f'({fstride}) / {c0} - 1')}, {R - 1}));")
         self.depth -= 1
         self.emit("}")
 
