@@ -1029,8 +1029,10 @@ class _Lowering(CubeRules):
         r, c = self.namer.ident("i"), self.namer.ident("j")
 
         def at(x: Value) -> str:
-            if not x.is_tile:
-                return self.scalar_as(x, _promote(op, x))
+            if not x.is_tile:     # in the op's dtype; a 16-bit float read as float, as the tiles' elements are
+                dt = _promote(op, x)
+                v = self.scalar_as(x, dt)
+                return f"static_cast<float>({v})" if dt.name in ("float16", "bfloat16") else v
             t = self.tile(x)
             if x.type.rank == 1:
                 idx = c

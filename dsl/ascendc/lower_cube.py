@@ -11,13 +11,16 @@ Model
   C0 multiple are zero). L0A is Zz (A2/A3) or Nz (950), L0B Zn. An (M, N) L0C tile is row blocks of up to
   128 rows (the plan's base_m), each an NZ 16x16 matrix of its rows padded to 16, one after the other;
   ``Mmad`` runs on whole 16-row / 16-column fractals (the rows and columns past the valid extents hold
-  values nobody stores) and sums over exactly the valid K.
+  values nobody stores) and sums over exactly the valid K. B stored [K, N] reaches L0B transposed: 16-bit
+  fractals by ``LoadData`` with ``ifTranspose``, 8-bit ones by ``LoadDataWithTranspose`` per 32 x 32 square
+  (A2/A3; N, its pieces and the K rows stored in multiples of 32).
 * ``copy{staged}`` (L1 -> L0A/L0B feeding one mma) prints nothing: L0A/L0B hold the mma's ping-pong base
   tiles (``mma@<line>.a`` / ``.b`` of the plan), which the mma fills itself piece by piece.
 * ``mma`` walks the plan's base tiles: row blocks, column pieces of ``base_n`` (a loop when they are equal)
   and contraction pieces of ``base_k`` (a loop over the valid K); per piece L1 -> L0A/L0B (``LoadData``)
   for the L1 operands, GM -> L1 -> L0A/L0B for a GM window operand (through the plan's ``.stream``
-  pieces), and ``Mmad`` (``cmatrixInitVal`` on the first K piece unless it accumulates into ``acc``). Its
+  pieces; a window whose columns are NZ fractals, an NZ cache, copies its fractals as they are with
+  ``DataCopy`` of 32-byte blocks, one call per paged row), and ``Mmad`` (``cmatrixInitVal`` on the first K piece unless it accumulates into ``acc``). Its
   result is the planned L0C buffer, or -- a result that is only stored -- the plan's ``mma@<line>.c``
   pieces: when the whole result fits them it waits there for its store; otherwise the mma is lowered at
   its store (only waits, events and scalars stand between them) and each piece is Fixpiped out when done.
@@ -38,7 +41,8 @@ Model
 * On the 950 a hand-off's slots are read and written where the simulator keeps them (the workspace slot
   area, through GM); the plan's on-chip slot buffers stay unused.
 * What the plan or the API subset cannot express raises ``AscendCUnsupported`` naming the construct and
-  the line: a non-transposed B of a non-16-bit type (LoadDataWithTranspose), an L1 / L0C tile whose
+  the line: a non-transposed B of 32-bit type, or of 8-bit type on the 950 or off the 32 x 32 squares, an
+  L1 / L0C tile whose
   fractal layout exceeds its planned buffer, an L1 operand the plan lets another buffer (the mma's own
   stream pieces included, when it has several pieces) overwrite before the mma read it, a streamed-out
   result read by more than one store or by an op other than a store, resident L0A/L0B tiles (copies that
@@ -509,11 +513,19 @@ class CubeRules:
         if src["b"][2].name != dt.name:
             raise AscendCUnsupported(f"mma of {dt} by {src['b'][2]}", op.loc)
         c0 = 32 // dt.itemsize
-        if not trans and dt.itemsize != 2:
-            raise AscendCUnsupported(f"mma with a non-transposed B of {dt} (L1 -> L0B needs "
-                                     "LoadDataWithTranspose, outside the API subset)", op.loc)
         bm, bk = pieces["a"].shape
         bk2, bn = pieces["b"].shape
+        if not trans and dt.itemsize == 4:
+            raise AscendCUnsupported(f"mma with a non-transposed B of {dt} (L1 -> L0B needs the 32-bit "
+                                     "LoadDataWithTranspose, outside the API subset)", op.loc)
+        if not trans and dt.itemsize == 1:
+            k_rows = src["b"][3][0] if src["b"][0] == "l1" else bk
+            why = ("on Ascend950 (its transposing load is outside the API subset)" if self.arch35 else
+                   f"whose N ({N}) or N piece ({bn}) is not a multiple of 32, or whose stored K rows ({k_rows}) or K "
+                   f"piece ({bk}) are not" if N % 32 or bn % 32 or bk % 32 or (-(-k_rows // 16)) % 2 else None)
+            if why:
+                raise AscendCUnsupported(f"mma with a non-transposed B of {dt} {why} (LoadDataWithTranspose "
+                                         "transposes 32 x 32 squares)", op.loc)
         if bk != bk2 or bk % c0 or bk % 16:
             raise AscendCUnsupported(f"mma base tiles {bm}x{bk} / {bk2}x{bn} ({dt}): base_k must be a multiple "
                                      f"of {max(c0, 16)}", op.loc)
@@ -786,7 +798,18 @@ class CubeRules:
         self.emit("}")
 
     def _load_b(self, dst: str, src: str, kr0: str, kp: str, N1p: int, K1L: int, nb0: str, fe: int):
-        """B stored [K, N] (NZ in L1, 16 * K1L rows): each 16 x 16 fractal transposed into L0B's Zn."""
+        """B stored [K, N] (NZ in L1, 16 * K1L rows): each 16 x 16 fractal transposed into L0B's Zn; 8-bit B
+        (32-column blocks in L1) per 32 rows of K: each 32 x 32 square (two 16 x 32 fractals of one column block)
+        transposed into the two L0B fractals of its 32 columns (LoadDataWithTranspose)."""
+        if fe == _FRACTAL:          # one-byte elements
+            j = self.namer.ident("kb")
+            self.api |= {"LoadDataWithTranspose", "LoadData2dTransposeParams"}
+            self.emit(f"for (int64_t {j} = 0; {j} < ({kp} + 31) / 32; ++{j}) {{")
+            self.emit(f"    LoadDataWithTranspose({dst}[{j} * {N1p * fe}], "
+                      f"{src}[{_lin([(f'({nb0}) / 2', K1L), (kr0, 1), (j, 2)], 0, fe)}], "
+                      f"LoadData2dTransposeParams(0, {N1p // 2}, {K1L // 2}, 1, 0));")
+            self.emit("}")
+            return
         i = self.namer.ident("kb")
         self.emit(f"for (int64_t {i} = 0; {i} < ({kp} + 15) / 16; ++{i}) {{")
         self.emit(f"    LoadData({dst}[{i} * {N1p * fe}], {src}[{_lin([(nb0, K1L), (kr0, 1), (i, 1)], 0, fe)}], "

@@ -3,7 +3,8 @@
 Where ``ASC_DEVKIT_DIR`` and ``ASC_TOOLS_DIR`` name local copies of the public repositories asc-devkit
 (GitHub mirror ``mirror-cann/asc-devkit``) and asc-tools (``hicann/asc-tools``), the kernels the backend
 emits (examples 01, 02, 03 and 05, the FIA attention and flash-decode combine kernels of a decode and a
-prefill call, on Ascend910B1 and, for the cube examples and FIA, Ascend950) are each syntax-checked with
+prefill call, on Ascend910B1 and, for the cube examples and FIA, Ascend950, and the A2/A3 MLA FA-quant and
+full-quant kernels of their tests' module calls) are each syntax-checked with
 ``g++ -std=c++17 -fsyntax-only`` for the four macro sets (arch22 / arch35 x AIC / AIV), with the stub
 header ``cvtile.dsl.ascendc.real_headers`` generates from those headers at test time. A kernel the
 backend does not lower today (``AscendCUnsupported``) is skipped with the reason. Slow (about 10 s and
@@ -54,12 +55,22 @@ CASES = {
     ("fia_decode_fd", T35): ["fia_attention", "fia_fd_combine"],
     ("fia_prefill", T22): ["fia_attention", "fia_fd_combine"],
     ("fia_prefill", T35): ["fia_attention", "fia_fd_combine"],
+    ("fia_mla_quant", T22): ["fia_mla_quant"],
+    ("fia_fullquant", T22): ["fia_fullquant"],
 }
 SETS = list(A.MACROS)
 
 
 def _example(name):
     spec = importlib.util.spec_from_file_location(f"real_ex_{name}", EXAMPLES / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _kernel_test(name):
+    path = Path(__file__).resolve().parents[1] / "kernels" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"real_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -92,7 +103,16 @@ def _launches(case: str, target: str) -> list:
         ck = _example("05_cube_vector_subblocks").scores_softmax.on(target).compile(*args, M=M, N=N, D=D)
         return [A.Launch(ck, 2, args)]
     from cvtile.cases import DEFAULT_CASES, CaseSpec, make_inputs, with_options
-    from cvtile.kernels.fia.api import npu_fused_infer_attention_score
+    from cvtile.kernels.fia.api import fused_infer_attention_score_v4, npu_fused_infer_attention_score
+
+    if case in ("fia_mla_quant", "fia_fullquant"):   # the module calls of their kernel tests
+        mod = _kernel_test(f"test_{case}")
+        with record_launches() as rec:
+            if case == "fia_mla_quant":
+                fused_infer_attention_score_v4(**mod._call(softmax_lse_flag=True))
+            else:
+                npu_fused_infer_attention_score(**mod._call(scale=1.0, softmax_lse_flag=True))
+        return [A.Launch.of(r) for r in rec.launches]
 
     if case == "fia_decode_fd":            # the flash-decode case of tests/ascendc/test_emit.py
         spec = with_options(DEFAULT_CASES[0], batch=1, num_heads=8, num_kv_heads=1, kv_seqlen=8192,

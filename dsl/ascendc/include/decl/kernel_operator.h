@@ -642,6 +642,29 @@ struct LoadData2DParams {
     uint8_t addrMode = 0;
 };
 
+struct LoadData2dTransposeParams {
+    __aicore__ LoadData2dTransposeParams() {}
+    __aicore__ LoadData2dTransposeParams(const uint16_t startIndexIn, const uint8_t repeatTimesIn,
+        const uint16_t srcStrideIn, const uint16_t dstGapIn, const uint16_t dstfracGapIn, const uint8_t addrModeIn)
+        : startIndex(startIndexIn),
+          repeatTimes(repeatTimesIn),
+          srcStride(srcStrideIn),
+          dstGap(dstGapIn),
+          dstFracGap(dstfracGapIn),
+          addrMode(addrModeIn)
+    {}
+    __aicore__ LoadData2dTransposeParams(const uint16_t startIndexIn, const uint8_t repeatTimesIn,
+        const uint16_t srcStrideIn, const uint16_t dstGapIn, const uint16_t dstfracGapIn)
+        : LoadData2dTransposeParams(startIndexIn, repeatTimesIn, srcStrideIn, dstGapIn, dstfracGapIn, 0)
+    {}
+    uint16_t startIndex = 0;
+    uint8_t repeatTimes = 0;
+    uint16_t srcStride = 0;
+    uint16_t dstGap = 0;
+    uint16_t dstFracGap = 0;
+    uint8_t addrMode = 0;
+};
+
 struct MmadParams {
     __aicore__ MmadParams() {}
     __aicore__ MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const bool isBiasIn,
@@ -1071,6 +1094,10 @@ __aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsCopyT<T>::value)
 template <typename T>
 __aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsLoadT<T>::value)
     LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData2DParams& loadDataParams);
+template <typename T>
+__aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsLoadT<T>::value)
+    LoadDataWithTranspose(const LocalTensor<T>& dst, const LocalTensor<T>& src,
+        const LoadData2dTransposeParams& loadDataParams);
 #if !CVTILE_ARCH35
 template <typename T>
 __aicore__ CVTILE_INL CVT_ENABLE(cvtile_api::IsLoadT<T>::value)

@@ -1184,6 +1184,43 @@ inline CVT_ENABLE(cvtile_api::IsLoadT<T>::value)
     cvtile_cube::LoadFractals(api, c, nullptr, dh, dst.cvtAddr_, &cvtile_cube::LocalSrcAt, &ctx, loadDataParams,
         sizeof(T));
 }
+template <typename T>
+inline CVT_ENABLE(cvtile_api::IsLoadT<T>::value) LoadDataWithTranspose(const LocalTensor<T>& dst,
+    const LocalTensor<T>& src, const LoadData2dTransposeParams& loadDataParams)
+{
+    // The LoadDataWithTranspose page: int8/uint8 only here. Each repeat i joins the two consecutive 16 x 32
+    // fractals of src at square startIndex + i * srcStride (squares of 32 x 32 bytes) into one 32 x 32 matrix,
+    // transposes it and writes its two 16 x 32 halves: the first at dst + i * (1 + dstGap) fractals (512 B),
+    // the second 1 + dstFracGap fractals after the first.
+    using namespace ::cvtile_twin;
+    const char* api = "LoadDataWithTranspose(L1->L0, LoadData2dTransposeParams)";
+    Core* c = NeedAic(api);
+    const LoadData2dTransposeParams& p = loadDataParams;
+    if (sizeof(T) != 1) {
+        Fail(api, "the twin models the 8-bit form only (got %zu-byte elements)", sizeof(T));
+    }
+    if (p.addrMode != 0) {
+        Fail(api, "addrMode %u is not modelled (0 only)", static_cast<unsigned>(p.addrMode));
+    }
+    const HW dh = cvtile_cube::LoadDst(api, dst);
+    NeedHw(api, "src", src, HW::L1, "A1/B1");
+    CheckAlign(api, "src", HW::L1, src.cvtAddr_, 32);
+    for (uint32_t i = 0; i < p.repeatTimes; ++i) {
+        const uint64_t sq = (static_cast<uint64_t>(p.startIndex) + static_cast<uint64_t>(i) * p.srcStride) * 1024;
+        const uint8_t* s = SpacePtr(c, api, "src", HW::L1, src.cvtAddr_ + static_cast<uint32_t>(sq), 1024);
+        const uint64_t first = static_cast<uint64_t>(i) * (1ull + p.dstGap) * 512;
+        const uint64_t second = first + (1ull + p.dstFracGap) * 512;
+        uint8_t* d0 = SpacePtr(c, api, "dst", dh, dst.cvtAddr_ + static_cast<uint32_t>(first), 512);
+        uint8_t* d1 = SpacePtr(c, api, "dst", dh, dst.cvtAddr_ + static_cast<uint32_t>(second), 512);
+        uint8_t square[1024];
+        std::memcpy(square, s, 1024);
+        for (int r = 0; r < 32; ++r) {
+            for (int q = 0; q < 32; ++q) {
+                (r < 16 ? d0 : d1)[(r % 16) * 32 + q] = square[q * 32 + r];
+            }
+        }
+    }
+}
 #if !CVTILE_ARCH35
 template <typename T>
 inline CVT_ENABLE(cvtile_api::IsLoadT<T>::value)
