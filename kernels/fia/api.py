@@ -404,7 +404,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"call: {tiling.extras.get('row_tasks', 'its core split is not mirrored')}")
     qd, kd, vd = (_dtype_of(arrays, name) for name in ("query", "key", "value"))
     if mla_quant:
-        pass   # (its MlaQuantSpec / MlaFullQuantSpec is set above)
+        pass   # (its MlaQuantSpec is set above)
     elif tiling.template == FP8_GQA_TEMPLATE:   # FP8 query, key and value, modes 3/3/2 (fia.fullquant_gqa)
         arrays["_fullquant_gqa"] = fullquant_gqa_call(arrays, attrs, tiling)
     elif tiling.template == MX_TEMPLATE:   # FP8 query, key and value with E8M0 group scales, modes 6/6/8

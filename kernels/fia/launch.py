@@ -56,7 +56,6 @@ from .kernel_fullquant_gqa import fia_fullquant_gqa
 from .kernel_fullquant_mx import fia_fullquant_mx
 from .kernel_mla_fullquant import fia_mla_fullquant
 from .kernel_mla_quant import fia_mla_quant
-from .mla_fullquant import MlaFullQuantSpec
 from .mla_quant import MlaQuantSpec
 from .kv_list import check_list_launch, list_arena, total_size
 from .prefix_fd import prefix_fd_tiling
@@ -117,9 +116,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
 
     ``fullquant``: a ``fullquant.FullQuantSpec`` for int8 query, key and value: the call runs ``fia_fullquant``
     (the output is fp16 unless post-quantised); an ``mla_quant.MlaQuantSpec`` (MLA FA quant on A2/A3, the
-    int8 query with its rope and scales) runs ``fia_mla_quant`` (a bf16 output), an
-    ``mla_fullquant.MlaFullQuantSpec`` (Ascend950's MLA full quant, the FP8 query and cache widened to fp16 as
-    ``fullquant_gqa``'s) ``fia_mla_fullquant`` (a bf16 output). ``fullquant_gqa``: a
+    int8 query with its rope and scales) runs ``fia_mla_quant`` (a bf16 output), on an arch35 tiling (Ascend950's
+    MLA full quant, ``mla_fullquant``; the FP8 query and cache widened to fp16 as ``fullquant_gqa``'s)
+    ``fia_mla_fullquant`` (a bf16 output). ``fullquant_gqa``: a
     ``fullquant_gqa.FullQuantGqaSpec`` for Ascend950's FP8 full quant (FP8 query, paged key/value): the call runs
     ``fia_fullquant_gqa`` on the FP8 tensors widened to fp16 (``float_cache_widened``), its output ``out_dtype``
     (fp16 or bf16). ``fullquant_mx``: a ``fullquant_mx.FullQuantMxSpec`` for Ascend950's MXFP8 full quant: the
@@ -195,7 +194,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     postq, qs2, qo2 = _post_quant_args(quant_scale2, quant_offset2, n1, dv)
     if postq:
         out_dtype = np.int8
-    elif isinstance(fullquant, (MlaQuantSpec, MlaFullQuantSpec)):
+    elif isinstance(fullquant, MlaQuantSpec):
         out_dtype = BFLOAT16
     elif fullquant is not None:
         out_dtype = np.float16
@@ -300,7 +299,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             MSD=msd_constants(antiquant.int4),
             **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
             order=order)
-    elif rows and isinstance(fullquant, MlaQuantSpec):
+    elif rows and isinstance(fullquant, MlaQuantSpec) and tiling.arch != "arch35":
         fia_mla_quant.on(plat)[ncores](
             q, _as_heads(fullquant.query_rope, lay.qkv, n1), fullquant.query_scale, k, fullquant.key_rope, v, out_k,
             lse_arg, mask, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt, qs2, qo2,
@@ -309,7 +308,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             DR=fullquant.query_rope.shape[-1] // (n1 if lay.qkv == "BSH" else 1), DV=dv, BAND=band, MASK=use_mask,
             LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), EMPTY_LSE=float(empty_lse), serial=serial,
             order=order)
-    elif rows and isinstance(fullquant, MlaFullQuantSpec):
+    elif rows and isinstance(fullquant, MlaQuantSpec) and tiling.arch == "arch35":
         _refuse_hooks(hooks, "MLA full quant")
         fia_mla_fullquant.on(plat)[ncores](
             float_cache_widened(q, np.float16), _as_heads(fullquant.query_rope, lay.qkv, n1), fullquant.query_scale,

@@ -14,8 +14,8 @@ kernel for it is ``FABlockVecInferMlaFullquant``, simulated by ``kernel_mla_full
 reads its scores through a bias trick and an NZ cache of its own: ``query``), a HiFloat8 one (P is cast to
 HiF8 against 32768 with CAST_ROUND: ``query``), an NZ cache (``key``), a post-quantised output
 (``quant_scale2``), and through ``fullquant_gqa.fp8_p_scale_log`` flash-decode splits, a learnable sink and the
-tree mask (sparse_mode 9). It returns the :class:`MlaFullQuantSpec` the launch hands to the kernel: the rope
-tensors, the query scales as a (…, 1) view and the key / value scales and softmax scale as fp32.
+tree mask (sparse_mode 9). It returns the ``mla_quant.MlaQuantSpec`` the launch hands to the kernel (on an arch35
+tiling): the rope tensors, the query scales as a (…, 1) view and the key / value scales and softmax scale as fp32.
 
 Invariants
 ----------
@@ -27,16 +27,14 @@ Invariants
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ...tiling.params import canonical_dtype
 from ..errors import UnsupportedParameterError
 from .fullquant_gqa import fp8_p_scale_log
-from .mla_quant import mla_query_scales, refuse_mla_extras
+from .mla_quant import MlaQuantSpec, mla_query_scales, refuse_mla_extras
 
-__all__ = ["MlaFullQuantSpec", "is_mla_fullquant", "mla_fullquant_call", "MLA_FQ_TEMPLATE"]
+__all__ = ["is_mla_fullquant", "mla_fullquant_call", "MLA_FQ_TEMPLATE"]
 
 #: op_host's template an Ascend950 MLA full-quant call tiles to
 MLA_FQ_TEMPLATE = "FusedInferAttentionScoreTilingImpl"
@@ -45,19 +43,6 @@ _REFUSED_DTYPES = {"int8": "the chip's int8 path (its scores read through a bias
                            "of 32-byte fractals, int32 P·V) is not simulated on Ascend950",
                    "hifloat8": "the chip's HiFloat8 path (P cast to HiF8 against 32768, CAST_ROUND) is not "
                                "simulated"}
-
-
-@dataclass(frozen=True)
-class MlaFullQuantSpec:
-    """What the MLA full-quant kernel reads besides query and key: the ropes, the query scales (the query's
-    shape less D, plus a unit axis) and the fp32 scalars dk, scale and dv."""
-
-    query_rope: np.ndarray
-    key_rope: np.ndarray
-    query_scale: np.ndarray
-    key_scale: np.float32
-    scale: np.float32
-    value_scale: np.float32
 
 
 def is_mla_fullquant(arrays: dict, tiling) -> bool:
@@ -69,12 +54,13 @@ def is_mla_fullquant(arrays: dict, tiling) -> bool:
             and canonical_dtype(q.dtype) in ("float8_e4m3fn", "int8", "hifloat8", "uint8"))
 
 
-def mla_fullquant_call(arrays: dict, attrs: dict, tiling) -> MlaFullQuantSpec:
-    """Check an Ascend950 MLA full-quant call (module doc) and return its :class:`MlaFullQuantSpec`."""
+def mla_fullquant_call(arrays: dict, attrs: dict, tiling) -> MlaQuantSpec:
+    """Check an Ascend950 MLA full-quant call (module doc) and return its ``mla_quant.MlaQuantSpec`` (the value
+    scale dv itself: the kernel multiplies by 1/448 on its own)."""
     qd = canonical_dtype(arrays["query"].dtype)
     if qd != "float8_e4m3fn":
         qd = "hifloat8" if qd == "uint8" else qd
-        raise UnsupportedParameterError("query", qd, f"MLA full quant with a {qd} query: {_REFUSED_DTYPES[qd]}; "
+        raise UnsupportedParameterError("query", qd, f"MLA full quant with the {qd} query: {_REFUSED_DTYPES[qd]}; "
                                         "cvtile runs the float8_e4m3fn one")
     refuse_mla_extras(arrays, "MLA full quant on Ascend950")
     fp8_p_scale_log(arrays, attrs, tiling, "MLA")
@@ -83,5 +69,5 @@ def mla_fullquant_call(arrays: dict, attrs: dict, tiling) -> MlaFullQuantSpec:
             raise UnsupportedParameterError(name, "NZ cache", "MLA full quant on Ascend950 with an NZ cache is not "
                                             "simulated (dense and BnBsH / BnNBsD paged caches are)")
     dsq, dk, dv = mla_query_scales(arrays, attrs)
-    return MlaFullQuantSpec(query_rope=arrays["query_rope"], key_rope=arrays["key_rope"], query_scale=dsq,
-                            key_scale=dk, scale=np.float32(float(attrs["scale"])), value_scale=dv)
+    return MlaQuantSpec(query_rope=arrays["query_rope"], key_rope=arrays["key_rope"], query_scale=dsq,
+                        key_scale=dk, scale=np.float32(float(attrs["scale"])), value_scale=dv)

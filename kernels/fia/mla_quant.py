@@ -45,8 +45,8 @@ __all__ = ["MlaQuantSpec", "is_mla_quant", "mla_quant_call", "mla_query_scales",
 #: the optional inputs the MLA FA-quant kernel consumes beyond the non-quant MLA's
 MLA_QUANT_INPUTS = ("dequant_scale_query", "key_antiquant_scale", "value_antiquant_scale")
 #: inputs the kernel does not take, with what they are
-_NOT_WITH = (("quant_scale2", "a post-quantised output (the simulated MLA quant kernels write bf16, what the "
-                              "A2/A3 tiling keys and the Ascend950 checks take)"),
+_NOT_WITH = (("quant_scale2", "a post-quantised output (the A2/A3 MLA FA-quant tiling keys and the Ascend950 "
+                              "MLA full-quant checks are bf16 output only)"),
              ("pse_shift", "pse_shift"), ("learnable_sink", "a learnable sink"),
              ("query_padding_size", "left padding"), ("kv_padding_size", "left padding"),
              ("key_shared_prefix", "a shared prefix"), ("key_rope_antiquant_scale", "a rope antiquant scale"))
@@ -54,8 +54,9 @@ _NOT_WITH = (("quant_scale2", "a post-quantised output (the simulated MLA quant 
 
 @dataclass(frozen=True)
 class MlaQuantSpec:
-    """What the MLA FA-quant kernel reads besides query/key/value: the ropes, the query scales (the query's
-    shape less D, plus a unit axis) and the fp32 scalars dk, scale and dv/127."""
+    """What the MLA quant kernels read besides query/key/value: the ropes, the query scales (the query's shape
+    less D, plus a unit axis) and the fp32 scalars dk, scale and the value scale: dv/127 for the A2/A3 MLA FA
+    quant, dv itself for the Ascend950 MLA full quant (``mla_fullquant``)."""
 
     query_rope: np.ndarray
     key_rope: np.ndarray
