@@ -18,11 +18,16 @@ the GQA decode is memory-bound, the CPU time per FLOP against the reference.
 
 ``--chip950`` instead times, with the cost model only (``fia_cost``, no run), Ascend950's MLA full quant
 (``fia_mla_fullquant``: float8_e4m3fn query and latent cache, per-token-head query scales, per-tensor key/value
-scales, bf16 rope and output) against the bf16 MLA kernel of the same shape on the same chip (B=16 Nq=32 Nkv=1
-Sq=1 Skv=4096, D=512 + rope 64, dense BSND, the latent passed as key and value): the chip time of each and per
-byte of the latent cache as stored (key + key_rope: the 8-bit cache holds 640 bytes a position, the bf16 one
-1152). The simulated full-quant kernel loads the FP8 cache widened to fp16 (``launch.float_cache_widened``), so
-its load time is the 16-bit cache's: the figure is an upper bound on the chip's.
+scales, bf16 rope and output) against the bf16 MLA of the same shape on the same chip (B=16 Nq=32 Nkv=1 Sq=1
+Skv=4096, D=512 + rope 64, dense BSND, the latent passed as key and value, both on the catch-all template): the
+chip time of each and per byte of the latent cache as stored (key + key_rope: the 8-bit cache holds 640 bytes a
+position, the bf16 one 1152). The 950's bf16 MLA kernels are not simulated (``tree.ROPE_TEMPLATES``): the bf16
+figure is the non-quant kernel ``fia_attention`` with the rope joined (D 576, Dv 512, K and V loaded apart), as
+the simulator runs the A2/A3 MLA, on op_host's tiling of the bf16 call. The simulated full-quant kernel loads the
+FP8 cache widened to fp16 (``launch.float_cache_widened``) and reads the key's block twice (for q·kᵀ and as V,
+where the chip reuses its L1 copy), so its load time is that of the 16-bit cache read twice, as the bf16
+stand-in's K and V (2176 bytes a position either way): an upper bound on the chip's, which streams the 640
+bytes a position of the FP8 latent and its rope once.
 
     python benchmarks/bench_mla.py --chip950 [--json]
 """
@@ -69,8 +74,11 @@ def _calls() -> dict:
 def chip950() -> dict:
     """name -> the cost model's chip time (us), the latent cache's bytes and the time per byte, for the bf16
     MLA and the FP8 MLA full quant on Ascend950 (module doc), with the full quant's ratios to the bf16 one."""
+    from unittest import mock
+
     import ml_dtypes
 
+    from cvtile.kernels.fia import tree
     from cvtile.kernels.fia.cost import fia_cost
 
     rng = np.random.default_rng(3)
@@ -88,9 +96,11 @@ def chip950() -> dict:
                  query_quant_mode=3, out_dtype="bfloat16"))}
     res = {}
     for name, (q, k, extra) in calls.items():
-        rep = fia_cost(q, k, k, **extra)
+        with mock.patch.object(tree, "ROPE_TEMPLATES", tree.ROPE_TEMPLATES + ("FusedInferAttentionScoreTilingImpl",)):
+            rep = fia_cost(q, k, k, **extra)   # (the bf16 call's rope joined on the catch-all: module doc)
         nbytes = k.nbytes + kr.nbytes
-        res[name] = {"kernel": rep.main.kernel, "chip_us": rep.estimated_us, "cache_bytes": nbytes,
+        res[name] = {"kernel": rep.main.kernel, "template": rep.tiling.template, "chip_us": rep.estimated_us,
+                     "cache_bytes": nbytes,
                      "chip_ps_per_byte": rep.estimated_us / nbytes * 1e6, "bound": rep.bound}
     ref, fq = res["mla_bf16"], res["mla_fullquant_fp8"]
     fq["ratio"] = fq["chip_us"] / ref["chip_us"]

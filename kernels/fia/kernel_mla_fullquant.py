@@ -25,7 +25,9 @@ lse = gm + log(gl).
 
 The value: the chip's P·V matmul takes its right operand from the L1 buffer the key's nope was loaded into
 (``l1KBuffers.GetReused()``), so V is the key's D 512 (the latent cache, which vLLM passes as both key and
-value); the value tensor is not read.
+value); the value tensor is not read. The kernel here reads the key's block again for C2 (a tile of the key held
+for both matmuls would sit in L0B, which 128 x 512 halves overflow), so the cost model books a second load of it
+where the chip has none.
 
 As in ``kernel_fullquant_gqa``, the simulator has no 8-bit float tiles: the host widens the FP8 query and cache
 to fp16 (exact), P is rounded onto the FP8 grid in fp32 and handed to the cube as fp16 (exact); the masked
