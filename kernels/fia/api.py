@@ -435,7 +435,7 @@ def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
     3/3/2) passes: ``kernel_fullquant_gqa`` runs it (host side ``fullquant_gqa``), and so does one routed to
     FiaTilingFullQuantMxArch35 (MXFP8, modes 6/6/8: ``kernel_fullquant_mx``, host side ``fullquant_mx``) and
     the MLA full quant (modes 3/0/0 with the split rope on the catch-all template: ``kernel_mla_fullquant``, host
-    side ``mla_fullquant``, which refuses its int8 and HiFloat8 flavours by name). On A2/A3 an
+    side ``mla_fullquant``: its FP8 and int8 flavours; the HiFloat8 one is refused by name). On A2/A3 an
     int8 query (MLA FA quant, op_host's only int8-query path there) passes to ``kernel_mla_quant``; another call
     op_host accepts is refused the same way (or naming ``query_quant_mode`` given alone, which takes effect only
     with a quantised query; cvtile refuses it rather than drop it)."""

@@ -315,8 +315,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             float_cache_widened(k, np.float16),
             fullquant.key_rope if cache != "dense" else _as_heads(fullquant.key_rope, lay.qkv, n2), out_k, lse_arg,
             mask, bt, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt, fullquant.key_scale, fullquant.scale,
-            fullquant.value_scale, CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
-            ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap, S2=tiling.s2_base, D=d,
+            fullquant.value_scale, QUANT="int8" if canonical_dtype(q.dtype) == "int8" else "fp8", CACHE=cache,
+            LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order,
+            TOKEN=lay.token, G=g, M=m_cap, S2=tiling.s2_base, D=d,
             DR=fullquant.query_rope.shape[-1] // (n1 if lay.qkv == "BSH" else 1), DV=dv, BAND=band, MASK=use_mask,
             LSE=bool(softmax_lse_flag), EMPTY_LSE=float(empty_lse), serial=serial, order=order)
     elif rows and fullquant_mx is not None:

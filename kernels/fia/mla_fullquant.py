@@ -1,27 +1,30 @@
-"""Host side of MLA full quant on Ascend950 (FP8 query and latent cache; quant modes 3/0/0): checks and spec.
+"""Host side of MLA full quant on Ascend950 (FP8 or int8 query and latent cache; quant modes 3/0/0): checks and spec.
 
 Model
 -----
 op_host (the dequant checker, mirrored by ``tiling.checkers.dequant``: "MLA full quant") accepts a quantised
 query (float8_e4m3fn, int8 or hifloat8, the key/value alike) with bf16 ``query_rope`` / ``key_rope``, D 512,
 one KV head, G a power of two up to 128, a bf16 output, ``dequant_scale_query`` with the query's shape less D and
-per-tensor (1,) float32 ``key_antiquant_scale`` / ``value_antiquant_scale``, quant modes 3/0/0, and routes it
-to the catch-all template ``FusedInferAttentionScoreTilingImpl`` (64 rows of G·S1, S2 blocks of 128), whose
-kernel for it is ``FABlockVecInferMlaFullquant``, simulated by ``kernel_mla_fullquant.fia_mla_fullquant``.
+per-tensor (1,) float32 ``key_antiquant_scale`` / ``value_antiquant_scale``, quant modes 3/0/0 (int8: only a
+paged NZ cache, ``CheckFeatureMLAFullquant``; not BNSD), and routes it to the catch-all template
+``FusedInferAttentionScoreTilingImpl`` (64 rows of G·S1, S2 blocks of 128), whose kernel for it is
+``FABlockVecInferMlaFullquant``, simulated by ``kernel_mla_fullquant.fia_mla_fullquant`` (its QUANT "fp8" or
+"int8"). A paged cache of any of BnBsH, BnNBsD and NZ (``paLayoutType`` 1 / 0 / 2) is read as the chip's paged
+copy into L1 reads it.
 
 :func:`mla_fullquant_call` runs after op_host accepted the call. It refuses by name
-(``UnsupportedParameterError``) what the simulated kernel does not model: an int8 query (the chip's int8 path
-reads its scores through a bias trick and an NZ cache of its own: ``query``), a HiFloat8 one (P is cast to
-HiF8 against 32768 with CAST_ROUND: ``query``), an NZ cache (``key``), a post-quantised output
-(``quant_scale2``), and through ``fullquant_gqa.fp8_p_scale_log`` flash-decode splits, a learnable sink and the
-tree mask (sparse_mode 9). It returns the ``mla_quant.MlaQuantSpec`` the launch hands to the kernel (on an arch35
-tiling): the rope tensors, the query scales as a (…, 1) view and the key / value scales and softmax scale as fp32.
+(``UnsupportedParameterError``) what the simulated kernel does not model: a HiFloat8 query (``query``: no call
+reaches op_host with one, as the V2 binding here takes no ``query_dtype`` override, and the kernel's P cast to
+HiF8 against 32768 with CAST_ROUND is not simulated), a post-quantised output (``quant_scale2``), and through
+``fullquant_gqa.fp8_p_scale_log`` flash-decode splits, a learnable sink and the tree mask (sparse_mode 9). It
+returns the ``mla_quant.MlaQuantSpec`` the launch hands to the kernel (on an arch35 tiling): the rope tensors,
+the query scales as a (…, 1) view and the key / value scales and softmax scale as fp32.
 
 Invariants
 ----------
 * Only arch35 calls with a quantised query and the split rope on the catch-all template reach here
-  (``is_mla_fullquant``); the caller skips the rope join (the kernel runs the FP8 nope and the bf16 rope as two
-  matmuls into one accumulator).
+  (``is_mla_fullquant``); the caller skips the rope join (the kernel runs the quantised nope and the bf16 rope
+  as two matmuls into one accumulator).
 * Nothing is copied: the spec holds views of the caller's arrays.
 """
 
@@ -38,11 +41,9 @@ __all__ = ["is_mla_fullquant", "mla_fullquant_call", "MLA_FQ_TEMPLATE"]
 
 #: op_host's template an Ascend950 MLA full-quant call tiles to
 MLA_FQ_TEMPLATE = "FusedInferAttentionScoreTilingImpl"
-#: quantised query dtypes op_host takes for the MLA full quant, and what the simulator does with each
-_REFUSED_DTYPES = {"int8": "the chip's int8 path (its scores read through a bias in the accumulator, an NZ cache "
-                           "of 32-byte fractals, int32 P·V) is not simulated on Ascend950",
-                   "hifloat8": "the chip's HiFloat8 path (P cast to HiF8 against 32768, CAST_ROUND) is not "
-                               "simulated"}
+#: what the simulator makes of the HiFloat8 flavour op_host takes
+_HIF8_REFUSED = ("the chip's HiFloat8 path (P cast to HiF8 against 32768, CAST_ROUND) is not simulated, and no "
+                 "call reaches it: the V2 binding takes no query_dtype override (a HiF8 query is uint8 codes)")
 
 
 def is_mla_fullquant(arrays: dict, tiling) -> bool:
@@ -56,18 +57,13 @@ def is_mla_fullquant(arrays: dict, tiling) -> bool:
 
 def mla_fullquant_call(arrays: dict, attrs: dict, tiling) -> MlaQuantSpec:
     """Check an Ascend950 MLA full-quant call (module doc) and return its ``mla_quant.MlaQuantSpec`` (the value
-    scale dv itself: the kernel multiplies by 1/448 on its own)."""
+    scale dv itself: the kernel multiplies by 1/448, or 1/127, on its own)."""
     qd = canonical_dtype(arrays["query"].dtype)
-    if qd != "float8_e4m3fn":
-        qd = "hifloat8" if qd == "uint8" else qd
-        raise UnsupportedParameterError("query", qd, f"MLA full quant with the {qd} query: {_REFUSED_DTYPES[qd]}; "
-                                        "cvtile runs the float8_e4m3fn one")
+    if qd not in ("float8_e4m3fn", "int8"):
+        raise UnsupportedParameterError("query", "hifloat8", f"MLA full quant with the hifloat8 query: "
+                                        f"{_HIF8_REFUSED}; cvtile runs the float8_e4m3fn and int8 ones")
     refuse_mla_extras(arrays, "MLA full quant on Ascend950")
     fp8_p_scale_log(arrays, attrs, tiling, "MLA")
-    for name in ("key", "value", "key_rope"):
-        if getattr(arrays[name], "ndim", 0) == 5:
-            raise UnsupportedParameterError(name, "NZ cache", "MLA full quant on Ascend950 with an NZ cache is not "
-                                            "simulated (dense and BnBsH / BnNBsD paged caches are)")
     dsq, dk, dv = mla_query_scales(arrays, attrs)
     return MlaQuantSpec(query_rope=arrays["query_rope"], key_rope=arrays["key_rope"], query_scale=dsq,
                         key_scale=dk, scale=np.float32(float(attrs["scale"])), value_scale=dv)
