@@ -117,8 +117,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     ``fullquant``: a ``fullquant.FullQuantSpec`` for int8 query, key and value: the call runs ``fia_fullquant``
     (the output is fp16 unless post-quantised); an ``mla_quant.MlaQuantSpec`` (MLA FA quant on A2/A3, the
     int8 query with its rope and scales) runs ``fia_mla_quant`` (a bf16 output), on an arch35 tiling (Ascend950's
-    MLA full quant, ``mla_fullquant``; the FP8 query and cache widened to fp16 as ``fullquant_gqa``'s)
-    ``fia_mla_fullquant`` (a bf16 output). ``fullquant_gqa``: a
+    MLA full quant, ``mla_fullquant``; the FP8 query and cache widened to fp16 as ``fullquant_gqa``'s, int8 ones
+    as they are, the kernel's QUANT) ``fia_mla_fullquant`` (a bf16 output). ``fullquant_gqa``: a
     ``fullquant_gqa.FullQuantGqaSpec`` for Ascend950's FP8 full quant (FP8 query, paged key/value): the call runs
     ``fia_fullquant_gqa`` on the FP8 tensors widened to fp16 (``float_cache_widened``), its output ``out_dtype``
     (fp16 or bf16). ``fullquant_mx``: a ``fullquant_mx.FullQuantMxSpec`` for Ascend950's MXFP8 full quant: the

@@ -275,11 +275,14 @@ def test_the_int8_flavour_matches_the_golden(int8):
 
 def test_the_int8_flavour_follows_the_chip_steps(int8):
     """The int8 flavour against the chip's steps in numpy (the DATO bias read bit for bit, P through fp16 to int8,
-    P·V in int32), read through the NZ cache's block table; a zero value tensor changes nothing (V is the key)."""
+    P·V in int32), read through the NZ cache's block table; a zero value tensor changes nothing (V is the key);
+    the cost model times the same kernel."""
     kw, out, _ = int8
     _follows_the_chip(kw, out)
     other, _ = fia4(**dict(kw, value=np.zeros_like(kw["value"])))
     np.testing.assert_array_equal(np.asarray(other, np.float64), np.asarray(out, np.float64))
+    (launch,) = fia_cost(**kw).launches
+    assert launch.kernel == "fia_mla_fullquant" and launch.compute_cycles > 0
 
 
 # ---------------------------------------------------------------- refusals (no compile)
