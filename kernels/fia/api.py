@@ -75,6 +75,7 @@ from .tree import check_rope_call, check_tree_call, join_rope_call
 from .fullquant import fullquant_call, is_fullquant
 from .fullquant_gqa import FP8_GQA_TEMPLATE, fullquant_gqa_call
 from .fullquant_mx import MX_TEMPLATE, fullquant_mx_call
+from .mla_fullquant import is_mla_fullquant, mla_fullquant_call
 from .mla_quant import MLA_QUANT_INPUTS, is_mla_quant, mla_quant_call
 from ..golden.fullquant import FULLQUANT_SCALES
 from ..golden.hifloat8 import HIFLOAT8, hifloat8_marker
@@ -377,7 +378,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     check_list_lengths(arrays["key"], tiling.kv_seqlens, 2 if parse_layout(attrs["input_layout"]).qkv == "BNSD"
                        else 1)
     _check_query_quant(arrays, attrs, tiling)
-    mla_quant = is_mla_quant(arrays, tiling)   # A2/A3 MLA FA quant (fia.mla_quant)
+    # A2/A3 MLA FA quant (fia.mla_quant), Ascend950 MLA full quant (fia.mla_fullquant)
+    mla_quant = is_mla_quant(arrays, tiling) or is_mla_fullquant(arrays, tiling)
     unsupported = [name for name in optional if name in arrays and name not in SUPPORTED_OPTIONAL_INPUTS
                    and not (mla_quant and name in MLA_QUANT_INPUTS)]
     if unsupported:
@@ -387,7 +389,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
             reason += f" (also given and not simulated: {', '.join(unsupported[1:])})"
         raise UnsupportedParameterError(name, _describe(arrays[name]), reason)
     if mla_quant:   # its own checks; the int8 nope and the bf16 rope stay apart (no join)
-        arrays["_fullquant"] = mla_quant_call(arrays, attrs, tiling)
+        arrays["_fullquant"] = (mla_fullquant_call if tiling.arch == "arch35" else mla_quant_call)(arrays, attrs,
+                                                                                                  tiling)
     else:
         check_rope_call(arrays, tiling)
     if "quant_offset2" in arrays and "quant_scale2" not in arrays:
@@ -430,8 +433,9 @@ def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
     query, per-token-head for mode 3), after op_host has judged the call (an invalid one is its ``ParamError``
     with the aclnn status). On Ascend950 a call op_host routes to FiaTilingFullQuantGqaArch35 (FP8 q/k/v, modes
     3/3/2) passes: ``kernel_fullquant_gqa`` runs it (host side ``fullquant_gqa``), and so does one routed to
-    FiaTilingFullQuantMxArch35 (MXFP8, modes 6/6/8: ``kernel_fullquant_mx``, host side ``fullquant_mx``); the
-    950's MLA full-quant template raises ``UnsupportedParameterError`` naming ``dequant_scale_query``. On A2/A3 an
+    FiaTilingFullQuantMxArch35 (MXFP8, modes 6/6/8: ``kernel_fullquant_mx``, host side ``fullquant_mx``) and
+    the MLA full quant (modes 3/0/0 with the split rope on the catch-all template: ``kernel_mla_fullquant``, host
+    side ``mla_fullquant``: its FP8 and int8 flavours; the HiFloat8 one is refused by name). On A2/A3 an
     int8 query (MLA FA quant, op_host's only int8-query path there) passes to ``kernel_mla_quant``; another call
     op_host accepts is refused the same way (or naming ``query_quant_mode`` given alone, which takes effect only
     with a quantised query; cvtile refuses it rather than drop it)."""
@@ -448,19 +452,19 @@ def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:
                                         f"quant ({modes}); op_host lets the call through ({tiling.route}/"
                                         f"{tiling.template}) and cvtile refuses the scale rather than drop it")
     if "dequant_scale_query" in arrays and tiling.arch == "arch35":
-        if tiling.template in (FP8_GQA_TEMPLATE, MX_TEMPLATE):   # fullquant_gqa / fullquant_mx run these
-            return
+        if tiling.template in (FP8_GQA_TEMPLATE, MX_TEMPLATE) or is_mla_fullquant(arrays, tiling):
+            return   # fullquant_gqa / fullquant_mx / mla_fullquant take these
         raise UnsupportedParameterError("dequant_scale_query", _describe(arrays["dequant_scale_query"]),
                                         f"query dequantisation on Ascend950's {tiling.template} ({qd} query, "
                                         f"{modes}) is not simulated: cvtile runs only the FP8 GQA full quant "
-                                        f"(modes 3/3/2, {FP8_GQA_TEMPLATE}) and MXFP8 (modes 6/6/8, "
-                                        f"{MX_TEMPLATE})")
+                                        f"(modes 3/3/2, {FP8_GQA_TEMPLATE}), MXFP8 (modes 6/6/8, "
+                                        f"{MX_TEMPLATE}) and the MLA full quant (modes 3/0/0 with the rope)")
     if "dequant_scale_query" in arrays:
         raise UnsupportedParameterError("dequant_scale_query", _describe(arrays["dequant_scale_query"]),
                                         f"query dequantisation (FA full quant, {qd} query, {modes}) is not "
                                         f"simulated: op_host accepts the call ({tiling.route}/{tiling.template}), "
                                         "but cvtile has no query-quant kernel for it (it runs the A2/A3 MLA FA "
-                                        "quant and Ascend950's FP8 GQA and MXFP8 full quant)")
+                                        "quant and Ascend950's FP8 GQA, MXFP8 and MLA full quant)")
     raise UnsupportedParameterError("query_quant_mode", mode, f"without dequant_scale_query ({modes}): the mode "
                                     "takes effect only when a quantised query comes with its scale; cvtile refuses "
                                     "it rather than drop it")

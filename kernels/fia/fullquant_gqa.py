@@ -13,8 +13,8 @@ tensor lists or rope). ``fullquant_gqa_call`` runs after op_host accepted the ca
 It refuses by name (``UnsupportedParameterError``) what the kernel does not model: a tiling with flash-decode
 splits (the chip's ``fia_block_vec_flashdecode_fullquant`` combine), a learnable sink, the tree mask, and a
 quant_scale1 that is not a positive finite number (ln of it is the chip's max shift). Other Ascend950 full-quant
-flavours: MXFP8 6/6/8 runs on its own kernel (``fullquant_mx``); the MLA 3/0/0 template is refused by
-``api._check_query_quant``.
+flavours: MXFP8 6/6/8 runs on its own kernel (``fullquant_mx``), and so does the MLA 3/0/0 on the catch-all
+template (``mla_fullquant``, which shares ``fp8_p_scale_log``'s refusals).
 
 Invariants
 ----------

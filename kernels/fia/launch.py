@@ -14,7 +14,8 @@ output (zero-filled, as the chip initialises it) and the FD workspace, and
 launches ``fia_attention`` (for an int8 or int4 key/value cache ``fia_antiquant``, the A2/A3 MSD kernel, or on
 Ascend950 ``fia_dequant``, which dequantises K/V before the cube and also takes FP8, HiFloat8 and MXFP4 caches;
 ``fia_fullquant`` for full int8 quantisation, ``fia_mla_quant`` for the A2/A3 MLA FA quant, ``fia_fullquant_gqa``
-for Ascend950's FP8 full quant, ``fia_fullquant_mx`` for its MXFP8 full quant) on ``used_cores`` cores, then
+for Ascend950's FP8 full quant, ``fia_fullquant_mx`` for its MXFP8 full quant, ``fia_mla_fullquant`` for its MLA
+full quant) on ``used_cores`` cores, then
 ``fia_fd_combine`` on the vector cores that the tiling's SplitFD gave work.
 
 Key/value tensor lists (one tensor per batch) are laid into one GM arena and read per batch from its offset
@@ -53,6 +54,7 @@ from .kernel_dequant import fia_dequant
 from .kernel_fullquant import fia_fullquant
 from .kernel_fullquant_gqa import fia_fullquant_gqa
 from .kernel_fullquant_mx import fia_fullquant_mx
+from .kernel_mla_fullquant import fia_mla_fullquant
 from .kernel_mla_quant import fia_mla_quant
 from .mla_quant import MlaQuantSpec
 from .kv_list import check_list_launch, list_arena, total_size
@@ -114,7 +116,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
 
     ``fullquant``: a ``fullquant.FullQuantSpec`` for int8 query, key and value: the call runs ``fia_fullquant``
     (the output is fp16 unless post-quantised); an ``mla_quant.MlaQuantSpec`` (MLA FA quant on A2/A3, the
-    int8 query with its rope and scales) runs ``fia_mla_quant`` (a bf16 output). ``fullquant_gqa``: a
+    int8 query with its rope and scales) runs ``fia_mla_quant`` (a bf16 output), on an arch35 tiling (Ascend950's
+    MLA full quant, ``mla_fullquant``; the FP8 query and cache widened to fp16 as ``fullquant_gqa``'s, int8 ones
+    as they are, the kernel's QUANT) ``fia_mla_fullquant`` (a bf16 output). ``fullquant_gqa``: a
     ``fullquant_gqa.FullQuantGqaSpec`` for Ascend950's FP8 full quant (FP8 query, paged key/value): the call runs
     ``fia_fullquant_gqa`` on the FP8 tensors widened to fp16 (``float_cache_widened``), its output ``out_dtype``
     (fp16 or bf16). ``fullquant_mx``: a ``fullquant_mx.FullQuantMxSpec`` for Ascend950's MXFP8 full quant: the
@@ -295,7 +299,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             MSD=msd_constants(antiquant.int4),
             **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
             order=order)
-    elif rows and isinstance(fullquant, MlaQuantSpec):
+    elif rows and isinstance(fullquant, MlaQuantSpec) and tiling.arch != "arch35":
         fia_mla_quant.on(plat)[ncores](
             q, _as_heads(fullquant.query_rope, lay.qkv, n1), fullquant.query_scale, k, fullquant.key_rope, v, out_k,
             lse_arg, mask, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt, qs2, qo2,
@@ -304,6 +308,18 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             DR=fullquant.query_rope.shape[-1] // (n1 if lay.qkv == "BSH" else 1), DV=dv, BAND=band, MASK=use_mask,
             LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), EMPTY_LSE=float(empty_lse), serial=serial,
             order=order)
+    elif rows and isinstance(fullquant, MlaQuantSpec) and tiling.arch == "arch35":
+        _refuse_hooks(hooks, "MLA full quant")
+        fia_mla_fullquant.on(plat)[ncores](
+            float_cache_widened(q, np.float16), _as_heads(fullquant.query_rope, lay.qkv, n1), fullquant.query_scale,
+            float_cache_widened(k, np.float16),
+            fullquant.key_rope if cache != "dense" else _as_heads(fullquant.key_rope, lay.qkv, n2), out_k, lse_arg,
+            mask, bt, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt, fullquant.key_scale, fullquant.scale,
+            fullquant.value_scale, QUANT="int8" if canonical_dtype(q.dtype) == "int8" else "fp8", CACHE=cache,
+            LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order,
+            TOKEN=lay.token, G=g, M=m_cap, S2=tiling.s2_base, D=d,
+            DR=fullquant.query_rope.shape[-1] // (n1 if lay.qkv == "BSH" else 1), DV=dv, BAND=band, MASK=use_mask,
+            LSE=bool(softmax_lse_flag), EMPTY_LSE=float(empty_lse), serial=serial, order=order)
     elif rows and fullquant_mx is not None:
         _refuse_hooks(hooks, "MXFP8")
         widened = (_as_heads(fullquant_mx.query, lay.qkv, n1), *(x if cache != "dense" else

@@ -39,13 +39,14 @@ from ..errors import UnsupportedParameterError
 from ..golden.layouts import parse_layout
 from ..golden.mla_quant import P_RANGE
 
-__all__ = ["MlaQuantSpec", "is_mla_quant", "mla_quant_call", "MLA_QUANT_INPUTS"]
+__all__ = ["MlaQuantSpec", "is_mla_quant", "mla_quant_call", "mla_query_scales", "refuse_mla_extras",
+           "MLA_QUANT_INPUTS"]
 
 #: the optional inputs the MLA FA-quant kernel consumes beyond the non-quant MLA's
 MLA_QUANT_INPUTS = ("dequant_scale_query", "key_antiquant_scale", "value_antiquant_scale")
 #: inputs the kernel does not take, with what they are
-_NOT_WITH = (("quant_scale2", "a post-quantised int8 output (the A2/A3 MLA FA-quant tiling keys are bf16 "
-                              "output only)"),
+_NOT_WITH = (("quant_scale2", "a post-quantised output (the A2/A3 MLA FA-quant tiling keys and the Ascend950 "
+                              "MLA full-quant checks are bf16 output only)"),
              ("pse_shift", "pse_shift"), ("learnable_sink", "a learnable sink"),
              ("query_padding_size", "left padding"), ("kv_padding_size", "left padding"),
              ("key_shared_prefix", "a shared prefix"), ("key_rope_antiquant_scale", "a rope antiquant scale"))
@@ -53,8 +54,9 @@ _NOT_WITH = (("quant_scale2", "a post-quantised int8 output (the A2/A3 MLA FA-qu
 
 @dataclass(frozen=True)
 class MlaQuantSpec:
-    """What the MLA FA-quant kernel reads besides query/key/value: the ropes, the query scales (the query's
-    shape less D, plus a unit axis) and the fp32 scalars dk, scale and dv/127."""
+    """What the MLA quant kernels read besides query/key/value: the ropes, the query scales (the query's shape
+    less D, plus a unit axis) and the fp32 scalars dk, scale and the value scale: dv/127 for the A2/A3 MLA FA
+    quant, dv itself for the Ascend950 MLA full quant (``mla_fullquant``)."""
 
     query_rope: np.ndarray
     key_rope: np.ndarray
@@ -75,11 +77,32 @@ def _scalar(x) -> np.float32:
     return np.float32(np.asarray(x, np.float32).reshape(-1)[0])
 
 
+def refuse_mla_extras(arrays: dict, what: str) -> None:
+    """Raise ``UnsupportedParameterError`` naming the first input of ``_NOT_WITH`` given to an MLA quant call
+    (``what`` names the flavour)."""
+    for name, extra in _NOT_WITH:
+        if name in arrays:
+            raise UnsupportedParameterError(name, "given", f"{what} with {extra} is not simulated")
+
+
+def mla_query_scales(arrays: dict, attrs: dict) -> tuple:
+    """(query scales as a (…, 1) view, dk, dv as fp32) of an MLA quant call; a ``dequant_scale_query`` that is
+    not the query's shape without D ((B, S, N) for BSH) is op_host's ``CheckQueryQuantParam4FullQuant``
+    ``ParamError`` (561002, checker "mla_quant")."""
+    dsq = np.asarray(arrays["dequant_scale_query"])
+    q = arrays["query"].shape
+    want = (*q[:2], int(attrs["num_heads"])) if parse_layout(attrs["input_layout"]).qkv == "BSH" else q[:-1]
+    if tuple(dsq.shape) != tuple(want):
+        raise ParamError("dequant_scale_query", tuple(dsq.shape), f"with a quantised query its shape is the "
+                         f"query's without D, {tuple(want)} (CheckQueryQuantParam4FullQuant)",
+                         status=AclnnStatus.INNER_TILING_ERROR, checker="mla_quant")
+    return (dsq.reshape(*dsq.shape, 1), _scalar(arrays["key_antiquant_scale"]),
+            _scalar(arrays["value_antiquant_scale"]))
+
+
 def mla_quant_call(arrays: dict, attrs: dict, tiling) -> MlaQuantSpec:
     """Check an MLA FA-quant call (module doc) and return its :class:`MlaQuantSpec`."""
-    for name, what in _NOT_WITH:
-        if name in arrays:
-            raise UnsupportedParameterError(name, "given", f"MLA FA quant with {what} is not simulated")
+    refuse_mla_extras(arrays, "MLA FA quant")
     if tiling.route != "ifa" or tiling.template != "IFATiling" or tiling.extras.get("legacy_ifa", False):
         raise UnsupportedParameterError("dequant_scale_query", "given", "MLA FA quant is simulated on IFATiling's "
                                         f"MLA path; this call tiles to {tiling.route}/{tiling.template}")
@@ -95,16 +118,7 @@ def mla_quant_call(arrays: dict, attrs: dict, tiling) -> MlaQuantSpec:
                                             f"{list(tiling.q_seqlens)} as the tiling mirror plans them) are not "
                                             f"the batches' own lengths {own}: unequal query lengths per batch "
                                             "are not simulated on this route")
-    dsq = np.asarray(arrays["dequant_scale_query"])
-    q = arrays["query"].shape
-    want = (*q[:2], int(attrs["num_heads"])) if parse_layout(attrs["input_layout"]).qkv == "BSH" else q[:-1]
-    if tuple(dsq.shape) != tuple(want):
-        raise ParamError("dequant_scale_query", tuple(dsq.shape), f"with an int8 query its shape is the query's "
-                         f"without D, {tuple(want)} (CheckQueryQuantParam4FullQuant)",
-                         status=AclnnStatus.INNER_TILING_ERROR, checker="mla_quant")
-    dsq = dsq.reshape(*dsq.shape, 1)
-    dk = _scalar(arrays["key_antiquant_scale"])
-    dv = _scalar(arrays["value_antiquant_scale"])
+    dsq, dk, dv = mla_query_scales(arrays, attrs)
     return MlaQuantSpec(query_rope=arrays["query_rope"], key_rope=arrays["key_rope"], query_scale=dsq,
                         key_scale=dk, scale=np.float32(float(attrs["scale"])),
                         value_scale=np.float32(dv * np.float32(1.0 / P_RANGE)))

@@ -57,9 +57,11 @@ P_RANGE = 127.0
 
 
 def attend_mla_quant(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *, kv_block: int = MLA_QUANT_BLOCK,
-                     bias=None, keep=None, sink=None, p_dtype=None):
+                     bias=None, keep=None, sink=None, p_dtype=None, p_range: float = P_RANGE, quantise=np.round):
     """MLA FA-quant attention of ``q [hq, r, D]`` (already scaled by dq·dk, the rope joined) over ``k [h, c,
-    D]``, ``v [h, c, Dv]`` (v already scaled by dv), signature of :func:`.attend.attend`. Returns ``(out [hq,
+    D]``, ``v [h, c, Dv]`` (v already scaled by dv), signature of :func:`.attend.attend`. ``p_range`` is what
+    the block's largest probability maps to and ``quantise`` P's rounding onto its grid (int8: 127 and round
+    to nearest even; Ascend950's FP8 MLA full quant: 448 and ``fullquant_gqa.fp8_e4m3``). Returns ``(out [hq,
     r, Dv], lse [hq, r])``."""
     if sink is not None:
         raise ValueError("learnable_sink: not part of MLA FA quant")
@@ -82,14 +84,14 @@ def attend_mla_quant(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, 
         e = np.exp(blk - ms[..., None])
         alpha = np.exp(gm - ms)
         mp = np.exp(bm - ms) + MLA_QUANT_EPS
-        p8 = np.round(e * (P_RANGE / mp)[..., None])
+        p8 = quantise(e * (p_range / mp)[..., None])
         o = np.matmul(p8.reshape(h, g * r, -1), v[:, j0:j0 + int(kv_block)]).reshape(hq, r, dv) * mp[..., None]
         gl = gl * alpha + e.sum(axis=-1)
         go = go * alpha[..., None] + o
         gm = hm
     valid = gl > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(valid[..., None], go / np.where(valid, gl, 1.0)[..., None] / P_RANGE, 0.0)
+        out = np.where(valid[..., None], go / np.where(valid, gl, 1.0)[..., None] / p_range, 0.0)
         lse = np.where(valid, gm + np.log(np.where(valid, gl, 1.0)), np.inf)
     return out, lse
 
@@ -106,9 +108,10 @@ def _per_head(x: np.ndarray, scales: np.ndarray, heads: int, packed: bool) -> np
 def mla_quant_golden(query, key, value, *, dequant_scale_query, key_antiquant_scale, value_antiquant_scale,
                      query_rope, key_rope, num_heads: int = 1, input_layout: str = "BSH",
                      kv_block: int = MLA_QUANT_BLOCK, query_quant_mode: int = 3, key_antiquant_mode: int = 0,
-                     value_antiquant_mode: int = 0, **kwargs):
-    """Float64 MLA FA quant (module doc); the other keywords are :func:`.fia.fia_golden`'s. Returns ``(out,
-    lse)`` in float64 (``lse`` None unless ``softmax_lse_flag``)."""
+                     value_antiquant_mode: int = 0, p_range: float = P_RANGE, quantise=np.round, **kwargs):
+    """Float64 MLA FA quant (module doc); ``p_range`` / ``quantise`` are :func:`attend_mla_quant`'s, the other
+    keywords :func:`.fia.fia_golden`'s. Returns ``(out, lse)`` in float64 (``lse`` None unless
+    ``softmax_lse_flag``)."""
     from .fia import fia_golden
 
     if (int(query_quant_mode), int(key_antiquant_mode), int(value_antiquant_mode)) != (3, 0, 0):
@@ -129,4 +132,5 @@ def mla_quant_golden(query, key, value, *, dequant_scale_query, key_antiquant_sc
     kr = np.asarray(cache(key_rope), np.float64)
     v = np.asarray(cache(value), np.float64) * dv
     return fia_golden(q, k, v, query_rope=qr, key_rope=kr, num_heads=num_heads, input_layout=input_layout,
-                      _attend=functools.partial(attend_mla_quant, kv_block=int(kv_block)), **kwargs)
+                      _attend=functools.partial(attend_mla_quant, kv_block=int(kv_block), p_range=float(p_range),
+                                               quantise=quantise), **kwargs)

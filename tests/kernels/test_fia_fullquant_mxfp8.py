@@ -23,7 +23,9 @@ import pytest
 from cvtile.kernels.errors import UnsupportedParameterError
 from cvtile.kernels.fia.api import fused_infer_attention_score_v4
 from cvtile.kernels.fia.api_v2 import npu_fused_infer_attention_score_v2 as fia_v2
-from cvtile.kernels.fia.cost import fia_cost
+from cvtile.kernels.fia.cost import fia_cost, fia_plan
+from cvtile.kernels.fia.fullquant_mx import MX_TEMPLATE
+from cvtile.kernels.fia.mla_fullquant import MLA_FQ_TEMPLATE
 from cvtile.kernels.golden.fullquant import LN2_F32
 from cvtile.kernels.golden.fullquant_gqa import fp8_e4m3
 from cvtile.kernels.golden.fullquant_mx import attend_mxfp8, e8m0_values, fullquant_mx_reference, mx_dequantised
@@ -340,16 +342,15 @@ def test_flash_decode_splits_are_refused_by_name():
     assert err.value.param == "actual_seq_kvlen"
 
 
-def test_the_mla_full_quant_template_stays_refused_by_name():
-    """FP8 MLA full quant (modes 3/0/0, D 512 + bf16 rope 64) passes op_host and is refused naming the query
-    scale."""
+def test_the_mla_full_quant_template_is_not_mxfp8():
+    """FP8 MLA full quant (modes 3/0/0, D 512 + bf16 rope 64) passes op_host on the catch-all template, not
+    MXFP8's (it runs on ``fia_mla_fullquant``: ``test_fia_mla_fullquant950``)."""
     t, n1 = 4, 8
     q = np.ones((t, n1, 512), F8)
     k = np.ones((t, 1, 512), F8)
-    with pytest.raises(UnsupportedParameterError) as err:
-        fia_v2(q, k, k, query_rope=np.ones((t, n1, 64), BF16), key_rope=np.ones((t, 1, 64), BF16),
-               num_query_heads=n1, num_key_value_heads=1, input_layout="TND", actual_seq_qlen=[t],
-               actual_seq_kvlen=[t], dequant_scale_query=np.ones((t, n1), np.float32),
-               dequant_scale_key=np.ones(1, np.float32), dequant_scale_value=np.ones(1, np.float32),
-               query_quant_mode=3, key_quant_mode=0, value_quant_mode=0, out_dtype=BF16, target="Ascend950")
-    assert err.value.param == "dequant_scale_query" and "3/0/0" in err.value.reason
+    tiling = fia_plan(q, k, k, query_rope=np.ones((t, n1, 64), BF16), key_rope=np.ones((t, 1, 64), BF16),
+                      num_heads=n1, num_key_value_heads=1, input_layout="TND", actual_seq_lengths=[t],
+                      actual_seq_lengths_kv=[t], dequant_scale_query=np.ones((t, n1), np.float32),
+                      key_antiquant_scale=np.ones(1, np.float32), value_antiquant_scale=np.ones(1, np.float32),
+                      query_quant_mode=3, out_dtype="bfloat16", target="Ascend950")
+    assert tiling.template == MLA_FQ_TEMPLATE != MX_TEMPLATE
