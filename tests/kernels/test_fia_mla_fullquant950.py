@@ -8,11 +8,11 @@ the golden's too, so kernel and golden part only where a P element sits within a
 int8 flavour's adds the A2/A3 MLA quant test's floor of one P step (max|golden| / 127): the chip rounds P through
 fp16 to int8 (``_judge``).
 
-Default tier: three kernel specialisations, the module's dense BSND FP8 call (two batches, KV 300 and 100: a row
+Default tier: two kernel specialisations, the module's dense BSND FP8 call (two batches, KV 300 and 100: a row
 of three S2 blocks with a tail and a row of one; lse on), shared by the golden comparison, the chip-step check,
-the V2 names and the cost model; a paged BnBsH FP8 call (three batches, KV 129 / 300 / 7, lse off); and the int8
-flavour's paged NZ BSND call (KV 129 / 300 / 7, lse on), shared by its golden comparison and its chip-step
-check. The golden's formula by hand and the refusals need no compile. Slow: BSH with G 16 and a 1300-long KV,
+the V2 names and the cost model; and the int8 flavour's paged NZ BSND call (KV 129 / 300 / 7, lse on), shared by
+its golden comparison and its chip-step check. The golden's formula by hand and the refusals need no compile.
+Slow: a paged BnBsH FP8 call (three batches, KV 129 / 300 / 7, lse off), BSH with G 16 and a 1300-long KV,
 TND with a BnBsH cache, the causal mask (sparse 3) and two query tokens per batch (lse on), BNSD with a BnNBsD
 cache, three query tokens and the causal mask, an FP8 NZ cache with G 32; int8 with an NZ cache in BSH (G 16, KV
 1300) and in TND with the causal mask and two query tokens per batch.
@@ -242,9 +242,10 @@ def test_the_cost_model_times_it(base):
     assert rep.tiling.template == MLA_FQ_TEMPLATE
 
 
+@pytest.mark.slow
 def test_a_paged_cache_matches_the_golden():
     """A BnBsH paged cache in a shuffled block table, three batches (KV 129: two blocks, the second the last;
-    300; 7), lse off (the default tier's second specialisation)."""
+    300; 7), lse off (slow: the int8 flavour's call reads a paged cache in the default tier)."""
     kw = _call(lengths=(129, 300, 7), cache="BnBsH")
     out, lse = fia4(**kw)
     assert lse is None or lse.size == 0
