@@ -74,9 +74,11 @@ def emit(dir_: str, launches: list, *, atol: float = 0.0, rtol: float = 0.0, gol
     GM tensors with the same numpy array object across launches are one GM buffer (the flash-decode
     combine reads what the main kernel wrote). The comparison tolerance is ``atol``/``rtol`` (default 0:
     bitwise), or ``tolerance(dtype) -> (rtol, atol)`` (or ``tolerance(dtype, name)``) per output; an output
-    passes with at most ``max_fail_ratio`` of its elements outside it (the upstream tests allow 0.5 %). The goldens are ``goldens`` (name -> array) or else the
-    simulator's results of the launches in pipelined order on copies of the inputs. Returns
-    {"paths", "kernels", "outputs"}."""
+    passes with at most ``max_fail_ratio`` of its elements outside it (the upstream tests allow 0.5 %). The goldens are ``goldens`` (name -> array),
+    ``"as_run"`` (the launches' arrays as they are now: the results of the run that recorded them, in program
+    order, which the pipeline pass keeps bitwise equal to the pipelined order; no second simulation, and no
+    pipelined compile) or else the simulator's results of the launches in pipelined order on copies of the
+    inputs. Returns {"paths", "kernels", "outputs"}."""
     lks, plan, inputs, arrays = [], [], {}, {}
     outputs: list = []
     for L in launches:
@@ -101,6 +103,10 @@ def emit(dir_: str, launches: list, *, atol: float = 0.0, rtol: float = 0.0, gol
         plan.append((lks.index(lk), L.grid, names))
     data = None
     if with_data:
+        if isinstance(goldens, str):
+            if goldens != "as_run":
+                raise ValueError(f"goldens={goldens!r}: a name -> array mapping, 'as_run' or None")
+            goldens = {k: np.array(v, copy=True) for k, v in arrays.items()}
         if goldens is None:
             copies = {k: np.array(v, copy=True) for k, v in inputs.items()}
             for L in launches:

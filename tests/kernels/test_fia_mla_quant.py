@@ -212,7 +212,7 @@ def test_the_kernel_builds_and_runs_on_the_twin(base, tmp_path):
     from cvtile.kernels.precision import MAX_FAIL_RATIO, twin_tolerance
 
     launches = [A.Launch.of(r) for r in base[3]]
-    res = A.emit(str(tmp_path), launches, tolerance=twin_tolerance(np.dtype("float16")),
+    res = A.emit(str(tmp_path), launches, goldens="as_run", tolerance=twin_tolerance(np.dtype("float16")),
                  max_fail_ratio=MAX_FAIL_RATIO)
     A.check_project(str(tmp_path), res["kernels"])
     report = A.run_project(str(tmp_path), A.arch_of(launches[0].kernel.platform))
