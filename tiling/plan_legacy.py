@@ -46,7 +46,7 @@ from __future__ import annotations
 from .block_grid import BlockGrid, GridSpec, per_batch_lengths
 from .draft import Draft
 from .flash_decode import (IFA_PERF_C1V1, IFA_PERF_CUBE_VIEW, IFA_PERF_DD, IFA_PERF_MLA, IFA_PERF_NORMAL,
-                           ifa_is_flash_decode, ifa_kv_splits, ifa_perf_mode, ifa_s_inner, ifa_split_bn)
+                           ifa_gqa_flags, ifa_is_flash_decode, ifa_kv_splits, ifa_perf_mode, ifa_s_inner, ifa_split_bn)
 from .errors import ParamError
 from .plan_overrides import forced, refuse_overrides
 from .platform import Platform, tsch_num_blocks
@@ -68,7 +68,10 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
         return
     rope = v.rope_mode == "split"
     kv_nz = v.kv_layout == "NZ"
+    # upstream's sOfQuery: the query's S dim, T for TND
+    gqa_kv_nz, gqa_mtp = ifa_gqa_flags(kv_nz=kv_nz, rope=rope, s1=v.q_t if v.tnd else v.s1)
     anti = v.quant_mode == "anti"
+    full_quant = rope and v.q_dtype == "int8"         # quantFlag_: MLA FA quant (int8 query, bf16 rope)
     max_s2 = v.max_actual_seq or v.s2
     perf, pwhy = ifa_perf_mode(kv_nz=kv_nz, rope=rope, q_dtype=v.q_dtype, kv_dtype=v.kv_dtype, out_dtype=v.out_dtype,
                                paged=v.paged, prefix=v.prefix, g=v.g, d=v.qk_dim, batch=v.batch, n2=v.n2,
@@ -77,8 +80,8 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
     d.decide("perf_mode", perf, pwhy + " (IFATiling::SetupPerfMode)")
     cores = _ifa_split_units(d, plat, perf)
     fd, fwhy = ifa_is_flash_decode(cores=cores, perf_mode=perf, batch=v.batch, n2=v.n2, g=v.g, s1=v.s1,
-                                   max_s2=max_s2, paged=v.paged, rope=rope, gqa_mtp=kv_nz)
-    forced_parts = _ifa_forced_splits(d, cores, rope=rope, gqa_mtp=kv_nz)
+                                   max_s2=max_s2, paged=v.paged, rope=rope, gqa_mtp=gqa_mtp)
+    forced_parts = _ifa_forced_splits(d, cores, rope=rope, gqa_mtp=gqa_mtp)
     if forced_parts is not None:
         fd, fwhy = forced_parts > 1, f"plan search: kv_splits {forced_parts}" + (" (no FD)" if forced_parts == 1
                                                                                   else "")
@@ -97,7 +100,8 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
                                             parts=forced_parts)
         d.decide("kv_splits", parts, kwhy)
         s_inner, swhy = _ifa_s_inner(d, seq=length, g=v.g, antiquant=anti, perf_mode=perf, rope=rope,
-                                     paged=v.paged, block_size=v.block_size, int4=v.kv_dtype == "int4")
+                                     paged=v.paged, block_size=v.block_size, int4=v.kv_dtype == "int4", fd=True,
+                                     tnd=v.input_layout.startswith("TND"))
         d.s2_base = d.decide("s2_base", s_inner, swhy)
         d.used_cores = d.decide("used_cores", v.batch * v.n2 * parts, f"B*N2*kv_splits = {v.batch}*{v.n2}*{parts}")
         _ifa_fd_tasks(d, parts, length, s_inner)
@@ -111,8 +115,8 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
             loads = [(1024 if kv[b] < 1024 else kv[b]) if anti else (kv[b] or 1)
                      for b in range(v.batch) for _ in range(v.n2)]
         equal = v.same_actual_seq or (v.actual_kv is not None and len(v.actual_kv) == 1)
-        used, starts = ifa_split_bn(units=units, cores=cores, loads=loads, equal=equal, mla=perf == IFA_PERF_MLA,
-                                    aic=plat.aic)
+        used, starts, cores = ifa_split_bn(units=units, cores=cores, loads=loads, equal=equal,
+                                           mla=perf == IFA_PERF_MLA, aic=plat.aic)
         d.used_cores = d.decide("used_cores", used, f"{units} (b, n2) units over {cores} cores "
                                                     + ("evenly" if loads is None or equal else "by KV length")
                                                     + " (IFATiling::SplitBN)")
@@ -126,7 +130,8 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
     ws = Workspace().add("libapi", LIBAPI_WORKSPACE)
     ifa_staging_workspace(ws, perf_mode=perf, cores=cores, s_inner=d.s2_base, g=v.g, s1=v.s1, head_dim=v.qk_dim,
                           antiquant=anti, int4=v.kv_dtype == "int4", high_precision=v.inner_precise == 0, rope=rope,
-                          amla=rope and kv_nz and not anti and v.block_size == 128, tnd=v.input_layout == "TND",
+                          amla=rope and kv_nz and not anti and not full_quant and v.block_size == 128,
+                          tnd=v.input_layout == "TND",
                           prefix_batch=v.batch if v.prefix else 0)
     if fd:
         params = v.batch * v.n1 * parts
@@ -134,7 +139,7 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
         ws.add("fd_partial_out", params * dalign * 4)
         ws.add("fd_row_sum", params * 8 * 4).add("fd_row_max", params * 8 * 4)
     if v.paged:
-        ws.add("paged_callback", d.used_cores * 64 * 2)
+        ws.add("paged_callback", cores * 64 * 2)     # per core split over (actCoreNum), used or not
     d.workspace = ws
     d.decide("workspace_bytes", ws.total, "libapi + the matmul staging areas (not in all-vector mode) + FD "
                                           "partials B*N*kv_splits*align32(D) and sums/maxes (IFATiling::CalcWorkSpace)")
@@ -144,7 +149,9 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
              antiquant_mode=v.antiquant_mode if (anti and v.antiquant_mode not in (0, 1)) else 0,
              kv_layout=({"NZ": 2, "BSH": 1, "BSND": 1, "BnBsH": 1}.get(v.kv_layout, 0)
                         if perf in (IFA_PERF_MLA, IFA_PERF_DD) else 0),
-             why="IFATiling::GenTilingKey: mode*10^16 + perf*10^15 + digits")
+             origin=v.out_dtype if full_quant else v.q_dtype,
+             why="IFATiling::GenTilingKey: mode*10^16 + perf*10^15 + digits (MLA FA quant: the origin digit is "
+                 "the output's dtype)")
 
 
 def _ifa_split_units(d: Draft, plat: Platform, perf: int) -> int:
@@ -167,7 +174,7 @@ def _ifa_forced_splits(d: Draft, cores: int, *, rope: bool, gqa_mtp: bool) -> in
                    rule=f"SplitBNS gives each of the B*N2 = {bn} (b, n2) units kv_splits of the {cores} split cores")
     if parts is not None and parts > 1:
         if gqa_mtp:
-            raise ParamError("overrides.kv_splits", parts, "GQA MTP (KV in NZ) has no flash-decode kernel: "
+            raise ParamError("overrides.kv_splits", parts, "GQA MTP (query length 2-16 without rope) has no flash-decode kernel: "
                                                            "kv_splits must be 1", checker="plan search")
         if rope and (v.s1 > 1 or v.g > 128):
             raise ParamError("overrides.kv_splits", parts, "the rope flash-decode kernel takes S1 1 and G <= 128 "
@@ -189,12 +196,14 @@ def _ifa_s_inner(d: Draft, *, seq: int, **kw) -> tuple[int, str]:
     return s_inner, f"plan search: sInner {s_inner}"
 
 
-def _ifa_key(d: Draft, *, mode: int, perf: int, flags: int, antiquant_mode: int, kv_layout: int, why: str) -> None:
-    """``IFATiling::GenTilingKey``: the route's mode and perf digits, then the layout and dtype digits."""
+def _ifa_key(d: Draft, *, mode: int, perf: int, flags: int, antiquant_mode: int, kv_layout: int, why: str,
+             origin: str | None = None) -> None:
+    """``IFATiling::GenTilingKey``: the route's mode and perf digits, then the layout and dtype digits (the origin
+    digit is the query's dtype unless ``origin`` names another)."""
     v = d.view
     fields = {"mode": mode, "perf": perf, "q_layout": _IFA_LAYOUT.get(v.q_layout, 0),
               "q_dtype": DTYPE_CODE.get(v.q_dtype, 0), "kv_dtype": DTYPE_CODE.get(v.kv_dtype, 0),
-              "out_dtype": DTYPE_CODE.get(v.out_dtype, 0), "origin_dtype": DTYPE_CODE.get(v.q_dtype, 0),
+              "out_dtype": DTYPE_CODE.get(v.out_dtype, 0), "origin_dtype": DTYPE_CODE.get(origin or v.q_dtype, 0),
               "flags": flags, "antiquant_mode": antiquant_mode, "kv_layout": kv_layout,
               "tree": 1 if v.sparse_mode == 9 else 0}
     key = encode_ifa(fields)
