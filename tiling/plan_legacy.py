@@ -78,6 +78,11 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
                                max_s2=max_s2, inner_precise=v.inner_precise, layout=v.input_layout, antiquant=anti,
                                antiquant_per_channel=v.key_antiquant_mode == 0)
     d.decide("perf_mode", perf, pwhy + " (IFATiling::SetupPerfMode)")
+    balance, bwhy = _ifa_balance_mode(v, perf, anti=anti, full_quant=full_quant, kv_nz=kv_nz)
+    if balance:
+        d.decide("balance_mode", True, bwhy + " (IFATiling::IsBalanceSplitCore)")
+        _plan_ifa_balanced(d, plat, kv_nz=kv_nz, anti=anti, full_quant=full_quant)
+        return
     cores = _ifa_split_units(d, plat, perf)
     fd, fwhy = ifa_is_flash_decode(cores=cores, perf_mode=perf, batch=v.batch, n2=v.n2, g=v.g, s1=v.s1,
                                    max_s2=max_s2, paged=v.paged, rope=rope, gqa_mtp=gqa_mtp)
@@ -154,6 +159,165 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
                  "the output's dtype)")
 
 
+#: (batch sizes, query lengths, num_heads, KV length range) of ``IFATiling::IsFdBalanceCase`` (IsValidFlag,
+#: IsValidFlag3B, IsValidFlag560B): MLA FA-quant shapes that always take the balanced split
+_FD_BALANCE_CASES = (((1,), (2,), 128, (37000, 65536)), ((1, 2, 4), (4,), 8, (4096, 5120)),
+                     ((4,), (2, 3, 4), 64, (4096, 5120)))
+#: cube M rows of one balanced-split unit (FIA_BALANCE_SG_BASIC_SIZE)
+_BALANCE_SG = 128
+
+
+def _ifa_balance_mode(v, perf: int, *, anti: bool, full_quant: bool, kv_nz: bool) -> tuple[bool, str]:
+    """``IsFdBalanceCase`` + ``IsBalanceSplitCore``: (balanced split, why)."""
+    if full_quant and v.sparse_mode == 3 and kv_nz and v.paged and v.query_quant_mode == 3 \
+            and v.key_antiquant_mode == 0 and v.value_antiquant_mode == 0 and v.n2 == 1 \
+            and v.qk_dim == 512 and v.v_dim == 512 and v.actual_kv:
+        kv = [int(x) for x in v.actual_kv]
+        for batches, s1s, heads, (lo, hi) in _FD_BALANCE_CASES:
+            lens = kv[:1] if len(kv) == 1 else kv[:v.batch]
+            if v.batch in batches and v.s1 in s1s and v.n1 == heads and all(lo <= x <= hi for x in lens):
+                return True, f"MLA FA quant B {v.batch}, S1 {v.s1}, N {v.n1}, KV in [{lo}, {hi}]: FD balance case"
+    if perf != IFA_PERF_MLA:
+        return False, "not MLA"
+    if v.input_layout.startswith("TND"):
+        return True, "MLA with TND: balanced split"
+    if anti:
+        return False, "MLA antiquant: no balanced split"
+    if v.q_layout == "BNSD":
+        return False, "MLA with BNSD: no balanced split"
+    if v.same_actual_seq:
+        return False, "MLA with one KV length for every batch: no balanced split"
+    return True, "MLA with per-batch KV lengths that differ: balanced split"
+
+
+def _plan_ifa_balanced(d: Draft, plat: Platform, *, kv_nz: bool, anti: bool, full_quant: bool) -> None:
+    """``IFATiling::SplitBalanced`` (and ``SplitBalancedFd``, the same core split): the units (b, n2, S1 block of
+    ``128 // G`` query rows, S2 block of sInner) in that order, cut over the cube cores by the running count:
+    a core ends at the first unit where ``count + 1 >= (core + 1) * ceil(total / cube cores)`` (a target of 1
+    per core when total <= cores) while a core is left for the rest. An (b, n2, S1 block) whose S2 blocks span
+    cores is flash-decoded (the pieces merged by the FD combine); the launch, the workspace and the key follow."""
+    refuse_overrides(d, "the balanced split of the legacy IFA MLA route takes no plan-search overrides")
+    v = d.view
+    aic = plat.aic
+    d.decide("split_units", aic, "balanced split: cube cores (IFATiling::SetCoreNum)")
+    tnd = v.input_layout.startswith("TND")
+    s2_sizing = v.s2 if v.s2 else 1024
+    s_inner, swhy = ifa_s_inner(seq=s2_sizing, g=v.g, antiquant=anti, perf_mode=IFA_PERF_MLA, rope=True,
+                                paged=v.paged, block_size=v.block_size, int4=v.kv_dtype == "int4")
+    d.s2_base = d.decide("s2_base", s_inner, swhy)
+    souter = _BALANCE_SG // v.g if v.g else 0
+    d.decide("s1_block", souter, f"S1 blocks of {_BALANCE_SG} // G = {souter} query rows (SplitBalanced)")
+    raw_kv = [int(x) for x in (v.actual_kv or (v.s2,))]
+    kv = tuple(raw_kv[0] if len(raw_kv) == 1 else (raw_kv[b] if b < len(raw_kv) else 0) for b in range(v.batch))
+    if tnd:
+        q = per_batch_lengths(v.batch, v.s1, v.actual_q_given, cumulative=True)
+    else:
+        q = per_batch_lengths(v.batch, v.s1, None)
+    d.q_lens, d.kv_lens = q, kv
+    d.m_order = "S1G" if v.s1_major else "GS1"
+    d.m_base = souter * v.g
+    s1o, s2o = [], []
+    for b in range(v.batch):
+        if max(kv) <= 0:
+            s1o.append(1)
+            s2o.append(1)
+        else:
+            s1o.append(-(-q[b] // souter) if souter else 0)
+            s2o.append(-(-kv[b] // s_inner))
+    total = sum(s1o[b] * s2o[b] * v.n2 for b in range(v.batch))
+    last_valid = max([b for b in range(v.batch) if s1o[b] > 0 and s2o[b] > 0], default=0)
+    avg = -(-total // aic) if total > aic else 1
+    # the walk: each core's units, as (b, n2, s1 block, first S2 block, end S2 block) runs
+    cores: list[list[list[int]]] = [[]]
+    count, need_update, max_parts = 0, False, 0
+    spans: dict = {}              # (b, n2, s1 block) -> number of cores its S2 blocks span
+    for b in range(v.batch):
+        for n2 in range(v.n2):
+            for i in range(s1o[b]):
+                parts = 1
+                for j in range(s2o[b]):
+                    run = cores[-1]
+                    if run and run[-1][:3] == [b, n2, i] and run[-1][4] == j:
+                        run[-1][4] = j + 1
+                    else:
+                        run.append([b, n2, i, j, j + 1])
+                    count += 1
+                    if count >= (len(cores)) * avg and len(cores) + 1 <= aic:
+                        cores.append([])
+                        need_update = False
+                        if j < s2o[b] - 1:
+                            parts += 1
+                    else:
+                        need_update = True
+                max_parts = max(max_parts, parts)
+                if parts > 1:
+                    spans[(b, n2, i)] = parts
+    if not cores[-1]:
+        cores.pop()
+    nxt = last_valid + 1
+    if (not need_update and 0 < nxt < v.batch and s1o[nxt] != 0 and s2o[nxt] == 0):
+        cores.append([])          # IsKvZeroBatchSplit: one more core for the empty batches after the last
+    used = len(cores)
+    fd = bool(spans)
+    d.decide("flash_decode", fd, (f"{len(spans)} (b, n2, S1 block) rows span cores: FD" if fd else
+                                  "no row spans cores: no FD") + " (IFATiling::SplitBalanced, IsFlashDecode)")
+    d.decide("kv_splits", max_parts if fd else 1, "the most cores one row spans (maxKvSplitPart)")
+    d.used_cores = d.decide("used_cores", used, f"{total} units, about {avg} per core, over {aic} cube cores "
+                                                "(IFATiling::SplitBalanced)")
+    _ifa_balanced_tasks(d, cores, spans, souter)
+    d.block_dim = d.decide("block_dim", tsch_num_blocks(plat.cv_ratio * used, used, plat.cv_ratio * used),
+                           "IFATiling::CalcNumBlocks: MLA launches the used cores, 1:ratio")
+    ws = Workspace().add("libapi", LIBAPI_WORKSPACE)
+    ifa_staging_workspace(ws, perf_mode=IFA_PERF_MLA, cores=aic, s_inner=s_inner, g=v.g, s1=v.s1,
+                          head_dim=v.qk_dim, antiquant=anti, int4=v.kv_dtype == "int4",
+                          high_precision=v.inner_precise == 0, rope=True,
+                          amla=kv_nz and not anti and not full_quant and v.block_size == 128, tnd=tnd,
+                          prefix_batch=v.batch if v.prefix else 0)
+    if fd:
+        params = aic * 2 * v.n2 * _BALANCE_SG
+        ws.add("fd_partial_out", params * ((v.qk_dim + 31) // 32 * 32) * 4)
+        ws.add("fd_row_sum", params * 8 * 4).add("fd_row_max", params * 8 * 4)
+    if v.paged:
+        ws.add("paged_callback", aic * 64 * 2)
+    d.workspace = ws
+    d.decide("workspace_bytes", ws.total, "libapi + the matmul staging areas of every cube core + FD partials "
+                                          "of 2 * N2 * 128 rows per cube core (CalcBalanceFDParamNums)")
+    flags = (2 if (v.paged and v.s2) else 0) + (1 if fd else 0)
+    _ifa_key(d, mode=2 if v.prefix else 1, perf=IFA_PERF_MLA, flags=flags, antiquant_mode=0,
+             kv_layout={"NZ": 2, "BSH": 1, "BSND": 1, "BnBsH": 1}.get(v.kv_layout, 0), balance=1,
+             origin=v.out_dtype if full_quant else v.q_dtype,
+             why="IFATiling::GenTilingKey: mode*10^16 + perf*10^15 + digits, the balance digit set")
+
+
+def _ifa_balanced_tasks(d: Draft, cores: list, spans: dict, souter: int) -> None:
+    """The balanced split's runs as RowTasks: each (b, n2, S1 block) run of S2 blocks, its rows the block's
+    ``souter`` query positions times G; a row spanning cores is an FD task whose pieces are its runs in order."""
+    v = d.view
+    fd_index: dict = {}
+    tasks, slot, seen = [], 0, {}
+    out = []
+    for c, runs in enumerate(cores):
+        row_tasks = []
+        for b, n2, i, j0, j1 in runs:
+            rows = min(souter, d.q_lens[b] - i * souter) * v.g
+            key = (b, n2, i)
+            t, piece = -1, 0
+            if key in spans:
+                if key not in fd_index:
+                    fd_index[key] = len(tasks)
+                    tasks.append(FdTask(b, n2, i * souter * v.g, rows, spans[key], slot))
+                    slot += spans[key]
+                t = fd_index[key]
+                piece = seen.get(key, 0)
+                seen[key] = piece + 1
+            if rows > 0:
+                row_tasks.append(RowTask(b, n2, i * souter * v.g, rows, j0, j1, t, piece))
+        out.append(CoreWork(c, tuple(row_tasks), sum(r.s2_hi - r.s2_lo for r in row_tasks)))
+    d.cores = tuple(out)
+    d.fd_tasks = tuple(tasks)
+    d.fd_vector_work = tuple(FdVectorWork(i, ((i, 0, t.m_rows),)) for i, t in enumerate(tasks))
+
+
 def _ifa_split_units(d: Draft, plat: Platform, perf: int) -> int:
     """The cores SplitBN / SplitBNS work over (``SetCoreNum``: cube cores in the cube-view modes, else vector
     cores), or the plan search's ``cores``."""
@@ -197,7 +361,7 @@ def _ifa_s_inner(d: Draft, *, seq: int, **kw) -> tuple[int, str]:
 
 
 def _ifa_key(d: Draft, *, mode: int, perf: int, flags: int, antiquant_mode: int, kv_layout: int, why: str,
-             origin: str | None = None) -> None:
+             origin: str | None = None, balance: int = 0) -> None:
     """``IFATiling::GenTilingKey``: the route's mode and perf digits, then the layout and dtype digits (the origin
     digit is the query's dtype unless ``origin`` names another)."""
     v = d.view
@@ -205,7 +369,7 @@ def _ifa_key(d: Draft, *, mode: int, perf: int, flags: int, antiquant_mode: int,
               "q_dtype": DTYPE_CODE.get(v.q_dtype, 0), "kv_dtype": DTYPE_CODE.get(v.kv_dtype, 0),
               "out_dtype": DTYPE_CODE.get(v.out_dtype, 0), "origin_dtype": DTYPE_CODE.get(origin or v.q_dtype, 0),
               "flags": flags, "antiquant_mode": antiquant_mode, "kv_layout": kv_layout,
-              "tree": 1 if v.sparse_mode == 9 else 0}
+              "tree": 1 if v.sparse_mode == 9 else 0, "balance_mode": balance}
     key = encode_ifa(fields)
     d.tiling_key = d.decide("tiling_key", key, why)
     d.key_fields = decode_ifa(key)
