@@ -114,18 +114,22 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
         s_inner, swhy = _ifa_s_inner(d, seq=s2, g=v.g, antiquant=anti, perf_mode=perf, rope=rope,
                                      paged=v.paged, block_size=v.block_size, int4=v.kv_dtype == "int4")
         d.s2_base = d.decide("s2_base", s_inner, swhy)
-        units = v.batch * v.n2
+        outer, split, by_s1 = _ifa_row_split(v, rope=rope, gqa_mtp=gqa_mtp, gqa_kv_nz=gqa_kv_nz, anti=anti)
+        if outer > 1:
+            d.decide("row_split", (outer, split), f"{outer} row blocks of {split} "
+                     + ("query positions" if by_s1 else "heads") + " per (b, n2) (IFATiling::SplitUnbalanced)")
+        units = v.batch * v.n2 * outer
         loads = None
         if v.actual_kv is not None and len(v.actual_kv) > 1:
             loads = [(1024 if kv[b] < 1024 else kv[b]) if anti else (kv[b] or 1)
-                     for b in range(v.batch) for _ in range(v.n2)]
+                     for b in range(v.batch) for _ in range(v.n2 * outer)]
         equal = v.same_actual_seq or (v.actual_kv is not None and len(v.actual_kv) == 1)
         used, starts, cores = ifa_split_bn(units=units, cores=cores, loads=loads, equal=equal,
                                            mla=perf == IFA_PERF_MLA, aic=plat.aic)
         d.used_cores = d.decide("used_cores", used, f"{units} (b, n2) units over {cores} cores "
                                                     + ("evenly" if loads is None or equal else "by KV length")
                                                     + " (IFATiling::SplitBN)")
-        _ifa_bn_tasks(d, starts, units, s_inner)
+        _ifa_bn_tasks(d, starts, units, s_inner, outer=outer, split=split, by_s1=by_s1)
         if perf == IFA_PERF_NORMAL and not v.prefix and units * 2 <= plat.aiv:
             perf = d.decide("perf_mode", IFA_PERF_C1V1, f"no FD, B*N2*2={units * 2} <= {plat.aiv} vector cores: "
                                                         "C1V1 mode 2 (IFATiling::UpdatePerfMode)")
@@ -185,7 +189,9 @@ def _ifa_balance_mode(v, perf: int, *, anti: bool, full_quant: bool, kv_nz: bool
         return False, "MLA antiquant: no balanced split"
     if v.q_layout == "BNSD":
         return False, "MLA with BNSD: no balanced split"
-    if v.same_actual_seq:
+    raw = [int(x) for x in (v.actual_kv or ())]
+    loop = 1 if (v.actual_kv_dims == 1 and not v.paged) else v.batch   # isSameActualseq_ reads B values
+    if all((raw[i] if i < len(raw) else 0) == (raw[0] if raw else 0) for i in range(loop)):
         return False, "MLA with one KV length for every batch: no balanced split"
     return True, "MLA with per-batch KV lengths that differ: balanced split"
 
@@ -208,7 +214,8 @@ def _plan_ifa_balanced(d: Draft, plat: Platform, *, kv_nz: bool, anti: bool, ful
     souter = _BALANCE_SG // v.g if v.g else 0
     d.decide("s1_block", souter, f"S1 blocks of {_BALANCE_SG} // G = {souter} query rows (SplitBalanced)")
     raw_kv = [int(x) for x in (v.actual_kv or (v.s2,))]
-    kv = tuple(raw_kv[0] if len(raw_kv) == 1 else (raw_kv[b] if b < len(raw_kv) else 0) for b in range(v.batch))
+    one = v.actual_kv_dims == 1 or len(raw_kv) == 1
+    kv = tuple(raw_kv[0] if one else (raw_kv[b] if b < len(raw_kv) else 0) for b in range(v.batch))
     if tnd:
         q = per_batch_lengths(v.batch, v.s1, v.actual_q_given, cumulative=True)
     else:
@@ -467,17 +474,43 @@ def _ifa_fd_tasks(d: Draft, parts: int, length: int, s_inner: int) -> None:
                                      "blocks: each part walks its blocks from its own start, the last partial")
 
 
-def _ifa_bn_tasks(d: Draft, starts: tuple, units: int, s_inner: int) -> None:
+def _ifa_row_split(v, *, rope: bool, gqa_mtp: bool, gqa_kv_nz: bool, anti: bool) -> tuple[int, int, bool]:
+    """(row blocks per (b, n2), rows of query positions or heads per block, split along S1) of
+    ``SplitUnbalanced`` for rope or GQA MTP: at most ``gMax_`` (128; 256 for MTP, 128 with antiquant) rows per
+    block, cut along S1 for BSH/BSND (and TND with a GQA NZ cache), else along G (an even head count)."""
+    if not (rope or gqa_mtp) or not v.g or not v.s1:
+        return 1, 0, True
+    g_max = (128 if anti else 256) if gqa_mtp else 128
+    if v.q_layout in ("BSH", "BSND") or (gqa_kv_nz and v.input_layout.startswith("TND")):
+        split = min(g_max // v.g, v.s1)
+        return (-(-v.s1 // split) if split else 1), split, True
+    split = g_max // v.s1
+    split -= split & 1
+    split = min(split, v.g)
+    return (-(-v.g // split) if split else 1), split, False
+
+
+def _ifa_bn_tasks(d: Draft, starts: tuple, units: int, s_inner: int, *, outer: int = 1, split: int = 0,
+                  by_s1: bool = True) -> None:
+    """``SplitBN``'s contiguous runs of units as RowTasks; a unit is (b, n2, row block): with ``outer`` > 1 the
+    block's rows are ``split`` query positions (all heads, S1-major) or ``split`` heads (all positions)."""
     v = d.view
     cores = []
     for c, s in enumerate(starts):
         e = starts[c + 1] if c + 1 < len(starts) else units
         tasks = []
         for u in range(s, min(e, units)):
-            b, n2 = divmod(u, v.n2)
+            bn, o = divmod(u, outer)
+            b, n2 = divmod(bn, v.n2)
             nb = (d.kv_lens[b] + s_inner - 1) // s_inner
-            if d.m_base:   # a unit without KV is visited too: its core writes the empty rows (InitAllZeroOutput)
-                tasks.append(RowTask(b, n2, 0, d.m_base, 0, nb))
+            m0, rows = 0, d.m_base
+            if outer > 1:
+                if by_s1:
+                    m0, rows = o * split * v.g, min(split, v.s1 - o * split) * v.g
+                else:
+                    m0, rows = o * split * v.s1, min(split, v.g - o * split) * v.s1
+            if rows:   # a unit without KV is visited too: its core writes the empty rows (InitAllZeroOutput)
+                tasks.append(RowTask(b, n2, m0, rows, 0, nb))
         cores.append(CoreWork(c, tuple(tasks), 0))
     d.cores = tuple(cores)
 

@@ -13,10 +13,8 @@ cache), simulated by ``kernel_mla_quant.fia_mla_quant``.
 :func:`mla_quant_call` runs after op_host accepted the call. It raises ``UnsupportedParameterError`` naming
 what the simulated kernel does not model: a post-quantised (int8) output (the kernel's tiling keys are bf16
 only), pse_shift, a learnable sink, left padding, a shared prefix, a rope antiquant scale, a route or template
-other than IFATiling's MLA path, TND query lengths other than the tiling's rows (the mirror gives every batch
-the longest query length); and op_host's ``CheckQueryQuantParam4FullQuant``, which the tiling mirror
-does not hold, as ``ParamError`` (561002, checker "mla_quant"): ``dequant_scale_query`` has the query's shape
-without D ((B, S, N) for BSH). It returns the :class:`MlaQuantSpec` the launch
+other than IFATiling's MLA path (op_host's ``CheckQueryQuantParam4FullQuant``, the query scale's shape, is the
+tiling mirror's: ``tiling.checkers.legacy_ifa``). It returns the :class:`MlaQuantSpec` the launch
 passes to the kernel: the rope tensors, the query scales as a (…, 1) view, and the scalars the kernel's vector
 code takes, each an fp32 as the chip holds it (dk, the softmax scale, and dv · (1/127) as one fp32 product).
 
@@ -33,10 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...tiling.errors import AclnnStatus, ParamError
 from ...tiling.params import canonical_dtype
 from ..errors import UnsupportedParameterError
-from ..golden.layouts import parse_layout
 from ..golden.mla_quant import P_RANGE
 
 __all__ = ["MlaQuantSpec", "is_mla_quant", "mla_quant_call", "MLA_QUANT_INPUTS"]
@@ -87,21 +83,7 @@ def mla_quant_call(arrays: dict, attrs: dict, tiling) -> MlaQuantSpec:
         if getattr(arrays[name], "ndim", 0) != 5 or arrays.get("block_table") is None:
             raise UnsupportedParameterError(name, "given", "MLA FA quant is simulated with paged NZ caches (what "
                                             "op_host requires)")
-    if parse_layout(attrs["input_layout"]).token:
-        cum = [int(x) for x in np.ravel(np.asarray(arrays.get("actual_seq_lengths", [])))]
-        own = [b - a for a, b in zip([0, *cum], cum)]
-        if own != [int(x) for x in tiling.q_seqlens]:
-            raise UnsupportedParameterError("actual_seq_lengths", cum, f"IFATiling's TND rows (query lengths "
-                                            f"{list(tiling.q_seqlens)} as the tiling mirror plans them) are not "
-                                            f"the batches' own lengths {own}: unequal query lengths per batch "
-                                            "are not simulated on this route")
-    dsq = np.asarray(arrays["dequant_scale_query"])
-    q = arrays["query"].shape
-    want = (*q[:2], int(attrs["num_heads"])) if parse_layout(attrs["input_layout"]).qkv == "BSH" else q[:-1]
-    if tuple(dsq.shape) != tuple(want):
-        raise ParamError("dequant_scale_query", tuple(dsq.shape), f"with an int8 query its shape is the query's "
-                         f"without D, {tuple(want)} (CheckQueryQuantParam4FullQuant)",
-                         status=AclnnStatus.INNER_TILING_ERROR, checker="mla_quant")
+    dsq = np.asarray(arrays["dequant_scale_query"])      # the query's shape without D (the tiling checked it)
     dsq = dsq.reshape(*dsq.shape, 1)
     dk = _scalar(arrays["key_antiquant_scale"])
     dv = _scalar(arrays["value_antiquant_scale"])
