@@ -91,7 +91,7 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
         fd, fwhy = forced_parts > 1, f"plan search: kv_splits {forced_parts}" + (" (no FD)" if forced_parts == 1
                                                                                   else "")
     d.decide("flash_decode", fd, fwhy + " (IFATiling::IsFlashDecode)")
-    s2 = v.s2 if v.s2 else 1024      # the block sizing's S2 (an empty key sizes as 1024); the KV itself is v.s2
+    s2 = _ifa_seq_size(v)            # the block sizing's S2; the KV itself is v.s2
     q = per_batch_lengths(v.batch, v.s1, None)
     kv = per_batch_lengths(v.batch, v.s2, v.actual_kv, cumulative=v.accum_kv)
     d.q_lens, d.kv_lens = q, kv
@@ -163,6 +163,13 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
                  "the output's dtype)")
 
 
+def _ifa_seq_size(v) -> int:
+    """IFATiling's ``seqSize_``, the S2 its block sizes are cut from: a paged cache's table width times the block
+    size (``sMax_``, however many blocks the lengths use), else the key's S; an empty key sizes as 1024."""
+    s2 = v.block_table_width * v.block_size if v.paged else v.s2
+    return s2 if s2 else 1024
+
+
 #: (batch sizes, query lengths, num_heads, KV length range) of ``IFATiling::IsFdBalanceCase`` (IsValidFlag,
 #: IsValidFlag3B, IsValidFlag560B): MLA FA-quant shapes that always take the balanced split
 _FD_BALANCE_CASES = (((1,), (2,), 128, (37000, 65536)), ((1, 2, 4), (4,), 8, (4096, 5120)),
@@ -207,7 +214,7 @@ def _plan_ifa_balanced(d: Draft, plat: Platform, *, kv_nz: bool, anti: bool, ful
     aic = plat.aic
     d.decide("split_units", aic, "balanced split: cube cores (IFATiling::SetCoreNum)")
     tnd = v.input_layout.startswith("TND")
-    s2_sizing = v.s2 if v.s2 else 1024
+    s2_sizing = _ifa_seq_size(v)
     s_inner, swhy = ifa_s_inner(seq=s2_sizing, g=v.g, antiquant=anti, perf_mode=IFA_PERF_MLA, rope=True,
                                 paged=v.paged, block_size=v.block_size, int4=v.kv_dtype == "int4")
     d.s2_base = d.decide("s2_base", s_inner, swhy)
