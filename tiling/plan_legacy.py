@@ -2,16 +2,24 @@
 
 Model
 -----
-``plan_ifa`` mirrors ``IFATiling`` (unbalanced path) with the rules of
-:mod:`.flash_decode`: perf mode, FD decision, ``SplitBNS`` (FD: every ``(b, n2)``
-cut into ``kv_splits`` parts, one part per core, core ``c`` = unit ``c // splits``,
-part ``c % splits``) or ``SplitBN`` (no FD: contiguous runs of units). Both map
+``plan_ifa`` mirrors ``IFATiling`` with the rules of :mod:`.flash_decode`: perf mode,
+FD decision, ``SplitBNS`` (FD: every ``(b, n2)`` cut into ``kv_splits`` parts, one part
+per core, core ``c`` = unit ``c // splits``, part ``c % splits``) or ``SplitBN`` (no FD:
+contiguous runs of units; a unit is ``(b, n2)``, or with rope / GQA MTP one of its row
+blocks of at most ``gMax_`` rows, cut along S1 for BSH/BSND, else along G). Block sizes
+are cut from ``seqSize_`` (a paged cache's table width times the block size). Both map
 onto ``RowTask``s: a part that is a whole number of S2 blocks as a plain block run,
 any other (a part of ``ceil(S2 / kv_splits)`` positions over 8192-position blocks,
 e.g. long KV) as a position part that starts anywhere and ends in a partial block
 (``RowTask.kv_start`` / ``kv_end``, as the kernel's per-part loop walks it). Its key is the legacy IFA decimal key. With ``inner_precise`` 2, paged int8 KV and
 query lengths it takes the ATB kernel instead (``AtbTilingProcess``: key mode 3,
-every AIV:AIC group launched, its own workspace; no RowTasks).
+every AIV:AIC group launched, its own workspace; no RowTasks). MLA (perf mode 5) with TND, or
+(neither with antiquant nor BNSD) when the batches' KV lengths differ, or in ``IsFdBalanceCase``'s MLA
+FA-quant shapes, takes the balanced split instead (``SplitBalanced``): units ``(b, n2, S1 block
+of 128 // G positions, sInner block)`` in that order, a core closed at the first unit where the
+running count reaches ``(core + 1) * ceil(total / cube cores)`` while a core is left; a row
+whose blocks span cores is flash-decoded (FdTasks); every cube core's staging and
+``2 * N2 * 128`` FD rows per cube core in the workspace; the key's balance digit set.
 
 ``plan_pfa`` mirrors ``PromptFlashAttentionSplitNSNew``: rows ``(head, batch, S1
 block)`` in head-major order, weight ``k + 1`` for causal rows (next tokens 0;
@@ -29,7 +37,7 @@ over, in place of ``SetCoreNum``'s; the FD rule then runs on that count), ``kv_s
 kvSplitPart: 2 or more forces flash decode with that many parts per (b, n2), 1 forces SplitBN; at most
 cores / (B*N2), refused for GQA MTP and for rope with S1 > 1 or G > 128) and ``s2_base`` (sInner, whole
 paged blocks, clipped to the part's length as op_host clips its own); the tasks, the launch, the workspace
-and the key follow as for op_host's plan. The ATB kernel refuses them. ``plan_pfa`` (not the TND branch or
+and the key follow as for op_host's plan. The ATB kernel and the balanced split refuse them. ``plan_pfa`` (not the TND branch or
 an empty tensor) takes ``m_base`` (2 x sOuter), ``s2_base`` (sInner) and ``cores`` (the greedy's target
 divides the weight by that count instead of the cube cores).
 
@@ -38,7 +46,8 @@ The TND split-fuse route ("fai") has its own planner, :func:`.plan_fai.plan_fai`
 
 Invariants
 ----------
-* Tasks cover every active block once; IFA FD tasks have ``splits == kv_splits``.
+* Tasks cover every active block once; SplitBNS's FD tasks have ``splits == kv_splits``, the balanced
+  split's at most ``kv_splits`` (the most cores one row spans).
 """
 
 from __future__ import annotations
@@ -59,6 +68,8 @@ from . import pfa_tnd
 __all__ = ["plan_ifa", "plan_pfa", "plan_fai"]
 
 _IFA_LAYOUT = {"BNSD": 0, "BSH": 1, "BSND": 1, "TND": 2}
+#: the key's KV layout digit (GetKvLayoutInfo: NZ 2, BSH/BSND 1, BNSD 0), set in the MLA and DD perf modes
+_IFA_KV_LAYOUT_DIGIT = {"NZ": 2, "BSH": 1, "BSND": 1, "BnBsH": 1}
 
 
 def plan_ifa(d: Draft, plat: Platform) -> None:
@@ -156,7 +167,7 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
     flags = (2 if (v.paged and v.s2) else 0) + (1 if fd else 0) + (4 if per_token else 0)
     _ifa_key(d, mode=2 if v.prefix else 1, perf=perf, flags=flags,
              antiquant_mode=v.antiquant_mode if (anti and v.antiquant_mode not in (0, 1)) else 0,
-             kv_layout=({"NZ": 2, "BSH": 1, "BSND": 1, "BnBsH": 1}.get(v.kv_layout, 0)
+             kv_layout=(_IFA_KV_LAYOUT_DIGIT.get(v.kv_layout, 0)
                         if perf in (IFA_PERF_MLA, IFA_PERF_DD) else 0),
              origin=v.out_dtype if full_quant else v.q_dtype,
              why="IFATiling::GenTilingKey: mode*10^16 + perf*10^15 + digits (MLA FA quant: the origin digit is "
@@ -298,7 +309,7 @@ def _plan_ifa_balanced(d: Draft, plat: Platform, *, kv_nz: bool, anti: bool, ful
                                           "of 2 * N2 * 128 rows per cube core (CalcBalanceFDParamNums)")
     flags = (2 if (v.paged and v.s2) else 0) + (1 if fd else 0)
     _ifa_key(d, mode=2 if v.prefix else 1, perf=IFA_PERF_MLA, flags=flags, antiquant_mode=0,
-             kv_layout={"NZ": 2, "BSH": 1, "BSND": 1, "BnBsH": 1}.get(v.kv_layout, 0), balance=1,
+             kv_layout=_IFA_KV_LAYOUT_DIGIT.get(v.kv_layout, 0), balance=1,
              origin=v.out_dtype if full_quant else v.q_dtype,
              why="IFATiling::GenTilingKey: mode*10^16 + perf*10^15 + digits, the balance digit set")
 
