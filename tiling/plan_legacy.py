@@ -164,7 +164,7 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
     d.decide("workspace_bytes", ws.total, "libapi + the matmul staging areas (not in all-vector mode) + FD "
                                           "partials B*N*kv_splits*align32(D) and sums/maxes (IFATiling::CalcWorkSpace)")
     per_token = anti and v.antiquant_mode == 1
-    flags = (2 if (v.paged and v.s2) else 0) + (1 if fd else 0) + (4 if per_token else 0)
+    flags = (2 if _ifa_s_max(v) else 0) + (1 if fd else 0) + (4 if per_token else 0)
     _ifa_key(d, mode=2 if v.prefix else 1, perf=perf, flags=flags,
              antiquant_mode=v.antiquant_mode if (anti and v.antiquant_mode not in (0, 1)) else 0,
              kv_layout=(_IFA_KV_LAYOUT_DIGIT.get(v.kv_layout, 0)
@@ -174,10 +174,16 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
                  "the output's dtype)")
 
 
+def _ifa_s_max(v) -> int:
+    """IFATiling's paged ``sMax_``: the table width times the block size, however many blocks the lengths use
+    (0 without a paged cache; the key's paged digit is set when it is not 0)."""
+    return v.block_table_width * v.block_size if v.paged else 0
+
+
 def _ifa_seq_size(v) -> int:
-    """IFATiling's ``seqSize_``, the S2 its block sizes are cut from: a paged cache's table width times the block
-    size (``sMax_``, however many blocks the lengths use), else the key's S; an empty key sizes as 1024."""
-    s2 = v.block_table_width * v.block_size if v.paged else v.s2
+    """IFATiling's ``seqSize_``, the S2 its block sizes are cut from: ``sMax_`` for a paged cache, else the key's
+    S; an empty key sizes as 1024."""
+    s2 = _ifa_s_max(v) if v.paged else v.s2
     return s2 if s2 else 1024
 
 
@@ -307,7 +313,7 @@ def _plan_ifa_balanced(d: Draft, plat: Platform, *, kv_nz: bool, anti: bool, ful
     d.workspace = ws
     d.decide("workspace_bytes", ws.total, "libapi + the matmul staging areas of every cube core + FD partials "
                                           "of 2 * N2 * 128 rows per cube core (CalcBalanceFDParamNums)")
-    flags = (2 if (v.paged and v.s2) else 0) + (1 if fd else 0)
+    flags = (2 if _ifa_s_max(v) else 0) + (1 if fd else 0)
     _ifa_key(d, mode=2 if v.prefix else 1, perf=IFA_PERF_MLA, flags=flags, antiquant_mode=0,
              kv_layout=_IFA_KV_LAYOUT_DIGIT.get(v.kv_layout, 0), balance=1,
              origin=v.out_dtype if full_quant else v.q_dtype,

@@ -11,10 +11,10 @@ modes 3/0/0, no offsets, no quant_scale1 / dequant_scale1/2. Such a call runs th
 cache), simulated by ``kernel_mla_quant.fia_mla_quant``.
 
 :func:`mla_quant_call` runs after op_host accepted the call. It raises ``UnsupportedParameterError`` naming
-what the simulated kernel does not model: a post-quantised (int8) output (the kernel's tiling keys are bf16
-only), pse_shift, a learnable sink, left padding, a shared prefix, a rope antiquant scale, a route or template
-other than IFATiling's MLA path (op_host's ``CheckQueryQuantParam4FullQuant``, the query scale's shape, is the
-tiling mirror's: ``tiling.checkers.legacy_ifa``). It returns the :class:`MlaQuantSpec` the launch
+what the simulated kernel does not model: pse_shift, a learnable sink, left padding, a shared prefix, a rope
+antiquant scale, a route or template other than IFATiling's MLA path (op_host's ``CheckQueryQuantParam4FullQuant``,
+the query scale's shape, and ``CheckMlaMisc``'s refusal of a post-quantised (int8) output are the tiling
+mirror's: ``tiling.checkers.legacy_ifa``). It returns the :class:`MlaQuantSpec` the launch
 passes to the kernel: the rope tensors, the query scales as a (…, 1) view, and the scalars the kernel's vector
 code takes, each an fp32 as the chip holds it (dk, the softmax scale, and dv · (1/127) as one fp32 product).
 
@@ -40,9 +40,7 @@ __all__ = ["MlaQuantSpec", "is_mla_quant", "mla_quant_call", "MLA_QUANT_INPUTS"]
 #: the optional inputs the MLA FA-quant kernel consumes beyond the non-quant MLA's
 MLA_QUANT_INPUTS = ("dequant_scale_query", "key_antiquant_scale", "value_antiquant_scale")
 #: inputs the kernel does not take, with what they are
-_NOT_WITH = (("quant_scale2", "a post-quantised int8 output (the A2/A3 MLA FA-quant tiling keys are bf16 "
-                              "output only)"),
-             ("pse_shift", "pse_shift"), ("learnable_sink", "a learnable sink"),
+_NOT_WITH = (("pse_shift", "pse_shift"), ("learnable_sink", "a learnable sink"),
              ("query_padding_size", "left padding"), ("kv_padding_size", "left padding"),
              ("key_shared_prefix", "a shared prefix"), ("key_rope_antiquant_scale", "a rope antiquant scale"))
 

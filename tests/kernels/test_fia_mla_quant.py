@@ -211,7 +211,6 @@ def test_the_cost_model_times_it_and_ascend_c_refuses_it_by_name(base):
 
 @pytest.mark.parametrize("name, extra, why", [
     ("learnable_sink", dict(learnable_sink=np.zeros(8, np.float32)), "learnable sink"),
-    ("quant_scale2", dict(quant_scale2=np.ones(1, np.float32)), "bf16 output only"),
     ("key_rope_antiquant_scale", dict(key_rope_antiquant_scale=np.ones(1, np.float32)), "reserved"),
 ])
 def test_what_the_kernel_does_not_model_is_refused_by_name(name, extra, why):
@@ -243,6 +242,7 @@ def test_the_nz_cache_takes_the_mla_mode_with_flash_decode_and_the_balanced_spli
     (dict(input_layout="BNSD"), None),
     (dict(value_antiquant_scale=None), "value_antiquant_scale"),
     (dict(dequant_scale_query=np.ones((1, 1, 4), np.float32)), "dequant_scale_query"),
+    (dict(quant_scale2=np.ones(1, np.float32)), "quant_scale2"),
 ])
 def test_op_host_rejects_bad_calls_with_its_status(extra, param):
     kw = _call(**extra)

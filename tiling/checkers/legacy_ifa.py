@@ -559,24 +559,26 @@ class _IfaCall:
                                f"{list(want)}")
 
     def _actual_seq(self) -> None:
+        """``ProcessActualSeqLen`` / ``ParseActualSeqLens``: the kv lengths' count and values; the longest
+        (``maxActualseq_``). TND starts it at the cache's S (``sMax_``) and raises it to the longest raw value,
+        which the paged check then holds to the table."""
         p = self.p
         self.max_actual = self.s_max
-        if self.in_layout == "TND":
-            return
         akv = p.actual_seq_lengths_kv
+        tnd = self.in_layout == "TND"
         if not present(akv):
-            if self.paged and not self.sink:
+            if self.paged and not self.sink and not tnd:
                 _fail("actual_seq_lengths_kv", None, "a paged call needs actual_seq_lengths_kv")
             return
         n = numel(akv.shape)
-        if n == 0:
+        if n == 0 or (tnd and self.sink):
             return
-        if n != 1 and n < self.b:
+        if n != 1 and n < self.b and not tnd:
             _fail("actual_seq_lengths_kv", n, f"must have 1 or at least B ({self.b}) entries")
         data = akv.data
         if data is None:
             return
-        n = min(n, self.b)
+        n = n if tnd else min(n, self.b)
         loop = 1 if (n == 1 and len(self.kv_seq_lens) == 1) else self.b
         longest = 0
         for i in range(loop):
@@ -590,7 +592,7 @@ class _IfaCall:
                     _fail("actual_seq_lengths_kv", tuple(data),
                           f"entry {i} ({length}) must be <= S of key ({cap})")
             longest = max(longest, length)
-        self.max_actual = longest
+        self.max_actual = max(self.max_actual, longest) if tnd else longest
 
     def _pse(self) -> None:
         pse = self.p.pse_shift
@@ -884,7 +886,9 @@ class _IfaCall:
         if self.prefix:
             _fail("key_shared_prefix", None, "a shared prefix is not supported in MLA")
         if self.out_dtype == "int8":
-            _fail("attention_out", "int8", "post-quant (an int8 output) is not supported in MLA")
+            q2 = p.quant_scale2
+            _fail("quant_scale2" if present(q2) else "attention_out", q2.shape if present(q2) else "int8",
+                  "post-quant (an int8 output) is not supported in MLA")
         if self.kv_layout == "NZ" and bs != 128:
             _fail("block_size", p.block_size, "MLA with an NZ cache takes block_size 128")
         if bs not in (16, 128):
