@@ -47,7 +47,9 @@
   ``128 // G`` positions, the key's origin digit the output's dtype, no AMLA, the even split's lowered
   ``coreNum_``. Without rope an NZ cache with query length 1 is not GQA MTP and takes FD
   (``int8_nz_bnsd_fd``); the paged callback area counts the cores split over, not the used ones
-  (``int8_paged_b1``).
+  (``int8_paged_b1``). Seed 1's MLA-NZ rows from the generator: TND kv lengths are held to the block table
+  too (``rand_arch22_1_07093``: 3436 > 14 blocks of 128), and the key's paged digit follows the table's width
+  when every kv length is 0 (``rand_arch22_1_09471``).
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ OP_HOST = {"rand_arch22_0_01200": (10000000000022220, 20, 16930816),
            "rand_arch22_3_04118": (4000000000000200003, 20, 22839296),
            "rand_arch22_3_06557": (4000000000000200003, 4, 19398656),
            "rand_arch22_3_08226": (4000000000000200003, 8, 18579456),
-           "rand_arch22_3_09861": (4000000000000200003, 16, 39059456)}
+           "rand_arch22_3_09861": (4000000000000200003, 16, 39059456),
+           "rand_arch22_1_09471": (15000000020222331, 1, 17238144)}
 PFA_TND_CASES = sorted(c for c, (key, _, _) in OP_HOST.items() if key // 10 ** 18 == 4)
 
 
@@ -144,7 +147,8 @@ REFUSED = {"rand_arch22_1_02287": "atten_mask", "rand_arch22_1_06086": "actual_s
            "rand_arch22_1_03954": "value_antiquant_scale", "rand_arch22_1_04011": "key_antiquant_scale",
            "rand_arch22_1_06329": "key_antiquant_scale",
            "rand_arch22_2_00001": "key_antiquant_scale", "rand_arch22_2_05206": "query",
-           "rand_arch22_4_03347": "atten_mask", "rand_arch22_4_02222": "actual_seq_lengths_kv"}
+           "rand_arch22_4_03347": "atten_mask", "rand_arch22_4_02222": "actual_seq_lengths_kv",
+           "rand_arch22_1_07093": "actual_seq_lengths_kv"}
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
