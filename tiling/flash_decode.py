@@ -25,7 +25,8 @@ one part per core:
   ``ceil(S2 / splits)`` (aligned up to the PA block size, to 2 for int4);
 * S2 base (``CalcInnerSize``): 8192, or ``{8192,4096,2048}[min(G/5,2)]`` without
   antiquant; antiquant with G > 1: 2048 (cube view) or 1024; MLA 512 (1024 with
-  antiquant); PA rounds down to a block multiple; clipped to the (split) length;
+  antiquant; an FD part of 256 positions 128, of 257-512 256, not for TND); PA rounds
+  down to a block multiple; clipped to the (split) length;
 * without FD (``SplitBN``): ``B*N2*outer`` units over the cores, an even split
   (the first ``units % cores`` cores take one more; MLA first lowers the cores to
   ``ceil(units / ceil(units / cube cores))``) when lengths are equal or units <= cores, else a load balance over per-unit KV lengths (empty units weigh 1,
