@@ -9,14 +9,15 @@ one part per core:
 
 **Legacy IFA** (``IFATiling``, arch22 decode routed to the old operator):
 
-* perf mode: KV in NZ -> 6 (cube-view DD); rope -> 5 (MLA); fp16 q/kv/out with no
+* perf mode: KV in NZ without rope -> 6 (cube-view DD); rope -> 5 (MLA, an NZ cache too); fp16 q/kv/out with no
   PA, no prefix, G == 1 and D <= 512 -> 1 (all-vector); G <= 16, D == 128, no
   prefix, not high precision, ``B*N2*ceil(max S2 / 2048) > 128`` and a paged BNSD
   fp16/bf16 (or int8 per-channel) cache -> 3 (cube-view); else 0 (normal), which
   becomes 2 (C1V1) when there is no FD, no prefix and ``B*N2*2 <= vector cores``.
   Split units are vector cores for modes 0/1/2, cube cores for 3/5/6;
 * FD is off for paged attention with ``max S2 <= 1024`` (not MLA), rope with S1 > 1
-  or G > 128, and the GQA-MTP path; otherwise it needs ``B*N2 < r * cores``
+  or G > 128, and GQA MTP (``gqaMtpFlag_``: 1 < S1 <= 16 without rope, whatever the cache
+  layout; an NZ cache with S1 1 may take FD); otherwise it needs ``B*N2 < r * cores``
   (``<=`` and r = 0.5 for the cube-view modes, r = 0.5 for all-vector, else 0.4)
   and either G == 1 or ``max S2 >= 2048``;
 * KV splits (``SplitBNS``): ``cores // (B*N2)``, decreased while
@@ -24,10 +25,11 @@ one part per core:
   ``ceil(S2 / splits)`` (aligned up to the PA block size, to 2 for int4);
 * S2 base (``CalcInnerSize``): 8192, or ``{8192,4096,2048}[min(G/5,2)]`` without
   antiquant; antiquant with G > 1: 2048 (cube view) or 1024; MLA 512 (1024 with
-  antiquant); PA rounds down to a block multiple; clipped to the (split) length;
+  antiquant; an FD part of 256 positions 128, of 257-512 256, not for TND); PA rounds
+  down to a block multiple; clipped to the (split) length;
 * without FD (``SplitBN``): ``B*N2*outer`` units over the cores, an even split
-  (the first ``units % cores`` cores take one more) when lengths are equal or
-  units <= cores, else a load balance over per-unit KV lengths (empty units weigh 1,
+  (the first ``units % cores`` cores take one more; MLA first lowers the cores to
+  ``ceil(units / ceil(units / cube cores))``) when lengths are equal or units <= cores, else a load balance over per-unit KV lengths (empty units weigh 1,
   antiquant at least 1024).
 
 **arch35 catch-all** (``FusedInferAttentionScoreTilingImpl``): FD only for an IFA
@@ -46,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["IFA_PERF_NORMAL", "IFA_PERF_ALL_VEC", "IFA_PERF_C1V1", "IFA_PERF_CUBE_VIEW", "IFA_PERF_MLA",
-           "IFA_PERF_DD", "IfaPlan", "ifa_perf_mode", "ifa_is_flash_decode", "ifa_kv_splits", "ifa_s_inner",
+           "IFA_PERF_DD", "IfaPlan", "ifa_gqa_flags", "ifa_perf_mode", "ifa_is_flash_decode", "ifa_kv_splits", "ifa_s_inner",
            "ifa_split_bn", "impl_flash_decode", "impl_kv_splits"]
 
 IFA_PERF_NORMAL, IFA_PERF_ALL_VEC, IFA_PERF_C1V1, IFA_PERF_CUBE_VIEW, IFA_PERF_MLA, IFA_PERF_DD = 0, 1, 2, 3, 5, 6
@@ -68,13 +70,22 @@ class IfaPlan:
     reasons: dict
 
 
+def ifa_gqa_flags(*, kv_nz: bool, rope: bool, s1: int) -> tuple[bool, bool]:
+    """(``gqaKvNZFlag_``, ``gqaMtpFlag_``) of ``IFATiling::GetRopeAndGqaFlag``: a 5-D (NZ) cache without rope,
+    and a query length in (1, 16] without rope (the query's S dim; T for TND). Rope (MLA) sets neither."""
+    return kv_nz and not rope, 1 < s1 <= 16 and not rope
+
+
 def ifa_perf_mode(*, kv_nz: bool, rope: bool, q_dtype: str, kv_dtype: str, out_dtype: str, paged: bool,
                   prefix: bool, g: int, d: int, batch: int, n2: int, max_s2: int, inner_precise: int,
                   layout: str, antiquant: bool = False, antiquant_per_channel: bool = False) -> tuple[int, str]:
-    if kv_nz:
-        return IFA_PERF_DD, "KV in NZ (GQA MTP): cube-view DD mode 6"
+    """``IFATiling::SetupPerfMode`` (A2/A3). ``kv_nz`` is the cache's NZ layout; upstream tests its GQA KV-NZ
+    flag, which is set only without rope (:func:`ifa_gqa_flags`), so MLA with an NZ cache is mode 5."""
+    gqa_kv_nz, _ = ifa_gqa_flags(kv_nz=kv_nz, rope=rope, s1=0)
+    if gqa_kv_nz:
+        return IFA_PERF_DD, "KV in NZ without rope (GQA KV NZ): cube-view DD mode 6"
     if rope:
-        return IFA_PERF_MLA, "rope (MLA): cube-view MLA mode 5"
+        return IFA_PERF_MLA, "rope (MLA): cube-view MLA mode 5" + (" (an NZ cache too)" if kv_nz else "")
     if (not paged and not prefix and g == 1 and d <= 512 and q_dtype == kv_dtype == out_dtype == "float16"):
         return IFA_PERF_ALL_VEC, "fp16 q/kv/out, no PA/prefix, G == 1, D <= 512: all-vector mode 1"
     if _cube_view(prefix=prefix, g=g, d=d, batch=batch, n2=n2, max_s2=max_s2, inner_precise=inner_precise,
@@ -153,8 +164,9 @@ def ifa_kv_splits(*, cores: int, batch: int, n2: int, max_s2: int, s2: int, page
 
 
 def ifa_s_inner(*, seq: int, g: int, antiquant: bool, perf_mode: int, rope: bool, paged: bool, block_size: int,
-                int4: bool = False) -> tuple[int, str]:
-    """S2 base of the legacy IFA tiling (``CalcInnerSize``) for a (split) KV length ``seq``."""
+                int4: bool = False, fd: bool = False, tnd: bool = False) -> tuple[int, str]:
+    """S2 base of the legacy IFA tiling (``CalcInnerSize``) for a (split) KV length ``seq``; ``fd``: the length is
+    a flash-decode part (MLA halves a part of 256-512 positions so that it takes two blocks, not for TND)."""
     if antiquant:
         if g > 1:
             base = 2048 if perf_mode == IFA_PERF_CUBE_VIEW else 1024
@@ -167,6 +179,9 @@ def ifa_s_inner(*, seq: int, g: int, antiquant: bool, perf_mode: int, rope: bool
     if rope:
         base = 1024 if antiquant else 512
         why = f"MLA: sInner {base}"
+        if fd and not tnd and not antiquant and 256 <= seq <= 512:
+            base = 128 if seq == 256 else 256
+            why += f"; an FD part of {seq} positions takes two blocks: {base}"
     if paged and block_size and base % block_size:
         base = base // block_size * block_size
         why += f"; PA block {block_size} rounds it down to {base}"
@@ -179,12 +194,14 @@ def ifa_s_inner(*, seq: int, g: int, antiquant: bool, perf_mode: int, rope: bool
 
 
 def ifa_split_bn(*, units: int, cores: int, loads: list | None, equal: bool, mla: bool = False,
-                 aic: int = 0) -> tuple[int, tuple]:
-    """(used cores, first unit of each core) of ``SplitBN`` without FD."""
-    if mla and aic:
-        per = -(-units // aic)
-        cores = -(-units // per)
+                 aic: int = 0) -> tuple[int, tuple, int]:
+    """(used cores, first unit of each core, cores split over) of ``SplitBN`` without FD. The even split
+    (``SplitBN_V0``) of MLA launches as few cores as keep the most units per core: ``coreNum_`` becomes
+    ``ceil(units / ceil(units / aic))``, which the workspace then counts."""
     if loads is None or equal or units <= cores:
+        if mla and aic:
+            per = -(-units // aic)
+            cores = -(-units // per)
         former = units % cores
         big = units // cores + (1 if former else 0)
         small = big - 1 if former else big
@@ -192,10 +209,10 @@ def ifa_split_bn(*, units: int, cores: int, loads: list | None, equal: bool, mla
         starts = []
         for i in range(used):
             starts.append(big * i if i < former else former * big + small * (i - former))
-        return used, tuple(starts)
+        return used, tuple(starts), cores
     starts = _balanced_starts(loads, units, cores, -(-units // cores))
     used = cores
-    return used, tuple(s for s in starts[:used])
+    return used, tuple(s for s in starts[:used]), cores
 
 
 def _accumulate(loads, starts, total, n):

@@ -208,7 +208,7 @@ def parse_info_partial(params: FiaParams, platform: Platform | str) -> FiaInfo:
     """:func:`parse_info`'s info as far as the parser gets (``strict_heads=False``), never raising: what a legacy
     arch22 route's planner reads (layout, dtypes, axes) when op_host's FIA parser would reject a call that the
     legacy route's own checks take (e.g. a negative num_key_value_heads, which the split-fuse route does not
-    look at)."""
+    look at; a softmax_lse missing under softmax_lse_flag, refused only after the rest is read)."""
     plat = get_platform(platform) if not isinstance(platform, Platform) else platform
     parser = _Parser(params, plat, strict_heads=False)
     try:
@@ -221,6 +221,7 @@ class _Parser:
     def __init__(self, p: FiaParams, plat: Platform, strict_heads: bool = True):
         self.p = p
         self.strict_heads = strict_heads
+        self.deferred: ParamError | None = None   # a refusal the partial parse raises after reading the rest
         self.info = FiaInfo(params=p, platform=plat, arch=plat.arch)
 
     # ---------------------------------------------------------------- driver
@@ -246,6 +247,8 @@ class _Parser:
         self._axes()
         self._features()   # op_host reads the features even for empty tensors (pse_type is checked there)
         self._generate()
+        if self.deferred is not None:
+            raise self.deferred
         return info
 
     # ---------------------------------------------------------------- inputs
@@ -389,8 +392,11 @@ class _Parser:
             info.empty_tensor_flag = True
             return
         if p.softmax_lse_flag and (not present(p.softmax_lse) or numel(p.softmax_lse.shape) == 0):
-            raise _fail("softmax_lse", p.softmax_lse.shape if p.softmax_lse else None,
+            err = _fail("softmax_lse", p.softmax_lse.shape if p.softmax_lse else None,
                         "softmax_lse must be a non-empty tensor when softmax_lse_flag is set")
+            if self.strict_heads:
+                raise err
+            self.deferred = self.deferred or err   # the partial parse reads the rest first (the legacy routes')
         if all(numel(s) == 0 for s in self.k_cache) and all(numel(s) == 0 for s in self.v_cache):
             info.empty_tensor_flag = True
 
@@ -589,6 +595,9 @@ class _Parser:
             else:
                 info.rope_mode = "none"
         else:
+            # set first: a call refused below is still planned from this info by the legacy routes, whose
+            # rope flag is the rope tensors' presence (IFATiling's ropeFlag_)
+            info.rope_mode = "split" if split else "none"
             if info.qk_head_dim < info.v_head_dim:
                 raise _fail("query", p.query.shape,
                             f"D of query ({info.qk_head_dim}) must not be smaller than D of value ({info.v_head_dim})")

@@ -23,7 +23,8 @@ disagreement); so is a rejection the x86 build cannot decide (op_host's log says
 platform query failed: the legacy PFA path with mixed dtypes asks the softmax API's
 platform, which needs a device runtime). A row on which cvtile raises anything but
 ``ParamError`` is a cvtile error and always counts. The oracle runs the whole file in one process; after a
-crash it is restarted on the rows that follow.
+crash it is restarted on the rows that follow the one it died on (the driver names that row in its own
+crash line; without one, the first row it did not finish is taken).
 
 Invariants
 ----------
@@ -97,15 +98,21 @@ def run_oracle(binary: str | Path, rows: list[dict], arch: str, *, timeout: floa
             done = [r for r in pending if r["case_name"] in out]
             if len(done) == len(pending):
                 break
-            # the process died on the first row it did not finish
             first = next(r for r in pending if r["case_name"] not in out)
             if proc.returncode == 0:
                 raise RuntimeError(f"op_host oracle printed nothing for {first['case_name']} "
                                    f"(stderr: {proc.stderr[-300:]})")
-            sig = -proc.returncode if proc.returncode < 0 else proc.returncode
-            out[first["case_name"]] = {"case": first["case_name"], "crash": _signal_name(sig)}
-            i = pending.index(first)
-            pending = pending[i + 1:]
+            named = [r for r in pending if "crash" in out.get(r["case_name"], {})]
+            if named:
+                # the driver printed the crash line of the row it died on: go on after that row (blaming the
+                # next row too would drop a row op_host answers)
+                crashed = named[-1]
+            else:
+                # the process died on the first row it did not finish
+                sig = -proc.returncode if proc.returncode < 0 else proc.returncode
+                out[first["case_name"]] = {"case": first["case_name"], "crash": _signal_name(sig)}
+                crashed = first
+            pending = pending[pending.index(crashed) + 1:]
     return out
 
 

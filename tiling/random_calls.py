@@ -22,6 +22,14 @@ can go to ``FiaParams.from_csv_row`` and to the real op_host built on x86
   dtype swapped, an attribute changed, an optional tensor dropped, a host list
   changed.
 
+Besides, 3% of the rows (``MLA_NZ_SHARE``, picked by a generator of their own, so
+that every other row is what the two sources above give) are **MLA calls with a
+paged NZ cache**, which neither source builds (the corpora have none): D 512 + rope
+64 on one KV head, mostly MLA FA quant (int8 query and cache, bf16 ropes, the query
+and KV scales), else fp16/bf16 or an int8 cache under a bf16 query; BSND/BSH/TND
+(rarely BNSD), G 1-128, decode or 2-16 query tokens (the causal mask mostly), block
+sizes 32-512, per-batch KV lengths equal, unequal or 0; a fifth of them mutated.
+
 Invariants
 ----------
 * ``random_rows(arch, n, seed)`` is a pure function of its arguments: the same
@@ -40,7 +48,7 @@ import numpy as np
 
 from .layouts import INPUT_LAYOUTS
 
-__all__ = ["random_rows", "write_rows", "header", "synthetic_row", "mutated_row"]
+__all__ = ["random_rows", "write_rows", "header", "synthetic_row", "mutated_row", "mla_nz_row", "MLA_NZ_SHARE"]
 
 _TENSORS = (
     "query", "key", "value", "pse_shift", "atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv",
@@ -265,16 +273,95 @@ def mutated_row(rng: np.random.Generator, arch: str, base_rows: list[dict]) -> d
     return r
 
 
+def mla_nz_row(rng: np.random.Generator, arch: str) -> dict:
+    """One MLA call (query_rope / key_rope, D 512 + rope 64, one KV head) with a paged NZ cache (see the module
+    docstring); a fifth of them get one to three mutations (``mutated_row``)."""
+    r = _Row()
+    kind = _pick(rng, ["quant", "same", "anti"], p=[.6, .25, .15])
+    qd = {"quant": "INT8", "same": _pick(rng, ["FLOAT16", "BF16"]), "anti": "BF16"}[kind]
+    kd = qd if kind == "same" else "INT8"
+    rd = qd if kind == "same" else "BF16"
+    layout = _pick(rng, ["BSND", "BSH", "TND", "BNSD"], p=[.35, .3, .3, .05])
+    b = int(_pick(rng, [1, 2, 3, 4, 8, 24, 48], p=[.25, .15, .15, .15, .15, .1, .05]))
+    g = int(_pick(rng, [1, 2, 4, 8, 16, 32, 64, 128], p=[.05, .05, .1, .2, .2, .15, .1, .15]))
+    s1 = 1 if rng.random() < 0.6 else int(_pick(rng, [2, 3, 4, 8, 16]))
+    bs = int(_pick(rng, [128, 16, 64, 256], p=[.85, .05, .05, .05]))
+    hi = int(_pick(rng, [300, 2048, 8192, 40000], p=[.3, .3, .3, .1]))
+    kv = [int(x) for x in rng.integers(0, hi + 1, size=b)]
+    if rng.random() < 0.4:
+        kv = [kv[0]] * b
+    per = max(-(-max(kv) // bs), 1)
+    nblocks = b * per + int(rng.integers(0, 2))
+    d, dr = 512, 64
+    c0 = 32 if kd == "INT8" else 16
+    if layout == "TND":
+        qper = [int(x) for x in rng.integers(1 if rng.random() < 0.8 else 0, s1 + 1, size=b)]
+        qlens = [int(x) for x in np.cumsum(qper)]
+        t = qlens[-1]
+        qs, qrs, ds = (t, g, d), (t, g, dr), (t, g)
+        r.tensor("actual_seq_lengths", (b,), "INT64", qlens)
+    elif layout == "BSH":
+        qs, qrs, ds = (b, s1, g * d), (b, s1, g * dr), (b, s1, g)
+    elif layout == "BNSD":
+        qs, qrs, ds = (b, g, s1, d), (b, g, s1, dr), (b, g, s1)
+    else:
+        qs, qrs, ds = (b, s1, g, d), (b, s1, g, dr), (b, s1, g)
+    r.tensor("query", qs, qd)
+    r.tensor("query_rope", qrs, rd)
+    r.tensor("key", (nblocks, 1, d // c0, bs, c0), kd)
+    r.tensor("value", (nblocks, 1, d // c0, bs, c0), kd)
+    r.tensor("key_rope", (nblocks, 1, dr // 16, bs, 16), rd)
+    r.tensor("block_table", (b, per), "INT32")
+    r.tensor("actual_seq_lengths_kv", (b,), "INT64", kv)
+    if kind == "quant":
+        r.tensor("dequant_scale_query", ds, "FLOAT")
+        r.tensor("key_antiquant_scale", (1,), "FLOAT")
+        r.tensor("value_antiquant_scale", (1,), "FLOAT")
+    elif kind == "anti":
+        r.tensor("antiquant_scale", (2, d), "BF16")
+    sparse = 0
+    if s1 > 1 or layout == "TND":
+        sparse = int(_pick(rng, [3, 0], p=[.85, .15]))
+        if sparse:
+            r.tensor("atten_mask", (2048, 2048), "INT8")
+    r.tensor("attention_out", qs, "BF16" if kind != "same" else qd)
+    if rng.random() < 0.2:
+        r.tensor("softmax_lse", (qs[0], g, 1) if layout == "TND" else (b, g, s1, 1), "FLOAT")
+    r.update(num_heads=g, scale="0.04166", pre_tokens=_INT_MAX, next_tokens=0 if sparse else _INT_MAX,
+             input_layout=layout, num_key_value_heads=1, sparse_mode=sparse,
+             inner_precise=int(_pick(rng, [0, 1])), block_size=bs, antiquant_mode=0,
+             softmax_lse_flag=int("softmax_lse_shape" in r), key_antiquant_mode=0, value_antiquant_mode=0,
+             query_quant_mode=3 if kind == "quant" else 0, pse_type=0, out_dtype=0)
+    row = dict(r)
+    if rng.random() < 0.2:
+        row = mutated_row(rng, arch, [row])
+    return row
+
+
+#: the share of rows that are MLA calls with an NZ cache (``mla_nz_row``), drawn from a stream of their own
+MLA_NZ_SHARE = 0.03
+#: the keys (after the seed and the arch) of the two streams that pick and build those rows; the picking key
+#: is the first that replaces none of the rows tests/tiling/test_ophost_rows_regression.py pins from seeds 0-4
+#: of the two-source generator
+_MLA_NZ_PICK, _MLA_NZ_BUILD = 10, 512
+
+
 def random_rows(arch: str, n: int, seed: int = 0, corpus_rows: list[dict] | None = None) -> list[dict]:
-    """``n`` calls for ``arch`` (half synthetic, half mutated corpus rows when ``corpus_rows`` is given)."""
+    """``n`` calls for ``arch`` (half synthetic, half mutated corpus rows when ``corpus_rows`` is given; a
+    ``MLA_NZ_SHARE`` of them replaced by MLA calls with an NZ cache, from a generator of their own, so that the
+    other rows are the ones the two-source generator gave)."""
     if arch not in ("arch22", "arch35"):
         raise ValueError(f"arch must be 'arch22' or 'arch35', not {arch!r}")
     rng = np.random.default_rng([seed, 22 if arch == "arch22" else 35])
+    pick_rng = np.random.default_rng([seed, 22 if arch == "arch22" else 35, 1024 + _MLA_NZ_PICK])
+    mla_rng = np.random.default_rng([seed, 22 if arch == "arch22" else 35, _MLA_NZ_BUILD])
     cols = header(arch)
     base = [{k: v for k, v in row.items() if k in cols} for row in (corpus_rows or [])]
     out = []
     for i in range(n):
         row = mutated_row(rng, arch, base) if base and rng.random() < 0.5 else synthetic_row(rng, arch)
+        if pick_rng.random() < MLA_NZ_SHARE:
+            row = mla_nz_row(mla_rng, arch)
         full = {c: "" for c in cols}
         # the UT loader splits on every comma (no CSV quoting): a comma in a copied annotation would shift
         # the columns, so it becomes a semicolon

@@ -11,12 +11,10 @@ modes 3/0/0, no offsets, no quant_scale1 / dequant_scale1/2. Such a call runs th
 cache), simulated by ``kernel_mla_quant.fia_mla_quant``.
 
 :func:`mla_quant_call` runs after op_host accepted the call. It raises ``UnsupportedParameterError`` naming
-what the simulated kernel does not model: a post-quantised (int8) output (the kernel's tiling keys are bf16
-only), pse_shift, a learnable sink, left padding, a shared prefix, a rope antiquant scale, a route or template
-other than IFATiling's MLA path, TND query lengths other than the tiling's rows (the mirror gives every batch
-the longest query length); and op_host's ``CheckQueryQuantParam4FullQuant``, which the tiling mirror
-does not hold, as ``ParamError`` (561002, checker "mla_quant"): ``dequant_scale_query`` has the query's shape
-without D ((B, S, N) for BSH). It returns the :class:`MlaQuantSpec` the launch
+what the simulated kernel does not model: pse_shift, a learnable sink, left padding, a shared prefix, a rope
+antiquant scale, a route or template other than IFATiling's MLA path (op_host's ``CheckQueryQuantParam4FullQuant``,
+the query scale's shape, and ``CheckMlaMisc``'s refusal of a post-quantised (int8) output are the tiling
+mirror's: ``tiling.checkers.legacy_ifa``). It returns the :class:`MlaQuantSpec` the launch
 passes to the kernel: the rope tensors, the query scales as a (…, 1) view, and the scalars the kernel's vector
 code takes, each an fp32 as the chip holds it (dk, the softmax scale, and dv · (1/127) as one fp32 product).
 
@@ -110,14 +108,6 @@ def mla_quant_call(arrays: dict, attrs: dict, tiling) -> MlaQuantSpec:
         if getattr(arrays[name], "ndim", 0) != 5 or arrays.get("block_table") is None:
             raise UnsupportedParameterError(name, "given", "MLA FA quant is simulated with paged NZ caches (what "
                                             "op_host requires)")
-    if parse_layout(attrs["input_layout"]).token:
-        cum = [int(x) for x in np.ravel(np.asarray(arrays.get("actual_seq_lengths", [])))]
-        own = [b - a for a, b in zip([0, *cum], cum)]
-        if own != [int(x) for x in tiling.q_seqlens]:
-            raise UnsupportedParameterError("actual_seq_lengths", cum, f"IFATiling's TND rows (query lengths "
-                                            f"{list(tiling.q_seqlens)} as the tiling mirror plans them) are not "
-                                            f"the batches' own lengths {own}: unequal query lengths per batch "
-                                            "are not simulated on this route")
     dsq, dk, dv = mla_query_scales(arrays, attrs)
     return MlaQuantSpec(query_rope=arrays["query_rope"], key_rope=arrays["key_rope"], query_scale=dsq,
                         key_scale=dk, scale=np.float32(float(attrs["scale"])),

@@ -3,10 +3,13 @@ simulated kernel ``fia_mla_quant`` against the float64 golden (``golden.mla_quan
 
 Default tier: one kernel specialisation (G 8, one batch, KV 300 in NZ blocks of 128, BSND), shared by the
 golden comparison (with lse), the chip-step check (a planted q·k outside the DATO trick's exact range), the
-V2 API, the cost model and the Ascend C build on the CPU twin; the DATO read against the bit pattern, the golden's formula
-by hand and the refusals need no compile. Slow: three S2 blocks, BSH with three batches and G 16, TND with
-the causal mask (sparse 3) and two query tokens per batch (lse), four query tokens with the causal mask and
-with a tree (sparse 9: the causal tree with row 3 also hiding column 1).
+V2 API, the cost model and the Ascend C build on the CPU twin; the DATO read against the bit pattern, the
+golden's formula by hand, the refusals and the launches of the MLA perf mode's flash decode and balanced split
+(recorded, not run) need no compile. Slow: three S2 blocks, BSH with three batches and G 16, TND with the causal
+mask (sparse 3) and two query tokens per batch (lse), four query tokens with the causal mask and with a tree
+(sparse 9: the causal tree with row 3 also hiding column 1), flash decode over KV 4100 (SplitBNS), BSH with
+per-batch KV lengths that differ (the balanced split, rows spanning cores merged by the FD combine), TND
+with per-batch query lengths 1 and 2.
 
 The comparison floor (``_judge``): bf16's rtol, and an absolute floor of max|golden| / 127, one int8 step of P
 at the output's scale; the worst errors are 3-4e-3 of max|golden| (the chip's fp16 -> int8 double rounding of
@@ -221,9 +224,7 @@ def test_the_kernel_builds_and_runs_on_the_twin(base, tmp_path):
 
 @pytest.mark.parametrize("name, extra, why", [
     ("learnable_sink", dict(learnable_sink=np.zeros(8, np.float32)), "learnable sink"),
-    ("quant_scale2", dict(quant_scale2=np.ones(1, np.float32)), "bf16 output only"),
     ("key_rope_antiquant_scale", dict(key_rope_antiquant_scale=np.ones(1, np.float32)), "reserved"),
-    ("actual_seq_lengths", dict(lengths=(300, 9), layout="TND", actual_seq_lengths=[1, 3]), "unequal query"),
 ])
 def test_what_the_kernel_does_not_model_is_refused_by_name(name, extra, why):
     with pytest.raises(UnsupportedParameterError) as err:
@@ -231,11 +232,30 @@ def test_what_the_kernel_does_not_model_is_refused_by_name(name, extra, why):
     assert err.value.param == name and why in err.value.reason
 
 
+@pytest.mark.parametrize("extra, kernels, blocks", [
+    (dict(lengths=(4100,)), ["fia_mla_quant", "fia_fd_combine"], 8),
+    (dict(lengths=(3000, 700, 5000), layout="BSH", n=16), ["fia_mla_quant", "fia_fd_combine"], 18),
+    (dict(lengths=(300, 9), layout="TND", actual_seq_lengths=[1, 3]), ["fia_mla_quant"], 2),
+])
+def test_the_nz_cache_takes_the_mla_mode_with_flash_decode_and_the_balanced_split(extra, kernels, blocks):
+    """IFATiling sets its GQA KV-NZ flag only without rope, so MLA FA quant (always an NZ cache) is perf mode 5,
+    not 6 (GQA MTP / DD, which has no FD): a long KV is flash-decoded (SplitBNS; the FD combine runs after the
+    kernel), and TND or per-batch KV lengths that differ take the balanced split (rows spanning cores merged by
+    the FD combine; TND batches with their own query rows). Recorded here, not run (no compile); the numerics
+    are in the slow tier, the tiling against op_host in tests/tiling/test_ophost_rows_regression.py."""
+    kw = _call(**extra)
+    with record_launches(run=False) as rec:
+        fia4(**kw)
+    assert [r.kernel.name for r in rec.launches] == kernels
+    assert rec.launches[0].grid == blocks
+
+
 @pytest.mark.parametrize("extra, param", [
     (dict(query_quant_mode=2), "query_quant_mode"),
     (dict(input_layout="BNSD"), None),
     (dict(value_antiquant_scale=None), "value_antiquant_scale"),
     (dict(dequant_scale_query=np.ones((1, 1, 4), np.float32)), "dequant_scale_query"),
+    (dict(quant_scale2=np.ones(1, np.float32)), "quant_scale2"),
 ])
 def test_op_host_rejects_bad_calls_with_its_status(extra, param):
     kw = _call(**extra)
@@ -259,6 +279,9 @@ def test_op_host_rejects_bad_calls_with_its_status(extra, param):
     dict(s1=4, sparse_mode=3, atten_mask=np.triu(np.ones((2048, 2048), np.int8), 1)),
     dict(s1=4, sparse_mode=9, atten_mask=np.triu(np.ones((1, 4, 4), np.int8), 1) | (np.arange(16) == 13)
          .reshape(1, 4, 4).astype(np.int8)),
+    dict(lengths=(4100,)),
+    dict(lengths=(3000, 700, 5000), layout="BSH", n=16),
+    dict(lengths=(300, 9), layout="TND", actual_seq_lengths=[1, 3]),
 ])
 def test_more_shapes_match_the_golden(case):
     kw = _call(**case)

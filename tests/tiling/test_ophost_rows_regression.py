@@ -40,6 +40,16 @@
   block (``rand_arch22_4_02222``: ``CheckPAWhenBaseApi`` fails without a log).
 * An empty TND call with num_key_value_heads -1 (found by the simulated fuzz tier, checked against the oracle):
   the split-fuse route takes it, and its key keeps the TND digit.
+* MLA with a paged NZ cache on the legacy IFA route (written here: the generator made none until it got its
+  own MLA-NZ rows): IFATiling sets its GQA KV-NZ flag only without rope, so MLA FA quant is perf mode 5, not
+  6 (``mla_nz_*``): flash decode (SplitBNS, sInner halved for parts of 256-512 positions), the balanced split
+  (TND, per-batch KV lengths that differ, IsFdBalanceCase's shapes; the key's balance digit), S1 row blocks of
+  ``128 // G`` positions, the key's origin digit the output's dtype, no AMLA, the even split's lowered
+  ``coreNum_``. Without rope an NZ cache with query length 1 is not GQA MTP and takes FD
+  (``int8_nz_bnsd_fd``); the paged callback area counts the cores split over, not the used ones
+  (``int8_paged_b1``). Seed 1's MLA-NZ rows from the generator: TND kv lengths are held to the block table
+  too (``rand_arch22_1_07093``: 3436 > 14 blocks of 128), and the key's paged digit follows the table's width
+  when every kv length is 0 (``rand_arch22_1_09471``).
 """
 
 from __future__ import annotations
@@ -95,7 +105,8 @@ OP_HOST = {"rand_arch22_0_01200": (10000000000022220, 20, 16930816),
            "rand_arch22_3_04118": (4000000000000200003, 20, 22839296),
            "rand_arch22_3_06557": (4000000000000200003, 4, 19398656),
            "rand_arch22_3_08226": (4000000000000200003, 8, 18579456),
-           "rand_arch22_3_09861": (4000000000000200003, 16, 39059456)}
+           "rand_arch22_3_09861": (4000000000000200003, 16, 39059456),
+           "rand_arch22_1_09471": (15000000020222331, 1, 17238144)}
 PFA_TND_CASES = sorted(c for c, (key, _, _) in OP_HOST.items() if key // 10 ** 18 == 4)
 
 
@@ -136,7 +147,8 @@ REFUSED = {"rand_arch22_1_02287": "atten_mask", "rand_arch22_1_06086": "actual_s
            "rand_arch22_1_03954": "value_antiquant_scale", "rand_arch22_1_04011": "key_antiquant_scale",
            "rand_arch22_1_06329": "key_antiquant_scale",
            "rand_arch22_2_00001": "key_antiquant_scale", "rand_arch22_2_05206": "query",
-           "rand_arch22_4_03347": "atten_mask", "rand_arch22_4_02222": "actual_seq_lengths_kv"}
+           "rand_arch22_4_03347": "atten_mask", "rand_arch22_4_02222": "actual_seq_lengths_kv",
+           "rand_arch22_1_07093": "actual_seq_lengths_kv"}
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
@@ -212,3 +224,110 @@ def test_regression_a_negative_kv_head_count_on_the_split_fuse_route_keeps_its_l
     assert (t.tiling_key, t.block_dim, t.workspace_bytes) == (5000000000000200100, 20, 79691776)
     same = tile_fia(FiaParams.from_csv_row(_empty_tnd_row("1")), ut_platform("arch22"))
     assert same.tiling_key == t.tiling_key
+
+
+def _int8_cache_row(name: str, *, b=1, s1=1, n=8, lens=(300,), layout="BSND", bs=128, sparse=0, qlens=None,
+                    query="INT8", nz=True, rope=True) -> dict:
+    """A paged decode on an int8 cache (one KV head): MLA FA quant (int8 query, bf16 ropes, D 512) by default;
+    ``rope=False``: a bf16 query with D 128 on an antiquant cache."""
+    from cvtile.tiling.random_calls import header
+
+    d = 512 if rope else 128
+    per = max(-(-max(lens) // bs), 1)
+    row = dict.fromkeys(header("arch22"), "")
+
+    def t(tensor, shape, dtype, data=None):
+        row.update({f"{tensor}_shape": " ".join(map(str, shape)), f"{tensor}_dtype": dtype,
+                    f"{tensor}_format": "ND"})
+        if data is not None:
+            row[f"{tensor}_data"] = " ".join(map(str, data))
+
+    if layout == "TND":
+        qs, ds = (qlens[-1], n, d), (qlens[-1], n)
+        t("actual_seq_lengths", (b,), "INT64", qlens)
+    elif layout == "BSH":
+        qs, ds = (b, s1, n * d), (b, s1, n)
+    elif layout == "BNSD":
+        qs, ds = (b, n, s1, d), (b, n, s1)
+    else:
+        qs, ds = (b, s1, n, d), (b, s1, n)
+    t("query", qs, query)
+    t("attention_out", qs, "BF16")
+    cache = (b * per, 1, d // 32, bs, 32) if nz else ((b * per, 1, bs, d) if layout == "BNSD" else (b * per, bs, d))
+    t("key", cache, "INT8")
+    t("value", cache, "INT8")
+    t("block_table", (b, per), "INT32")
+    t("actual_seq_lengths_kv", (len(lens),), "INT64", lens)
+    if rope:
+        t("query_rope", qs[:-1] + (qs[-1] // d * 64,), "BF16")
+        t("key_rope", (b * per, 1, 4, bs, 16), "BF16")
+        t("dequant_scale_query", ds, "FLOAT")
+        t("key_antiquant_scale", (1,), "FLOAT")
+        t("value_antiquant_scale", (1,), "FLOAT")
+    elif nz:
+        t("key_antiquant_scale", (1, 1, d), "BF16")
+        t("value_antiquant_scale", (1, 1, d), "BF16")
+    else:
+        t("antiquant_scale", (2, d), "BF16")
+    if sparse:
+        t("atten_mask", (2048, 2048), "INT8")
+    row.update(case_name=name, num_heads=n, scale="0.04", pre_tokens=2147483647,
+               next_tokens=0 if sparse else 2147483647, input_layout=layout, num_key_value_heads=1,
+               sparse_mode=sparse, inner_precise=0 if rope else 1, block_size=bs, antiquant_mode=0,
+               softmax_lse_flag=0, key_antiquant_mode=0, value_antiquant_mode=0,
+               query_quant_mode=3 if rope else 0, pse_type=0, out_dtype=0)
+    return {k: str(v) for k, v in row.items()}     # as the CSV loader reads them
+
+
+#: the rows (``_int8_cache_row`` keywords) and op_host's (key, block dim, workspace) for them, from the oracle
+INT8_CACHE_ROWS = {
+    "mla_nz_no_fd": (dict(), (15000000020222331, 1, 16881792)),
+    "mla_nz_fd": (dict(lens=(8192,)), (15000000020322331, 16, 18893312)),
+    "mla_nz_fd_b4_g32": (dict(b=4, n=32, lens=(4096,) * 4), (15000000020322331, 20, 27347456)),
+    "mla_nz_balanced_bsh": (dict(b=3, n=16, lens=(300, 1000, 129), layout="BSH"), (15000001020322331, 4, 32221696)),
+    "mla_nz_equal_bsh": (dict(b=3, n=16, lens=(1000,) * 3, layout="BSH"), (15000000020222331, 3, 17471872)),
+    "mla_nz_balanced_tnd": (dict(b=2, lens=(300, 500), layout="TND", qlens=(2, 4), sparse=3),
+                            (15000001020222332, 2, 21408256)),
+    "mla_nz_balanced_tnd_fd": (dict(b=6, lens=(4000, 100, 0, 7000, 3000, 9000), layout="TND",
+                                    qlens=(1, 2, 3, 4, 5, 6)), (15000001020322332, 16, 29927936)),
+    "mla_nz_fd_balance_case": (dict(b=4, s1=3, n=64, lens=(4096, 4500, 5000, 5120), sparse=3),
+                               (15000001020322331, 19, 64334336)),
+    "mla_nz_s1_blocks": (dict(b=3, s1=8, n=32, lens=(201,) * 3, layout="BSH", sparse=3),
+                         (15000000020222331, 6, 25441024)),
+    "int8_nz_bnsd_fd": (dict(lens=(8192,), layout="BNSD", query="BF16", rope=False),
+                        (16000000020322320, 20, 24103424)),
+    "int8_paged_b1": (dict(layout="BSH", query="BF16", nz=False, rope=False), (12000000000222321, 1, 18789376)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INT8_CACHE_ROWS))
+def test_int8_cache_rows_give_op_hosts_answer(case):
+    kw, want = INT8_CACHE_ROWS[case]
+    rec = cvtile_record(_int8_cache_row(case, **kw), "arch22")
+    assert rec["got"] == "SUCCESS" and rec["route"] == "ifa/IFATiling", rec
+    assert (rec["tiling_key"], rec["block_dim"], rec["workspace"]) == want
+
+
+def test_mla_with_an_nz_cache_is_the_mla_perf_mode_with_its_flash_decode():
+    """The perf digit (10^15) is 5 (MLA), not 6 (GQA MTP / DD, which refuses FD); FD splits the KV 8192 of the
+    one (b, n2) over 16 cube cores in parts of 512 positions, each walked in two 256-position blocks."""
+    t = tile_fia(FiaParams.from_csv_row(_int8_cache_row("fd", lens=(8192,))), ut_platform("arch22"))
+    assert t.key_fields["perf"] == 5 and t.decision("flash_decode").value is True
+    assert t.decision("kv_splits").value == 16 and t.s2_base == 256
+
+
+def test_the_balanced_split_gives_each_tnd_batch_its_own_rows():
+    t = tile_fia(FiaParams.from_csv_row(_int8_cache_row("tnd", b=2, lens=(300, 500), layout="TND", qlens=(2, 4),
+                                                        sparse=3)), ut_platform("arch22"))
+    assert t.decision("balance_mode").value is True and tuple(t.q_seqlens) == (2, 2)
+    assert sorted((task.b, task.m_rows) for c in t.cores for task in c.tasks) == [(0, 16), (1, 16)]
+
+
+#: MLA rows op_host refuses (ProcessMlaRope), with the parameter the mirror's refusal must name
+MLA_REFUSED = {"block_size": dict(bs=64), "input_layout": dict(layout="BNSD")}
+
+
+@pytest.mark.parametrize("param", sorted(MLA_REFUSED))
+def test_the_mla_checks_refuse_what_op_host_refuses(param):
+    rec = cvtile_record(_int8_cache_row(f"refused_{param}", **MLA_REFUSED[param]), "arch22")
+    assert rec["got"] == "FAILED" and param in rec["error"], rec

@@ -1,6 +1,7 @@
 """The random-call generator (``tiling.random_calls``) and the mirror on its calls: deterministic rows, every
 column present, and on 1,500 calls per arch the mirror answers each with a tiling or a typed ParamError
-(any other exception is a mirror bug; this is how the PFA empty-tensor crash was found)."""
+(any other exception is a mirror bug; this is how the PFA empty-tensor crash was found); the MLA calls with an
+NZ cache are there and reach the legacy IFA route's MLA mode."""
 
 from __future__ import annotations
 
@@ -52,3 +53,16 @@ def test_the_mirror_answers_every_random_call_with_a_tiling_or_a_typed_error(arc
             FiaParams.from_csv_row(r)
         except ParamError:
             pass
+
+
+def test_mla_calls_with_an_nz_cache_are_generated_and_many_are_accepted(corpus_file):
+    """About 3% of the rows are MLA calls with a paged NZ cache (the corpora have none), from streams of their
+    own; on arch22 a good share of them plan on the legacy IFA route's MLA perf mode 5 (balanced or not)."""
+    rows = random_rows("arch22", 3000, seed=0, corpus_rows=_corpus(corpus_file, "arch22"))
+    mla_nz = [r for r in rows if r["query_rope_shape"] and len(r["key_shape"].split()) == 5]
+    assert 0.02 * len(rows) < len(mla_nz) < 0.04 * len(rows)
+    got = [cvtile_record(r, "arch22") for r in mla_nz]
+    ifa = [g for g in got if g["got"] == "SUCCESS" and g["route"] == "ifa/IFATiling"]
+    assert len(ifa) > 0.25 * len(mla_nz)
+    assert {g["tiling_key"] // 10 ** 15 % 10 for g in ifa} == {5}
+    assert {g["tiling_key"] // 10 ** 9 % 10 for g in ifa} == {0, 1}

@@ -25,7 +25,8 @@ The legacy IFA tiling walks the call in this order; the first broken rule reject
 5. *Optional inputs*: kv length list (paged calls need it; length 1 or >= B; values >= 0 and <= the cache
    S), ``pse_shift`` (fp16/bf16 = query dtype, [B|1, N, 1, S >= S max], not with an NZ cache), per-layer
    quant inputs only with an int8 query, post-quant scale/offset dtypes and shapes, the int8-query (MLA
-   full quant) inputs, the attention mask (TND: sparse 0 no mask / 3 a 2048x2048 mask; MLA sparse rules;
+   full quant) inputs (the query scale the query's shape without D, (B, S, num_heads) for BSH; the key and
+   value scales (1,)), the attention mask (TND: sparse 0 no mask / 3 a 2048x2048 mask; MLA sparse rules;
    bool/int8/uint8; 2048x2048 for band/right-down/MTP; else batch == B and last axis >= S), the paged
    block rules (N2*D <= 65535 for BSH, 0 < block_size <= 512, alignment, lengths fit the table), kv
    padding (not int4, not MLA), shared prefix (same kv dtype, no paged cache / kv padding, shapes, length).
@@ -34,8 +35,14 @@ The legacy IFA tiling walks the call in this order; the first broken rule reject
    the value's own scales (and offsets) share a shape (and dtype) unless the modes are 0/1; an NZ cache's
    per-channel parameters of 1-3 dims have the layout's shape (BNSD (N2, 1, D), BSND/TND (N2, D), BSH (N2*D)).
 
-Not mirrored (documented gap): the other per-mode antiquant parameter shape and dtype rules, the MLA rope
-tensor shape rules and the other GQA NZ cache rules; calls reaching them are accepted here.
+7. *MLA* (``ProcessMlaRope``): query_rope in the query's dtype (bf16 with an int8 query) and shape but D, key_rope
+   in the key's dtype (query_rope's with an int8 query) and the cache's shape with rope dim 64 (3-D, 4-D or NZ
+   with the dtype's 32-byte fraction), one KV head, G a power of 2 up to 128, D 512, rope dim 64, an NZ cache
+   only with BSH/BSND/TND, a paged cache, no antiquant, pse, shared prefix or int8 output, block size 16 or 128
+   (128 with an NZ cache).
+
+Not mirrored (documented gap): the other per-mode antiquant parameter shape and dtype rules and the other GQA
+NZ cache rules; calls reaching them are accepted here.
 """
 
 from __future__ import annotations
@@ -413,6 +420,7 @@ class _IfaCall:
         self._mask()
         self._paged()
         self._kv_padding()
+        self._mla_rope()
         if self.cv_ratio == 1 and not (self.quant and self.rope):
             _fail("platform", (self.plat.aic, self.plat.aiv), "with 1:1 cores only MLA full quant is supported")
         self._prefix()
@@ -551,24 +559,26 @@ class _IfaCall:
                                f"{list(want)}")
 
     def _actual_seq(self) -> None:
+        """``ProcessActualSeqLen`` / ``ParseActualSeqLens``: the kv lengths' count and values; the longest
+        (``maxActualseq_``). TND starts it at the cache's S (``sMax_``) and raises it to the longest raw value,
+        which the paged check then holds to the table."""
         p = self.p
         self.max_actual = self.s_max
-        if self.in_layout == "TND":
-            return
         akv = p.actual_seq_lengths_kv
+        tnd = self.in_layout == "TND"
         if not present(akv):
-            if self.paged and not self.sink:
+            if self.paged and not self.sink and not tnd:
                 _fail("actual_seq_lengths_kv", None, "a paged call needs actual_seq_lengths_kv")
             return
         n = numel(akv.shape)
-        if n == 0:
+        if n == 0 or (tnd and self.sink):
             return
-        if n != 1 and n < self.b:
+        if n != 1 and n < self.b and not tnd:
             _fail("actual_seq_lengths_kv", n, f"must have 1 or at least B ({self.b}) entries")
         data = akv.data
         if data is None:
             return
-        n = min(n, self.b)
+        n = n if tnd else min(n, self.b)
         loop = 1 if (n == 1 and len(self.kv_seq_lens) == 1) else self.b
         longest = 0
         for i in range(loop):
@@ -582,7 +592,7 @@ class _IfaCall:
                     _fail("actual_seq_lengths_kv", tuple(data),
                           f"entry {i} ({length}) must be <= S of key ({cap})")
             longest = max(longest, length)
-        self.max_actual = longest
+        self.max_actual = max(self.max_actual, longest) if tnd else longest
 
     def _pse(self) -> None:
         pse = self.p.pse_shift
@@ -658,6 +668,7 @@ class _IfaCall:
         for name in ("dequant_scale_query", "key_antiquant_scale", "value_antiquant_scale"):
             if not present(getattr(p, name)):
                 _fail(name, None, "an int8 query needs the query, key and value dequant scales")
+        self._full_quant_scale_shapes()
         if p.query_quant_mode != 3:
             _fail("query_quant_mode", p.query_quant_mode, "an int8 query needs query_quant_mode 3")
         if p.key_antiquant_mode != 0 or p.value_antiquant_mode != 0:
@@ -785,6 +796,103 @@ class _IfaCall:
             _fail("kv_padding_size", pad.shape, "kv left padding is not supported with MLA")
         self.kv_padding = (not self.paged and getattr(self, "batch_contiguous", False)
                            and present(self.p.actual_seq_lengths_kv))
+
+    def _full_quant_scale_shapes(self) -> None:
+        """``CheckQueryQuantParam4FullQuant`` / ``CheckKVQuantParam4FullQuant``: the query scale is the query's
+        shape without D ((B, S, num_heads) for BSH), the key and value scales are (1,)."""
+        p, q = self.p, tuple(self.q.shape)
+        s = tuple(p.dequant_scale_query.shape)
+        if self.layout in ("BSH", "BSH_NBSD"):
+            want = (dim(q, 0), dim(q, 1), self.n)
+            ok = len(s) == len(q) and s == want
+        else:
+            want = q[:-1]
+            ok = s == want
+        if not ok:
+            _fail("dequant_scale_query", s, f"with an int8 query its shape is the query's without D, {want} "
+                                            "(CheckQueryQuantParam4FullQuant)")
+        for name in ("key_antiquant_scale", "value_antiquant_scale"):
+            ks = tuple(getattr(p, name).shape)
+            if ks != (1,):
+                _fail(name, ks, "with an int8 query (MLA) the key/value dequant scale is (1,)")
+
+    def _mla_rope(self) -> None:
+        """``ProcessMlaRope``: the rope tensors' dtypes and shapes, the MLA attributes and cache rules."""
+        if not self.rope:
+            return
+        p = self.p
+        qr, kr, q, k = p.query_rope, p.key_rope, self.q.shape, self.k.shape
+        want = "bfloat16" if self.quant else self.q_dtype                  # CheckMlaQueryRopeDesc
+        if qr.dtype != want:
+            _fail("query_rope", qr.dtype, f"query_rope must be {want}" + (" with an int8 query" if self.quant
+                                                                          else " (the query's dtype)"))
+        qs = tuple(qr.shape)
+        if len(qs) != len(q):
+            _fail("query_rope", qs, f"query_rope must have the query's rank ({len(q)})")
+        if self.in_layout == "BSH_BSND":
+            if dim(qs, 0) != dim(q, 0) or dim(qs, 1) != dim(q, 1) or (len(qs) == 4 and dim(qs, 2) != dim(q, 2)):
+                _fail("query_rope", qs, f"query_rope must have the query's B, S (and N) ({tuple(q)})")
+            rope_d = dim(qs, 3) if len(qs) == 4 else dim(qs, 2) // self.n
+        elif self.in_layout == "BNSD":
+            if any(dim(qs, i) != dim(q, i) for i in range(3)):
+                _fail("query_rope", qs, f"query_rope must have the query's B, N and S ({tuple(q)})")
+            rope_d = dim(qs, 3)
+        else:
+            if dim(qs, 0) != dim(q, 0) or dim(qs, 1) != dim(q, 1):
+                _fail("query_rope", qs, f"query_rope must have the query's T and N ({tuple(q)})")
+            rope_d = dim(qs, 2)
+        if self.n2 != 1:                                                      # CheckMlaAttrs
+            _fail("num_key_value_heads", p.num_key_value_heads, "MLA takes one key/value head")
+        if self.g not in (1, 2, 4, 8, 16, 32, 64, 128):
+            _fail("num_heads", self.n, f"MLA takes G (num_heads / num_key_value_heads = {self.g}) of 1-128, "
+                                       "a power of 2")
+        if self.d != 512:
+            _fail("query", tuple(q), f"MLA takes D 512 (not {self.d})")
+        if rope_d != 64:
+            _fail("query_rope", qs, f"MLA takes a rope dim of 64 (not {rope_d})")
+        if self.kv_layout == "NZ" and self.in_layout not in ("BSH_BSND", "TND"):
+            _fail("input_layout", self.layout, "MLA with an NZ cache takes BSH, BSND or TND (and their NBSD/NTD "
+                                               "outputs)")
+        if not self.paged:                                                    # CheckMlaKeyRope
+            _fail("block_table", None, "MLA needs a paged cache")
+        want = qr.dtype if self.quant else self.kv_dtype
+        if kr.dtype != want:
+            _fail("key_rope", kr.dtype, f"key_rope must be {want}" + (" (query_rope's dtype with an int8 query)"
+                                                                      if self.quant else " (the key's dtype)"))
+        ks = tuple(kr.shape)
+        if numel(ks) == 0 or numel(k) == 0:
+            _fail("key_rope" if numel(ks) == 0 else "key", ks if numel(ks) == 0 else tuple(k),
+                  "MLA takes no empty key or key_rope")
+        if dim(ks, 0) != dim(k, 0) or len(ks) != len(k):
+            _fail("key_rope", ks, f"key_rope must have the key's block count and rank ({tuple(k)})")
+        bs, n2 = _u32(p.block_size), self.n2
+        if len(k) == 3:
+            ok_k, ok_r = (dim(k, 1), dim(k, 2)) == (bs, n2 * 512), (dim(ks, 1), dim(ks, 2)) == (bs, n2 * 64)
+        elif len(k) == 4:
+            ok_k = (dim(k, 1), dim(k, 2), dim(k, 3)) == (n2, bs, 512)
+            ok_r = (dim(ks, 1), dim(ks, 2), dim(ks, 3)) == (n2, bs, 64)
+        else:
+            c0, r0 = 32 // _SIZED.get(self.kv_dtype, 1), 32 // _SIZED.get(kr.dtype, 1)
+            ok_k = tuple(dim(k, i) for i in range(1, 5)) == (n2, 512 // c0, bs, c0)
+            ok_r = tuple(dim(ks, i) for i in range(1, 5)) == (n2, 64 // r0, bs, r0)
+        if not ok_k:
+            _fail("key", tuple(k), f"the MLA cache's shape does not fit block_size {bs} and D 512")
+        if not ok_r:
+            _fail("key_rope", ks, f"key_rope's shape does not fit block_size {bs} and the rope dim 64")
+        if self.anti_quant:                                                   # CheckMlaMisc
+            _fail("key", self.kv_dtype, "antiquant (a bf16/fp16 query on an int8 cache) is not supported in MLA")
+        if present(p.pse_shift):
+            _fail("pse_shift", p.pse_shift.shape, "pse_shift is not supported in MLA")
+        if self.prefix:
+            _fail("key_shared_prefix", None, "a shared prefix is not supported in MLA")
+        if self.out_dtype == "int8":
+            q2 = p.quant_scale2
+            _fail("quant_scale2" if present(q2) else "attention_out", q2.shape if present(q2) else "int8",
+                  "post-quant (an int8 output) is not supported in MLA")
+        if self.kv_layout == "NZ" and bs != 128:
+            _fail("block_size", p.block_size, "MLA with an NZ cache takes block_size 128")
+        if bs not in (16, 128):
+            _fail("block_size", p.block_size, "MLA takes block_size 16 or 128")
 
     def _prefix(self) -> None:
         p = self.p
