@@ -252,16 +252,10 @@ class CubeRules:
         plain = len(d0.radices) == 1 and not any(d0.lookups or ())
 
         def per_row():
-            r = self.namer.ident("row")
-            self.emit(f"for (int64_t {r} = 0; {r} < {nrows}; ++{r}) {{")
-            self.depth += 1
-            roff = self._row_offset(d0, c_sum(self.ref(d0.start), row0, r), op)
-            base = c_sum(self.ref(w.offset), roff, cstart)
             src_d = str(max(_const(ncols), 1)) if _const(ncols) is not None else f"cvtMax<int64_t>({ncols}, 1)"
-            self.emit(f"DataCopy({dst}[{r} * {c0}], {g}[{base}], Nd2NzParams(1, 1, {u16(ncols)}, 0, "
-                      f"{u16(src_d)}, {R}, 1, 0));")
-            self.depth -= 1
-            self.emit("}")
+            self._per_row(op, w, row0, nrows, cstart,
+                          lambda r, base: f"DataCopy({dst}[{r} * {c0}], {g}[{base}], Nd2NzParams(1, 1, "
+                                          f"{u16(ncols)}, 0, {u16(src_d)}, {R}, 1, 0));")
 
         if not plain:
             per_row()
@@ -313,13 +307,19 @@ class CubeRules:
             self.emit(f"DataCopy({dst}, {g}[{base}], DataCopyParams({u16(nblk)}, {u16(nrows)}, "
                       f"{u16(f'({fstride}) / {c0} - ({nrows})')}, {u16(f'{R} - ({nrows})')}));")
             return
+        self._per_row(op, w, row0, nrows, cofs,
+                      lambda r, base: f"DataCopy({dst}[{r} * {c0}], {g}[{base}], DataCopyParams({u16(nblk)}, 1, "
+                                      f"{u16(f'({fstride}) / {c0} - 1')}, {R - 1}));")
+
+    def _per_row(self, op, w, row0: str, nrows: str, col: str, copy):
+        """A loop over rows [row0, row0 + nrows) of a GM window (mixed-radix or paged rows: each row's own
+        offset), printing ``copy(row, base)`` per row, base the row's element offset plus ``col``."""
+        d0 = w.dims[0]
         r = self.namer.ident("row")
         self.emit(f"for (int64_t {r} = 0; {r} < {nrows}; ++{r}) {{")
         self.depth += 1
         roff = self._row_offset(d0, c_sum(self.ref(d0.start), row0, r), op)
-        base = c_sum(self.ref(w.offset), roff, cofs)
-        self.emit(f"DataCopy({dst}[{r} * {c0}], {g}[{base}], DataCopyParams({u16(nblk)}, 1, "
-                  f"{u16(f'({fstride}) / {c0} - 1')}, {R - 1}));")
+        self.emit(copy(r, c_sum(self.ref(w.offset), roff, col)))
         self.depth -= 1
         self.emit("}")
 
