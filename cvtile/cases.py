@@ -92,20 +92,28 @@ def shape_of(layout: str, b: int, n: int, s: int, d: int) -> tuple:
 
 
 def make_inputs(spec: CaseSpec, seed: int = 0):
-    """(query, key, value, keyword arguments) of the case."""
+    """(query, key, value, keyword arguments) of the case. Before anything is drawn, inputs larger than the memory
+    this machine has available raise ``host_memory.HostMemoryError``, unless op_host rejects the call first
+    (its ``ParamError``, asked on zero-stride stand-ins)."""
     rng = np.random.default_rng(seed)
     dt = numpy_dtype(spec.dtype)
     qlay = spec.layout.split("_")[0]
-    kvlay = qlay
-    q = rng.uniform(-1, 1, shape_of(qlay, spec.batch, spec.num_heads, spec.q_seqlen, spec.head_dim)).astype(dt)
-    kshape = shape_of(kvlay, spec.batch, spec.num_kv_heads, spec.kv_seqlen, spec.head_dim)
+    qshape = shape_of(qlay, spec.batch, spec.num_heads, spec.q_seqlen, spec.head_dim)
+    kshape = shape_of(qlay, spec.batch, spec.num_kv_heads, spec.kv_seqlen, spec.head_dim)
+    _check_inputs_fit(spec, qshape, kshape, dt)
+    q = rng.uniform(-1, 1, qshape).astype(dt)
     if spec.kv_dtype:
         k, v, quant = _antiquant_cache(rng, spec, kshape, dt)
     else:
         k = rng.uniform(-1, 1, kshape).astype(dt)
         v = rng.uniform(-1, 1, kshape).astype(dt)
         quant = {}
-    kw = dict(**quant, num_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads, input_layout=spec.layout,
+    return q, k, v, dict(**quant, **_call_keywords(spec, qlay))
+
+
+def _call_keywords(spec: CaseSpec, qlay: str) -> dict:
+    """The attributes, mask and length lists of the case's call (everything but the tensors and quant keywords)."""
+    kw = dict(num_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads, input_layout=spec.layout,
               scale=float(spec.head_dim) ** -0.5, sparse_mode=spec.sparse_mode, pre_tokens=spec.pre_tokens,
               next_tokens=spec.next_tokens, softmax_lse_flag=spec.lse)
     if spec.sparse_mode in (2, 3, 4):
@@ -121,7 +129,50 @@ def make_inputs(spec: CaseSpec, seed: int = 0):
             kw["actual_seq_lengths"] = list(actual_q)
         if actual_kv:
             kw["actual_seq_lengths_kv"] = list(actual_kv)
-    return q, k, v, kw
+    return kw
+
+
+def _check_inputs_fit(spec: CaseSpec, qshape: tuple, kshape: tuple, dt) -> None:
+    """``host_memory.check_fits`` of the case's query, key and value and the largest 8-byte draw (numpy draws
+    in float64 / int64, then casts); when they do not fit, op_host's checks run first on zero-stride stand-ins,
+    so a call the operator rejects reports its rule (not for an int4 cache: the host unpacks it to int8 before
+    op_host's checks, which a cache this large cannot be; the memory rule is reported)."""
+    from .host_memory import HostMemoryError, check_fits, stand_in
+
+    if spec.kv_dtype and spec.kv_dtype not in _ANTIQUANT_CACHES:
+        return                              # _antiquant_cache names the bad kv_dtype
+    kv_shape, kv_dt = _kv_storage(spec.kv_dtype, kshape, dt)
+    draw = 8 * max(int(np.prod(qshape, dtype=object)), int(np.prod(kshape, dtype=object)))
+    try:
+        check_fits({"query": (qshape, dt), "key": (kv_shape, kv_dt), "value": (kv_shape, kv_dt)}, temporary=draw,
+                   what="the case's inputs (with numpy's 8-byte draw of the largest)")
+    except HostMemoryError as too_large:
+        from .kernels.fia.api import plan_call
+        from .kernels.golden.hifloat8 import HIFLOAT8
+
+        check_kv_dtype(spec.kv_dtype, spec.target)
+        quant = {}
+        if spec.kv_dtype:
+            params = (2, spec.num_kv_heads, 1, spec.head_dim)
+            dtypes = dict(key_dtype=HIFLOAT8, value_dtype=HIFLOAT8) if spec.kv_dtype == HIFLOAT8 else {}
+            quant = _quant_keywords(spec, np.ones(params, dt), np.zeros(params, dt), dtypes)
+        try:
+            plan_call(query=stand_in(qshape, dt), key=stand_in(kv_shape, kv_dt), value=stand_in(kv_shape, kv_dt),
+                      target=spec.target, **quant, **_call_keywords(spec, spec.layout.split("_")[0]))
+        except MemoryError:     # a host check that widens a tensor (an int4 cache is unpacked) cannot be asked
+            raise too_large from None
+        raise
+
+
+def _kv_storage(kv_dtype: str | None, kshape: tuple, dt) -> tuple:
+    """(shape, numpy dtype) of the key / value arrays ``make_inputs`` gives for a cache of ``kv_dtype``."""
+    if not kv_dtype:
+        return kshape, dt
+    if kv_dtype == "int4":                  # packed 8 per int32 along the last axis
+        return (*kshape[:-1], kshape[-1] // 8), np.int32
+    if kv_dtype == "int8" or kv_dtype == "hifloat8":
+        return kshape, np.int8 if kv_dtype == "int8" else np.uint8
+    return kshape, numpy_dtype(kv_dtype)
 
 
 #: a KV-antiquant cache's value range and its per-channel scale range (dequantised values about in [-1, 1]);
@@ -160,7 +211,6 @@ def _antiquant_cache(rng, spec: CaseSpec, kshape: tuple, dt):
         raise ValueError(f"kv_dtype {spec.kv_dtype!r}: one of {', '.join(_ANTIQUANT_CACHES)} (or None)")
     check_kv_dtype(spec.kv_dtype, spec.target)
     (lo, hi), (s_lo, s_hi) = _ANTIQUANT_CACHES[spec.kv_dtype]
-    no_offset = spec.kv_dtype in _NO_OFFSET
     dtypes = {}
     if spec.kv_dtype == "float8_e4m3fn":
         k, v = (rng.uniform(lo, hi, kshape).astype(numpy_dtype(spec.kv_dtype)) for _ in range(2))
@@ -174,10 +224,17 @@ def _antiquant_cache(rng, spec: CaseSpec, kshape: tuple, dt):
         k, v = pack_int4(k), pack_int4(v)
     params = (2, spec.num_kv_heads, 1, spec.head_dim)
     scale, offset = rng.uniform(s_lo, s_hi, params).astype(dt), rng.uniform(-1, 1, params).astype(dt)
+    return k, v, _quant_keywords(spec, scale, offset, dtypes)
+
+
+def _quant_keywords(spec: CaseSpec, scale, offset, dtypes: dict) -> dict:
+    """The antiquant keywords of the case's cache: the stacked (2, Nkv, 1, D) scale and offset (none for FP8
+    and HiF8), or on arch35 the key's and the value's own, plus V2's dtype keywords ``dtypes``."""
+    no_offset = spec.kv_dtype in _NO_OFFSET
     if get_platform(spec.target).arch == "arch35":   # Ascend950 takes the key's and the value's apart
         kw = dict(dtypes, key_antiquant_scale=scale[0], value_antiquant_scale=scale[1])
-        return k, v, kw if no_offset else dict(kw, key_antiquant_offset=offset[0], value_antiquant_offset=offset[1])
-    return k, v, dict(antiquant_scale=scale) if no_offset else dict(antiquant_scale=scale, antiquant_offset=offset)
+        return kw if no_offset else dict(kw, key_antiquant_offset=offset[0], value_antiquant_offset=offset[1])
+    return dict(antiquant_scale=scale) if no_offset else dict(antiquant_scale=scale, antiquant_offset=offset)
 
 
 @dataclass

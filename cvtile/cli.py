@@ -113,7 +113,9 @@ def main(argv=None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return 0
-    except (ValueError, UnsupportedParameterError) as e:   # ParamError, UnknownPlatformError, bad case values
+    except (ValueError, UnsupportedParameterError, OSError, MemoryError) as e:
+        # ParamError, UnknownPlatformError, HostMemoryError, bad case values; an output directory that cannot be
+        # made or written (OSError); an allocation the memory check could not foresee (MemoryError)
         text = str(e).strip().splitlines()
         print(f"cvtile {args.command}: {type(e).__name__}: {text[0] if text else ''}", file=sys.stderr)
         return 2

@@ -15,7 +15,8 @@ import numpy as np
 from cvtile.tiling import DEFAULT_TARGET, FiaParams, TensorMeta
 from cvtile.tiling.platform import get_platform
 
-__all__ = ["add_shape_options", "build_call", "build_params", "arrays_of_call", "dtype_overrides_of_call"]
+__all__ = ["add_shape_options", "build_call", "build_params", "arrays_of_call", "dtype_overrides_of_call",
+           "check_call_fits"]
 
 _LAYOUTS = ("BSH", "BSND", "BNSD", "TND", "NTD", "BSH_NBSD", "BSND_NBSD", "BNSD_NBSD", "TND_NTD", "NTD_TND",
             "BNSD_BSND", "BSND_BNSD", "BSH_BNSD")
@@ -166,6 +167,27 @@ def arrays_of_call(tensors: dict) -> dict:
         else:
             out[name] = np.zeros(meta.shape, np.uint8 if meta.dtype == HIFLOAT8 else numpy_dtype(meta.dtype))
     return out
+
+
+def check_call_fits(tensors: dict, attrs: dict, target: str, op: str = "fia") -> None:
+    """Raise ``host_memory.HostMemoryError`` before ``arrays_of_call`` when the call's arrays exceed the memory
+    this machine has available; for a FusedInferAttentionScore call op_host's checks run first (on the metadata),
+    so a call the operator rejects reports its ``ParamError``."""
+    from .host_memory import HostMemoryError, check_fits
+    from .kernels.golden.dtypes import numpy_dtype
+    from .kernels.golden.hifloat8 import HIFLOAT8
+
+    arrays = {name: (meta.shape, np.uint8 if meta.dtype == HIFLOAT8 else numpy_dtype(meta.dtype))
+              for name, meta in tensors.items()
+              if hasattr(meta, "shape") and name not in ("attention_out", "softmax_lse")}
+    try:
+        check_fits(arrays, what="the call's arrays")
+    except HostMemoryError:
+        if op == "fia":
+            from .tiling.fia import tile_fia
+
+            tile_fia(FiaParams.from_api(tensors, attrs, source="cvtile cost"), target)
+        raise
 
 
 def dtype_overrides_of_call(tensors: dict) -> dict:

@@ -12,9 +12,12 @@ from cvtile.cli import main
 
 
 def _user_error(capsys, *argv) -> str:
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-    assert exc.value.code == 2
+    """The one stderr line of a user error: exit 2 from argparse (SystemExit) or from main's catch."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     lines = captured.err.strip().splitlines()
@@ -101,6 +104,58 @@ def test_typed_errors_raised_by_a_command_are_one_line_exit_2(capsys, monkeypatc
         assert main(["cases", "x.csv"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"cvtile cases: {type(exc).__name__}: "), err
+
+
+@pytest.mark.parametrize("command", ["run", "trace", "emit", "cost"])
+def test_inputs_larger_than_the_host_are_a_one_line_user_error(capsys, tmp_path, command):
+    """A 100-million-key cache op_host accepts (763 GiB of key) used to die in numpy with a MemoryError
+    traceback; every command that builds the call's tensors now refuses it before drawing, naming the largest
+    tensor, its shape and the memory available."""
+    argv = [command, "fia"] if command == "emit" else [command]
+    argv += ["--kv-seqlen", "100000000"] + (["-o", str(tmp_path / "out")] if command in ("trace", "emit") else [])
+    line = _user_error(capsys, *argv)
+    assert "HostMemoryError: key: (4, 8, 100000000, 128) float16 (762.9 GiB)" in line, line
+    assert "of memory this machine has available" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kv_dtype", [None, "int8"])
+def test_too_large_inputs_op_host_rejects_report_op_host_rule(capsys, kv_dtype):
+    """When the inputs would not fit and op_host rejects the call too (D 100000 > 512), the rule the operator
+    applies is what the user reads (run: the case is rejected, exit 1; cost: one line, exit 2)."""
+    assert main(["run", "--head-dim", "100000"] + (["--kv-dtype", kv_dtype] if kv_dtype else [])) == 1
+    out = capsys.readouterr().out
+    assert "rejected: aclnn 561002" in out and "D of query (100000) must be <= 512" in out
+    line = _user_error(capsys, "cost", "--head-dim", "100000")
+    assert "aclnn 561002" in line and "must be <= 512" in line
+
+
+def test_too_large_int4_cache_reports_the_memory_rule(capsys):
+    """op_host's checks read an int4 cache unpacked to int8 (the host widens it), which a too-large cache cannot
+    be: the memory rule is reported instead of op_host's, in one line."""
+    line = _user_error(capsys, "run", "--head-dim", "100000", "--kv-dtype", "int4")
+    assert "HostMemoryError: key: (4, 8, 16384, 12500) int32" in line
+
+
+def test_check_fits_names_the_largest_tensor_and_the_limit():
+    from cvtile.host_memory import HostMemoryError, check_fits
+
+    check_fits({"query": ((4, 8), "float16")}, limit=64)                  # 64 bytes: fits exactly
+    with pytest.raises(HostMemoryError) as exc:
+        check_fits({"query": ((4, 8), "float16"), "key": ((8, 8), "float32")}, temporary=1, limit=300)
+    e = exc.value
+    assert (e.param, e.need, e.limit) == ("key", 64 + 256 + 1, 300)
+    assert str(e).startswith("key: (8, 8) float32 (256 B): the inputs need 321 B, more than the 300 B")
+
+
+@pytest.mark.parametrize("command", ["trace", "emit"])
+def test_an_output_directory_that_cannot_be_made_is_a_one_line_user_error(capsys, tmp_path, command):
+    """``-o`` under a regular file used to raise NotADirectoryError through a traceback."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    argv = ([command, "fia"] if command == "emit" else [command]) + ["-o", str(blocker / "out")]
+    line = _user_error(capsys, *argv)
+    assert line.startswith(f"cvtile {command}: NotADirectoryError: ") and "file/out" in line
 
 
 def test_help_shows_defaults():
