@@ -6,10 +6,11 @@ Every block (core group, or single core) of a launch starts from zeroed clocks a
 same programs on the same arguments; only the block index (and each AIV's sub-block index) differs. Its cycles
 and per-program busy cycles are therefore a function of what decides time in each of its program instances (the
 AIC with sub-block 0, AIV k with sub-block k): the timing-relevant scalars (``loop_memo.relevant_values``), every
-tile op's key operands, the taken branches, the ping-pong parities, each flag-carrying loop iterated, each
-core-local loop's bounds and timing-relevant inputs. That is the key ``group_memo.compile_prepass`` computes for a
-loop body, computed here for the whole program (``compile_prepass`` of the program's block) from the launch's
-arguments. Blocks whose keys are equal (FIA's flash-decode combine: every block the same; attention blocks with
+tile op's key operands, the taken branches, the ping-pong parities, each flag-carrying loop and each core-local
+loop holding loops iterated, each innermost core-local loop's bounds and the inputs that decide its own time
+(``loop_memo.own_inputs``). That is the key ``group_memo.compile_prepass`` computes for a loop body, computed
+here for the whole program (``compile_prepass`` of the program's block) from the launch's arguments: lengths and
+extents, not the offsets a block addresses its work by. Blocks whose keys are equal (FIA's flash-decode combine: every block the same; attention blocks with
 the same task shapes at other offsets) are run once; the others take the recorded cycles and busy cycles.
 
 When a program's prepass cannot be compiled (it reads a value the prepass cannot compute: a scalar a tile op makes,

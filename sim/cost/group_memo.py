@@ -49,7 +49,7 @@ from collections import deque
 
 from ...dsl.ir import Value, walk
 from . import prepass_source
-from .loop_memo import core_local, free_inputs
+from .loop_memo import core_local, free_inputs, own_inputs
 from .prepass_source import Fetch
 from .spans import Replayed, ReplayedStep, spans_of
 
@@ -118,7 +118,8 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
     (``block_memo``): its key is then that of the program run from the start, and it carries nothing; its
     core-local loops that hold other loops are iterated too where they can be (keyed by their trip counts and
     iterations, not their bounds: a block's own range of work items), the innermost ones keyed by their bounds
-    and inputs."""
+    and the inputs that decide their own time (``loop_memo.own_inputs``: not a row offset they only address
+    by)."""
     whole = not hasattr(loop, "blocks")
     body = loop if whole else loop.blocks[0]
     known = {a.id for a in body.args}
@@ -182,8 +183,9 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
 
     def local(op):
         """A nested core-local loop: its bounds and timing-relevant inputs (``loop_memo``'s key, the clock state
-        aside), or None when a value after it needs its results."""
-        _, scalars = free_inputs(op, relevant)
+        aside; for a whole program only those that decide its own time: ``own_inputs``), or None when a value after
+        it needs its results."""
+        scalars = own_inputs(op, relevant) if whole else free_inputs(op, relevant)[1]
         if any(r.id in relevant for r in op.results) or not need(op.args[:3]) or \
                 any(x in inside and x not in known for x in scalars):
             return None
