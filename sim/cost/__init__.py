@@ -55,12 +55,13 @@ def estimate(compiled, grid: int, args: list, *, flops: float = 0.0, record: str
     block_cycles, per_core, starts, recorded = [], [0.0] * ncores, [], []
     busy_sum: dict = defaultdict(lambda: defaultdict(float))
     instances: dict = defaultdict(int)
-    blocks = BlockMemo(launch, lambda b: program_prepass(launch, b)) if record != "all" else None
+    # one block, or every block's spans kept: nothing to reuse
+    blocks = BlockMemo(launch, lambda b: program_prepass(launch, b)) if record != "all" and grid > 1 else None
     for blk in range(grid):
         if blocks is not None:
             cycles, per_program = blocks.run(blk, lambda b: run_group(launch, b))
         else:
-            cycles, clocks = run_group(launch, blk, record=True)
+            cycles, clocks = run_group(launch, blk, record=record == "all")
             per_program = [(c.role, c.busy) for c in clocks]
         block_cycles.append(cycles)
         starts.append(per_core[blk % ncores] + cost.block_start_cycles)
