@@ -319,16 +319,17 @@ def _flag_id(message: str) -> int:
     return int(m.group(1)) if m else -1
 
 
-def workspace_views(ir, grid: int) -> list:
+def workspace_views(ir, grid: int, fill: bool = True) -> list:
     """The workspace arguments of a split kernel: one allocation of ``grid`` core groups' slots, filled with
     all-ones bytes (NaN in every float slot, so a slot read before it is written shows), viewed once per
-    channel with the channel's dtype."""
+    channel with the channel's dtype. ``fill=False``: left unfilled, for a caller that never reads them."""
     params = [p for p in ir.params if p.kind == "workspace"]
     if not params:
         return []
     from .storage import USER_DTYPE
 
-    buf = np.full(max(1, grid) * ir.slot_area_bytes, 0xFF, np.uint8)
+    n = max(1, grid) * ir.slot_area_bytes
+    buf = np.full(n, 0xFF, np.uint8) if fill else np.empty(n, np.uint8)
     return [buf.view(USER_DTYPE[p.type.dtype.name]) for p in params]
 
 

@@ -7,7 +7,10 @@ placed and the memory plan), interpreted with one launch's real arguments
 platform table (``durations``; ``Platform.cost``). ``report`` turns the
 schedule into the estimate: time, bound, per-pipe busy fractions and the
 critical path; ``chrome_trace`` writes the timeline for Perfetto, ``plots``
-the timeline and roofline PNGs.
+the timeline and roofline PNGs; ``critical_path`` walks the critical block's
+spans (``spans``: a replayed group step's are made when read, and its walk
+is reused per entry). ``estimate`` runs each distinct block once
+(``block_memo``).
 
 Entry points: ``estimate(compiled, grid, args)`` for one launch,
 ``estimate_calls(launch_records, target)`` for what an operator API
@@ -18,11 +21,13 @@ a compiled kernel.
 from __future__ import annotations
 
 from collections import defaultdict
-from operator import attrgetter
 
-from .chrome_trace import short_loc, write_chrome_trace
-from .report import CostReport, LaunchCost, categorise
-from .schedule import Launch, ModelDeadlock, ModelError, run_group, tensors_of
+from .block_memo import BlockMemo
+from .chrome_trace import write_chrome_trace
+from .critical_path import critical_path
+from .report import CostReport, LaunchCost
+from .schedule import Launch, ModelDeadlock, ModelError, program_prepass, run_group, tensors_of
+from .spans import last_span, spans_of
 
 __all__ = ["estimate", "estimate_calls", "CostReport", "LaunchCost", "ModelDeadlock", "ModelError",
            "write_chrome_trace"]
@@ -50,17 +55,23 @@ def estimate(compiled, grid: int, args: list, *, flops: float = 0.0, record: str
     block_cycles, per_core, starts, recorded = [], [0.0] * ncores, [], []
     busy_sum: dict = defaultdict(lambda: defaultdict(float))
     instances: dict = defaultdict(int)
+    # one block, or every block's spans kept: nothing to reuse
+    blocks = BlockMemo(launch, lambda b: program_prepass(launch, b)) if record != "all" and grid > 1 else None
     for blk in range(grid):
-        cycles, clocks = run_group(launch, blk, record=record == "all")
+        if blocks is not None:
+            cycles, per_program = blocks.run(blk, lambda b: run_group(launch, b))
+        else:
+            cycles, clocks = run_group(launch, blk, record=record == "all")
+            per_program = [(c.role, c.busy) for c in clocks]
         block_cycles.append(cycles)
         starts.append(per_core[blk % ncores] + cost.block_start_cycles)
         per_core[blk % ncores] += cycles + cost.block_start_cycles
         if record == "all":
-            recorded.append((blk, starts[-1], [s for c in clocks for s in c.spans]))
-        for c in clocks:
-            ctype = "aic" if c.role == "aic" else "aiv"
+            recorded.append((blk, starts[-1], spans_of(s for c in clocks for s in c.spans)))
+        for role, per_pipe in per_program:
+            ctype = "aic" if role == "aic" else "aiv"
             instances[ctype] += 1
-            for pipe, b in c.busy.items():
+            for pipe, b in per_pipe.items():
                 if b:
                     busy_sum[ctype][pipe] += b
     compute = max(per_core) if per_core else 0.0
@@ -72,19 +83,19 @@ def estimate(compiled, grid: int, args: list, *, flops: float = 0.0, record: str
         busy[ctype] = {p: b / (cores_of_type * compute) for p, b in sorted(d.items())} if compute else {}
     crit = max(range(grid), key=lambda b: block_cycles[b]) if grid else 0
     if record == "all":
-        spans = recorded[crit][2]
+        path, lines = critical_path(last_span(recorded[crit][2]) if grid else None)
     else:
         _, clocks = run_group(launch, crit, record=True)
-        spans = [s for c in clocks for s in c.spans]
-        if record == "critical":
-            recorded = [(crit, starts[crit], spans)]
-    path, lines = _critical_path(spans)
+        entries = [s for c in clocks for s in c.spans]
+        path, lines = critical_path(last_span(entries))
+        if record == "critical":          # the spans a trace shows, made when first read (spans.Replayed)
+            recorded = lambda: [(crit, starts[crit], spans_of(entries))]  # noqa: E731
     gm_bytes = _gm_bytes(kernel, args)
     hbm_floor = gm_bytes / (platform.hbm_gbytes_per_s * 1e9) * platform.clock_mhz * 1e6
     return LaunchCost(kernel=compiled.name, target=platform.name, grid=grid, cores=ncores, waves=waves,
                       clock_mhz=platform.clock_mhz, launch_cycles=cost.launch_cycles, compute_cycles=compute,
                       hbm_floor_cycles=hbm_floor, gm_bytes=gm_bytes, busy=busy, path=path, path_lines=lines,
-                      block_cycles=block_cycles, recorded=recorded, critical_block=crit, flops=flops)
+                      block_cycles=block_cycles, recorded_source=recorded, critical_block=crit, flops=flops)
 
 
 def _gm_bytes(kernel, args) -> int:
@@ -92,38 +103,6 @@ def _gm_bytes(kernel, args) -> int:
     import numpy as np
 
     return int(sum(np.asarray(a).nbytes for a in args if hasattr(a, "shape") and np.ndim(a) > 0))
-
-
-def _critical_path(spans: list) -> tuple:
-    """Follow the causes back from the last span: cycles per category, and the top source lines on the path."""
-    path = {"cube": 0.0, "vector": 0.0, "memory": 0.0, "sync": 0.0, "scalar": 0.0}
-    if not spans:
-        return path, []
-    by_line: dict = defaultdict(float)
-    meta: dict = {}
-    lines_of: dict = {}
-    cur = max(spans, key=attrgetter("end"))
-    seen = set()
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        dur = cur.end - cur.start
-        cat = "sync" if cur.flow is not None else categorise(cur.pipe)   # a flag-wait stall
-        path[cat] += dur
-        op = cur.op
-        key = lines_of.get(id(op))
-        if key is None:         # one short_loc per op (it builds a Path): a path holds each op many times
-            key = lines_of[id(op)] = short_loc(op.loc if op is not None else None)
-        by_line[key] += dur
-        meta[key] = (cur.op.kind if cur.op is not None else "?", cur.pipe)
-        prev = cur.cause
-        gap = cur.start - (prev.end if prev is not None else 0.0)
-        if gap > 0:
-            via_sync = cur.flow is not None or (prev is not None and prev.role != cur.role) or \
-                (prev is not None and prev.pipe != cur.pipe and prev.op is not cur.op)
-            path["sync" if via_sync else "scalar"] += gap
-        cur = prev
-    top = sorted(by_line.items(), key=lambda kv: -kv[1])[:8]
-    return path, [(c, line, *meta[line]) for line, c in top]
 
 
 def estimate_calls(records: list, target=None, *, flops: float = 0.0, record: str = "critical") -> CostReport:

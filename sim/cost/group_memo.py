@@ -25,6 +25,8 @@ replay, the others from the record (nothing timing-relevant reads them). The pre
 as the Python source ``prepass_source`` writes from the tree, the tree's own interpreter being the reference
 (``compile_prepass(generated=False)``).
 
+``compile_prepass`` of a whole program's block is ``block_memo``'s key of a block.
+
 A loop is not memoised (``compile_prepass`` gives None) when its body reads a value the prepass cannot compute
 (a scalar a tile op makes, a timing-relevant result of a nested core-local loop).
 
@@ -33,7 +35,8 @@ relative to the step's head, each cause named as a span of the step or as one of
 its head (each pipe's last span, the issue unit's cause, each pending event's and flag's setter:
 ``held_spans``); which of those are the same span and which ops set the pending flags join the key. A replay
 makes the same spans with the same causes and puts the named spans back where the state holds them, so the
-critical path and the trace are those of the interpretation.
+critical path and the trace are those of the interpretation. The replay leaves them as one chunk per program,
+each span made when read (``spans``), which changes nothing a reader sees.
 
 Invariant: replaying never changes the schedule, only its cost. Holding programs at an iteration head is
 neutral (results do not depend on the interleaving); if the holds leave no program able to move, the loop's
@@ -46,8 +49,9 @@ from collections import deque
 
 from ...dsl.ir import Value, walk
 from . import prepass_source
-from .loop_memo import core_local, free_inputs
+from .loop_memo import core_local, free_inputs, own_inputs
 from .prepass_source import Fetch
+from .spans import Replayed, ReplayedStep, spans_of
 
 __all__ = ["group_loops", "compile_prepass", "group_step", "Hold", "GroupMemo", "END", "OFF"]
 
@@ -110,8 +114,14 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
     its expression for the generated code (``prepass_source``) or None (the evaluator is called there);
     ``tile_operands(op)`` a tile op's scalar operands and window extents, in the order its tile memo keys on them.
     ``generated``: the prepass is the step tree compiled to Python source (the default), else the tree's own
-    interpreter (the reference the generated code must agree with)."""
-    body = loop.blocks[0]
+    interpreter (the reference the generated code must agree with). ``loop`` may also be a whole program's block
+    (``block_memo``): its key is then that of the program run from the start, and it carries nothing; its
+    core-local loops that hold other loops are iterated too where they can be (keyed by their trip counts and
+    iterations, not their bounds: a block's own range of work items), the innermost ones keyed by their bounds
+    and the inputs that decide their own time (``loop_memo.own_inputs``: not a row offset they only address
+    by)."""
+    whole = not hasattr(loop, "blocks")
+    body = loop if whole else loop.blocks[0]
     known = {a.id for a in body.args}
     inside = {r.id for o in walk(body) for r in o.results} | {a.id for o in walk(body) for b in o.blocks
                                                              for a in b.args}
@@ -131,7 +141,8 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
                     steps.append((0, scalar_fn(op), op, scalar_src(op)))
                     known.update(r.id for r in op.results)
             elif kind == "for":
-                got = nested(op) if not core_local(op) else local(op)
+                got = nested(op) if not core_local(op) or (whole and _holds_loops(op)) else None
+                got = got if got is not None or not core_local(op) else local(op)
                 if got is None:
                     return None
                 steps.append(got)
@@ -172,8 +183,9 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
 
     def local(op):
         """A nested core-local loop: its bounds and timing-relevant inputs (``loop_memo``'s key, the clock state
-        aside), or None when a value after it needs its results."""
-        _, scalars = free_inputs(op, relevant)
+        aside; for a whole program only those that decide its own time: ``own_inputs``), or None when a value after
+        it needs its results."""
+        scalars = own_inputs(op, relevant) if whole else free_inputs(op, relevant)[1]
         if any(r.id in relevant for r in op.results) or not need(op.args[:3]) or \
                 any(x in inside and x not in known for x in scalars):
             return None
@@ -199,11 +211,11 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
     steps = build(body)
     if steps is None:
         return None
-    carry = [(j, y) for j, _, _, y in carried(loop)]
+    carry = [] if whole else [(j, y) for j, _, _, y in carried(loop)]
     if not need([y for _, y in carry]):
         return None
-    outside = free_inputs(loop, relevant)[0]
-    carried_tiles = tuple(a.id for a in body.args[1:] if a.is_tile)
+    outside = () if whole else free_inputs(loop, relevant)[0]
+    carried_tiles = () if whole else tuple(a.id for a in body.args[1:] if a.is_tile)
 
     def run(block_steps, vals, out):
         for st in block_steps:
@@ -250,6 +262,10 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
         prepass = prepass_source.compile_steps(steps, outside, carried_tiles)
 
     return prepass, tuple((j, _getter(y)) for j, y in carry)
+
+
+def _holds_loops(op) -> bool:
+    return any(o.kind == "for" for o in walk(op.blocks[0]))
 
 
 def _id_getter(i):
@@ -324,7 +340,8 @@ def span_template(clocks, alive, lens, old: list, ref: float, now_held: list) ->
     """The spans each program made since ``lens`` (its span count at the step's head) relative to ``ref``, each
     cause named as ("n", program, index) (a span of the step) or ("o", slot) (a span held at its head, ``old``),
     and the same names for the spans held now. Raises ``NoTemplate`` for a cause that is neither."""
-    new = {id(s): (n, j) for n in alive for j, s in enumerate(clocks[n].spans[lens[n]:])}
+    since = {n: spans_of(clocks[n].spans[lens[n]:]) for n in alive}
+    new = {id(s): (n, j) for n in alive for j, s in enumerate(since[n])}
     slot = {}
     for i, s in enumerate(old):
         if s is not None:
@@ -340,29 +357,21 @@ def span_template(clocks, alive, lens, old: list, ref: float, now_held: list) ->
         raise NoTemplate
 
     made = {n: tuple((s.pipe, s.start - ref, s.end - ref, s.op, name(s.cause), s.flow)
-                     for s in clocks[n].spans[lens[n]:]) for n in alive}
+                     for s in since[n]) for n in alive}
     return made, tuple(name(s) for s in now_held)
 
 
-def replay_spans(template, clocks, alive, old: list, ref: float, span_cls) -> callable:
-    """Append the step's spans to each program's clock from ``template`` (``span_template``) at ``ref``; gives
-    the function naming a span of the template (for the spans held after the step)."""
+def replay_spans(template, clocks, alive, old: list, ref: float) -> callable:
+    """Append the step's spans to each program's clock from ``template`` (``span_template``) at ``ref``, as one
+    ``spans.Replayed`` chunk per program (its spans made when read); gives the function naming a span of the
+    template (for the spans held after the step)."""
     made_t, _ = template
-    made = {}
+    step = ReplayedStep(made_t, old)
     for n in alive:
         c = clocks[n]
-        made[n] = [span_cls(c.role, pipe, ref + a, ref + b, op, None, flow) for pipe, a, b, op, _, flow in made_t[n]]
-        c.spans.extend(made[n])
-
-    def named(r):
-        if r is None:
-            return None
-        return made[r[1]][r[2]] if r[0] == "n" else old[r[1]]
-
-    for n in alive:
-        for sp, t in zip(made[n], made_t[n]):
-            sp.cause = named(t[4])
-    return named
+        chunk = step.chunks[n] = Replayed(step, n, made_t[n], c.role, ref)
+        c.spans.append(chunk)
+    return step.named
 
 
 def queues_of(group) -> list:
@@ -395,12 +404,10 @@ def set_flags(group, rel: tuple, ref: float) -> None:
             q[fid] = deque((ref + w, None, None) for w in whens)
 
 
-def group_step(memo: GroupMemo, group, clocks: list, alive: list, held: dict, answer: list, pending: dict,
-               span_cls) -> None:
+def group_step(memo: GroupMemo, group, clocks: list, alive: list, held: dict, answer: list, pending: dict) -> None:
     """Every live program stands at the head of the same iteration of a group loop: close the record of the
     previous iteration, then replay this one from the memo or let it run (recording it). In record mode the
-    step's spans are part of the record (their causes named relative to the spans the state holds; ``span_cls``:
-    the scheduler's ``Span``)."""
+    step's spans are part of the record (their causes named relative to the spans the state holds)."""
     h0 = held[alive[0]]
     name, i = h0.loop, h0.i
     record = clocks[alive[0]].spans is not None
@@ -433,7 +440,7 @@ def group_step(memo: GroupMemo, group, clocks: list, alive: list, held: dict, an
             set_flags(group, hit[1], ref)
             if record:
                 template, setters = hit[2], hit[3]
-                named = replay_spans(template, clocks, alive, old, ref, span_cls)
+                named = replay_spans(template, clocks, alive, old, ref)
                 restore_held(group, clocks, alive, [named(r) for r in template[1]], setters)
         else:
             pending[name] = (key, ref, [clocks[n].snapshot() for n in alive], [clocks[n].flag_stall for n in alive],

@@ -30,9 +30,9 @@ neutral for every later op), whether the loop is replayed or run.
 
 from __future__ import annotations
 
-from ...dsl.ir import Value, walk
+from ...dsl.ir import Block, Value, walk
 
-__all__ = ["relevant_values", "core_local", "free_inputs"]
+__all__ = ["relevant_values", "core_local", "free_inputs", "own_inputs"]
 
 
 def _roots(op) -> list:
@@ -88,6 +88,14 @@ def relevant_values(block) -> set:
 def core_local(op) -> bool:
     """A loop with no cross-core flag anywhere in its body."""
     return not any(o.kind in ("flag_set", "flag_wait") for o in walk(op.blocks[0]))
+
+
+def own_inputs(op, relevant: set) -> tuple:
+    """The scalars of ``free_inputs`` that decide the loop's own time: those that reach a root inside it (its bounds
+    included) through its own scalar ops, carried and branch values. The others (read only as a window start or a
+    GM address inside it, relevant for what comes after) change nothing in it."""
+    own = relevant_values(Block(ops=[op]))
+    return tuple(x for x in free_inputs(op, relevant)[1] if x in own)
 
 
 def free_inputs(op, relevant: set) -> tuple:

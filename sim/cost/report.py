@@ -8,7 +8,7 @@ the kernel's compute time. The block that finishes last is run once more
 with spans recorded; its critical path is followed back from its last span
 through what decided each start (the pipe's previous op, the previous piece
 of the same op, an event's set, a flag's set on another core, the issue
-unit). Each cycle of that path is charged to one category:
+unit: ``critical_path``). Each cycle of that path is charged to one category:
 
 * ``cube``: the M pipe; ``vector``: the V pipe; ``memory``: MTE2, MTE1,
   MTE3 and FIX (GM and on-chip data movement); ``sync``: the gap between a
@@ -57,10 +57,18 @@ class LaunchCost:
     path: dict                       # category -> cycles on the critical path of the critical block
     path_lines: list                 # [(cycles, "file:line", op kind, pipe)] top contributors on the path
     block_cycles: list               # per block
-    #: [(block, its start on its core in cycles, its spans)] for the trace: the critical block, or every block
-    recorded: list = field(default_factory=list, repr=False)
+    #: ``recorded`` or the function making it (the critical block's spans are made when first read)
+    recorded_source: object = field(default_factory=list, repr=False)
     critical_block: int = 0
     flops: float = 0.0
+
+    @property
+    def recorded(self) -> list:
+        """[(block, its start on its core in cycles, its spans)] for the trace: the critical block, or every
+        block."""
+        if callable(self.recorded_source):
+            self.recorded_source = self.recorded_source()
+        return self.recorded_source
 
     @property
     def cycles(self) -> float:

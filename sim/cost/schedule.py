@@ -45,7 +45,9 @@ step: the scheduler holds each program at the head of iteration i until all stan
 step from ``group_memo`` when the group's relative state and the iteration's timing inputs were seen before
 (the holds only change the interleaving). A core-local loop is replayed whole when its inputs and clock state
 were seen before (``loop_memo``), else timed per iteration, an iteration replayed when its prepass key (the
-group memo's) and relative clock state were (``_IterationMemo``).
+group memo's) and relative clock state were (``_IterationMemo``). A block is not run at all when a block of the
+launch with the same whole-program prepass key was (``block_memo``, in ``estimate``). While spans are recorded, a
+replayed group step's spans are made only when read (``spans``).
 
 Blocks beyond the core count run in waves: block b runs on physical core
 b mod cores after the previous block on it (plus the per-block dispatch
@@ -69,13 +71,14 @@ from collections import deque
 import numpy as np
 
 from ...dsl.errors import CompilationError
-from ...dsl.ir import Value
+from ...dsl.ir import Value, walk
 from ...dsl.ops import SCALAR_BINARY
 from .durations import scalar_cost, tile_cost
 from .group_memo import END, OFF, GroupMemo, Hold, compile_prepass, group_loops, group_step
 from .loop_memo import core_local, free_inputs, relevant_values
+from .spans import Span
 
-__all__ = ["ModelError", "ModelDeadlock", "Span", "CoreClock", "run_group"]
+__all__ = ["ModelError", "ModelDeadlock", "Span", "CoreClock", "run_group", "program_prepass"]
 
 PIPES = ("S", "MTE2", "MTE1", "M", "FIX", "V", "MTE3")
 
@@ -86,16 +89,6 @@ class ModelError(CompilationError):
 
 class ModelDeadlock(ModelError):
     """The cost model's programs of one core group wait on flags none of them will set."""
-
-
-class Span:
-    """One op on one pipe of one core: [start, end) in cycles from the block's start."""
-
-    __slots__ = ("role", "pipe", "start", "end", "op", "cause", "flow")
-
-    def __init__(self, role, pipe, start, end, op, cause, flow=None):
-        self.role, self.pipe, self.start, self.end, self.op, self.cause, self.flow = \
-            role, pipe, start, end, op, cause, flow
 
 
 class CoreClock:
@@ -426,6 +419,11 @@ def _prepass_of(op, launch, relevant: set):
     return compile_prepass(op, relevant, lambda o: _scalar_fn(o, launch), _tile_operands, _scalar_src)
 
 
+def program_prepass(launch: Launch, block):
+    """The whole-program prepass of a program's block (``block_memo``'s key), or None."""
+    return _prepass_of(block, launch, relevant_values(block))
+
+
 def _group_loop(op, launch, relevant: set):
     """(name, prepass, carried getters) of a group loop (``group_memo``), or None."""
     name = launch.group_loops.get(id(op))
@@ -725,7 +723,7 @@ def _drive(launch: Launch, group: _Group, runs: list, blk: int) -> None:
             else:
                 waiting[n] = got
         if alive and len(held) == len(alive) and len({(h.loop, h.i) for h in held.values()}) == 1:
-            group_step(memo, group, clocks, alive, held, answer, pending, Span)
+            group_step(memo, group, clocks, alive, held, answer, pending)
         elif alive and group.progress == before:
             if not held:
                 sites = "; ".join(f"{clocks[n].role} waits on flag {op.attrs.get('name')} (id {op.attrs.get('id')}) "
@@ -740,14 +738,18 @@ def _drive(launch: Launch, group: _Group, runs: list, blk: int) -> None:
 
 
 def tensors_of(kernel, args: list, grid: int) -> tuple:
-    """The launch's GM tensors (value id -> (flat array, shape)) and scalars (value id -> number)."""
+    """The launch's GM tensors (value id -> (flat array, shape)) and scalars (value id -> number). The model reads
+    a tensor's values only at a scalar GM read (``sload``): the workspace is filled (NaN) only when a program
+    reads it so, else only its shape is read."""
     from ..launch import workspace_views
 
     tensors, scalars = {}, {}
     params = [p for p in kernel.params if p.kind != "constexpr"]
     user = [p for p in params if p.kind != "workspace"]
     values = dict(zip([p.name for p in user], args))
-    ws = iter(workspace_views(kernel, grid))
+    read = {op.args[0].id for block in kernel.programs().values() for op in walk(block) if op.kind == "sload"}
+    ws_ids = {v.id for p, v in zip(params, kernel.args) if p.kind == "workspace"}
+    ws = iter(workspace_views(kernel, grid, fill=bool(read & ws_ids)))
     for p, v in zip(params, kernel.args):
         if p.kind == "workspace":
             arr = next(ws)

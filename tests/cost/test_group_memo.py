@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import cvtile.sim.cost.block_memo as block_memo
 import cvtile.sim.cost.group_memo as group_memo
 import cvtile.sim.cost.schedule as schedule
 from cvtile.kernels.fia.cost import fia_cost
@@ -30,6 +31,7 @@ def _cost(call, record, memo: bool, monkeypatch, hits: list):
 
     with monkeypatch.context() as m:
         m.setattr(group_memo, "set_flags", counted)
+        m.setattr(block_memo, "ENABLED", False)       # every block run: what this memo replays
         if not memo:
             m.setattr(schedule, "group_loops", lambda programs: {})
         return fia_cost(q, k, k.copy(), target="Ascend910B1", record=record, **call["kw"])
