@@ -325,6 +325,10 @@ def load_st_cases(path) -> list[StCase]:
         data = data.get("cases", [data])
     if not isinstance(data, list):
         raise ValueError(f"{path}: expected a JSON list of cases")
+    for i, d in enumerate(data):
+        if not isinstance(d, dict) or not isinstance(d.get("inputs"), list):
+            raise ValueError(f"case {i} has no 'inputs' list: neither an st corpus (a list of case dicts, each with "
+                             f"its 'inputs') nor a tiny_rdv case (fields b, n2, g, s1, s2, qk_d, ...)")
     return [StCase.from_json(d) for d in data]
 
 

@@ -125,12 +125,21 @@ def _key(cell: str) -> int | None:
         return None
 
 
+#: the columns a UT CSV must have for its rows to be judged (the others default as op_host's UT reader does)
+UT_COLUMNS = ("case_name", "expectResult", "query_shape")
+
+
 def run_corpus(path: str | Path, arch: str | None = None) -> CorpusResult:
     """Tile every row of a UT CSV and compare verdicts and keys (see the module docstring)."""
     from .fia import tile_fia
 
     with open(path, newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+        reader = csv.DictReader(fh)
+        rows = list(reader)
+        missing = [c for c in UT_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ValueError(f"{path}: not a UT tiling CSV: its header lacks {', '.join(missing)} (op_host's UT case "
+                         f"files name every row and its expected verdict and query)")
     arch = arch or infer_arch(path, rows)
     plat = ut_platform(arch)
     result = CorpusResult(str(path), arch)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ...dsl.jit import record_launches
 from ...sim.cost import CostReport, estimate_calls
+from ..errors import UnsupportedParameterError
 from ..golden.dtypes import canonical_dtype
 from ..golden.int4 import INT4_PER_INT32
 from .api import npu_fused_infer_attention_score, prepare_fia, simulate_fia, split_dtype_overrides, v1_call_parts
@@ -46,9 +47,26 @@ def fia_cost(query, key, value, *, target: str, record: str = "critical", overri
     _, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides, dtypes)
     with record_launches(run=False) as rec:
         simulate_fia(query, key, value, optional, attrs, target, "program", overrides, hooks, dtypes)
+    if not rec.launches:
+        param = _empty_param(query, key, optional)
+        raise UnsupportedParameterError(
+            param, {"query": query, "key": key}.get(param, optional.get(param)),
+            f"the call has nothing to attend (op_host's {tiling.template} template): the chip launches a kernel "
+            f"that only fills the outputs, which cvtile does not build (the simulator fills them on the host), "
+            f"so there is no launch to time")
     report = estimate_calls(rec.launches, target, flops=useful_flops(query, key, value, **kwargs), record=record)
     report.tiling = tiling
     return report
+
+
+def _empty_param(query, key, optional: dict) -> str:
+    """The parameter that leaves a call without work: an empty query or key, else the actual lengths."""
+    if np.size(query) == 0:
+        return "query"
+    if np.size(key) == 0:
+        return "key"
+    kv = optional.get("actual_seq_lengths_kv")
+    return "actual_seq_lengths_kv" if kv is not None and not any(kv) else "actual_seq_lengths"
 
 
 def fia_plan(query, key, value, *, target: str, overrides: dict | None = None, **kwargs):

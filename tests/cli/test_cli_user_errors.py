@@ -158,6 +158,36 @@ def test_an_output_directory_that_cannot_be_made_is_a_one_line_user_error(capsys
     assert line.startswith(f"cvtile {command}: NotADirectoryError: ") and "file/out" in line
 
 
+@pytest.mark.parametrize("command", ["cost", "trace"])
+def test_cost_of_an_empty_kv_call_names_key_and_the_empty_tensor_template(capsys, tmp_path, command):
+    """``cost`` / ``trace --kv-seqlen 0`` died on ``max()`` of no launches (ValueError: max() arg is an empty
+    sequence): the call takes op_host's empty-tensor template, whose output-filling kernel cvtile does not build,
+    so there is nothing to time; said in one line naming the key."""
+    argv = [command, "--kv-seqlen", "0"] + (["-o", str(tmp_path / "t")] if command == "trace" else [])
+    line = _user_error(capsys, *argv)
+    assert "unsupported parameter key=<float16 array (4, 8, 0, 128)>" in line
+    assert "FiaTilingEmptyTensor" in line and "no launch to time" in line
+
+
+@pytest.mark.parametrize("text", ['{"x": 1}', '[{"id": 3, "inputs": "x"}]', '[1, 2]'])
+def test_cases_on_a_json_that_is_no_corpus_is_a_one_line_user_error(capsys, tmp_path, text):
+    """A JSON dict that is neither an st list nor a tiny_rdv case used to run as an st case and fail inside the
+    API ("missing 3 required positional arguments"), exit 1; now the file is refused, naming the rule."""
+    f = tmp_path / "x.json"
+    f.write_text(text)
+    assert main(["cases", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "case 0 has no 'inputs' list" in err[0] and "tiny_rdv" in err[0], err
+
+
+def test_cases_on_a_csv_without_ut_columns_is_a_one_line_user_error(capsys, tmp_path):
+    """A CSV without op_host's UT columns used to be judged row by row ("verdict FAILED (expected )"), exit 0."""
+    f = tmp_path / "x.csv"
+    f.write_text("a,b\n1,2\n")
+    line = _user_error(capsys, "cases", str(f))
+    assert "not a UT tiling CSV" in line and "case_name, expectResult, query_shape" in line
+
+
 def test_help_shows_defaults():
     out = subprocess.run([sys.executable, "-m", "cvtile", "run", "--help"], capture_output=True, text=True,
                          check=True).stdout
