@@ -165,6 +165,8 @@ class NumbaRunner:
         #: the IR this runner executes (``ir`` overrides it: tests run hand-modified programs)
         self.ir = ir if ir is not None else (compiled.ir if order == "program" else compiled.compilation.final)
         self.generated = generate(self.ir)
+        #: the tensor parameters some store writes (a read-only array may be passed for any other)
+        self.stored_params = stored_params(self.ir)
         self.source = self.generated.text
         self._plain = _Variant(self.generated, compiled.name)
         self._checked: dict = {}
@@ -218,9 +220,16 @@ class NumbaRunner:
         for (pname, kind), value in zip(names, args):
             if kind in ("tensor", "workspace"):
                 storage, _ = to_storage(value, pname)
+                read_only = isinstance(value, np.ndarray) and not value.flags.writeable
+                if read_only:
+                    if pname in self.stored_params:
+                        raise ValueError(f"{self.compiled.name}: argument {pname!r} is a read-only array, but the "
+                                         f"kernel stores into it; pass a writeable array")
+                    if not storage.flags.writeable:
+                        storage = storage.copy()      # a private writeable copy: the kernel only reads it
                 storages[pname] = storage
                 flat = storage.reshape(-1)
-                if not (_is_view_of(value) or _shares(flat, value)):
+                if not (read_only or _is_view_of(value) or _shares(flat, value)):
                     writeback.append((value, storage))
                 shapes.append((len(flat_args) + 1, storage.shape))
                 flat_args += [flat, None]
@@ -518,6 +527,13 @@ def _shape_arguments(flat_args: list, shapes: list) -> None:
     for where, shape in shapes:
         flat_args[where] = dims[at:at + len(shape)]
         at += len(shape)
+
+
+def stored_params(ir) -> frozenset:
+    """The names of the kernel's tensor parameters that a ``store`` writes (the only op that writes user GM)."""
+    ids = {op.windows["window"].tensor.id for op in ir.ops() if op.kind == "store"}
+    params = [p for p in ir.params if p.kind != "constexpr"]
+    return frozenset(p.name for p, v in zip(params, ir.args) if v.id in ids)
 
 
 def _is_view_of(value) -> bool:
