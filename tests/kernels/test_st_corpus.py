@@ -41,8 +41,10 @@ from cvtile.kernels.fia.api import fused_infer_attention_score_v4 as v4_api
 #: paged BSH), 217 and 219 (legacy IFA KV parts that are not whole S2 blocks), 206, 212, 215, 273 and 299 (a
 #: shared prefix with the IFA flash-decode split, or whose score block did not fit L0C).
 #: The whole file on 2026-12-04 (``cvtile cases st/fia_v4.json --golden st``, after KV antiquant on paged caches
-#: and modes 4/5): 123 run, 123 passed, 0 failed, 0 unsupported, 0 errors, case 8 included (below).
-PASSED_FLOOR = 123
+#: and modes 4/5): 123 run, 123 passed, 0 failed, 0 unsupported, 0 errors, case 8 included (below). On
+#: 2026-12-05, on an AVX2-only host, the same code gives 122: case 8's tie goes the other way (below), so the
+#: floor counts it out.
+PASSED_FLOOR = 122
 #: passed cases of the feature sample (wide tier): one case per feature set, see ``_feature_sample``; on
 #: 2026-12-04 all 43 (the whole-file run above covers them)
 SAMPLE_PASSED_FLOOR = 43
@@ -53,8 +55,10 @@ KNOWN_FAILED = {
     # down (as the float64 golden does, against which the case passes). One fp16 ulp of P (2**-12) times a V of
     # ~2 over a row sum of 1.5 moves 5 of 384 outputs of magnitude ~0.004 by 7 % (1.3 % > 0.5 % of the fp16
     # class). Rounding-tie noise of the case, not of the kernel.
-    # Measured passing on 2026-12-04 under the st judgement (the whole-file run above); it stays listed as the
-    # tie it is, and PASSED_FLOOR (123) now holds it to passing.
+    # Which way the tie goes depends on the last bits of the fp32 score q.k, i.e. on the accumulation order of
+    # the simulated matmul (vectorised with reassociation: its lanes follow the host's SIMD width, and the
+    # cube's own order is not modelled bit for bit). It passed on 2026-12-04's host and fails on an AVX2-only
+    # host (2026-12-05, bisected: the same commit fails there), so PASSED_FLOOR does not count it.
     8: "an fp16 rounding tie of one P flips between the fp32 golden and the chip (5/384 outputs outside fp16)",
     # (201, 204: +-3.39e38 inputs overflow the fp32 scores to inf and the rows to NaN, on the chip and in the st
     # executor's fp32 golden alike; 367: bf16 multi-block P rounding, within the double benchmark's ratios of the
