@@ -27,7 +27,8 @@ def add_shape_options(p) -> None:
     p.add_argument("--batch", "-b", type=int, default=4, help="B (default 4)")
     p.add_argument("--num-heads", "-n", type=int, default=32, help="query heads N (default 32)")
     p.add_argument("--num-kv-heads", type=int, default=None,
-                   help="key/value heads (default 8, or num-heads when 8 does not divide it)")
+                   help="key/value heads (default 8, or num-heads when 8 does not divide it; 0: "
+                        "num_key_value_heads 0, which op_host reads as num-heads)")
     p.add_argument("--q-seqlen", type=int, default=1, help="query sequence S1 (default 1: decode)")
     p.add_argument("--kv-seqlen", type=int, default=4096, help="key/value sequence S2 (default 4096)")
     p.add_argument("--head-dim", "-d", type=int, default=128, help="D of query and key (default 128)")
@@ -82,7 +83,9 @@ def build_call(args) -> tuple:
     """The FusedInferAttentionScore call of the ``cvtile tiling`` options: (tensor name -> TensorMeta or length
     list, attribute name -> value), with torch_npu's names."""
     b, n, s1, s2 = args.batch, args.num_heads, args.q_seqlen, args.kv_seqlen
-    nkv = args.num_kv_heads or (8 if n % 8 == 0 else n)
+    # 0 is torch_npu's "as many as num_heads" (the attribute stays 0, the tensors have N heads); None the default
+    nkv_attr = args.num_kv_heads if args.num_kv_heads is not None else (8 if n % 8 == 0 else n)
+    nkv = nkv_attr or n
     d = args.head_dim
     dv = args.value_head_dim or d
     dt = args.dtype
@@ -139,7 +142,7 @@ def build_call(args) -> tuple:
     if args.lse:
         lse_shape = (b * s1, n, 1) if q_layout in ("TND", "NTD") else (b, n, s1, 1)
         tensors["softmax_lse"] = TensorMeta(lse_shape, "float32")
-    attrs = {"num_heads": n, "num_key_value_heads": nkv, "input_layout": args.layout, "scale": d ** -0.5,
+    attrs = {"num_heads": n, "num_key_value_heads": nkv_attr, "input_layout": args.layout, "scale": d ** -0.5,
              "sparse_mode": args.sparse_mode, "pre_tokens": args.pre_tokens, "next_tokens": args.next_tokens,
              "block_size": args.block_size, "inner_precise": args.inner_precise, "softmax_lse_flag": bool(args.lse)}
     return tensors, attrs

@@ -94,9 +94,8 @@ def case_options_of(args) -> dict:
 
 
 #: ``cvtile tiling`` / ``cost`` shape options (``cli_call.add_shape_options``) that must be positive / non-negative
-_TILING_POSITIVE = ("batch", "num_heads", "q_seqlen", "head_dim")
-_TILING_NON_NEGATIVE = ("num_kv_heads", "value_head_dim", "kv_seqlen", "rope_dim", "block_size", "actual_q",
-                        "actual_kv")
+_TILING_POSITIVE = ("batch", "num_heads", "q_seqlen", "head_dim", "value_head_dim")
+_TILING_NON_NEGATIVE = ("num_kv_heads", "kv_seqlen", "rope_dim", "block_size", "actual_q", "actual_kv")
 
 
 def validate_shape_options(p) -> None:

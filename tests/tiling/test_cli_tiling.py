@@ -54,3 +54,23 @@ def test_cases_prints_the_summary_line(corpus_file, capsys):
     rc = run_ut_cases(corpus_file("ut_tiling/fia_arch35.csv"))
     out = capsys.readouterr().out.strip().splitlines()
     assert rc == 0 and out[-1].startswith("cases: 530 run, ")
+
+
+def test_num_kv_heads_0_is_torch_npus_as_many_as_num_heads():
+    """``--num-kv-heads 0`` silently became the default 8 (``args.num_kv_heads or 8``); torch_npu's 0 means as
+    many KV heads as query heads: the attribute op_host reads stays 0 and the key has N heads."""
+    from cvtile.cli_call import build_call
+
+    tensors, attrs = build_call(parse(["--num-heads", "12", "--num-kv-heads", "0"]))
+    assert attrs["num_key_value_heads"] == 0 and tensors["key"].shape == (4, 12, 4096, 128)
+
+
+def test_value_head_dim_0_is_refused(capsys):
+    """``--value-head-dim 0`` silently meant "as head-dim" (``args.value_head_dim or d``)."""
+    import pytest
+
+    from cvtile.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["tiling", "--value-head-dim", "0"])
+    assert exc.value.code == 2 and "--value-head-dim: 0 is not positive" in capsys.readouterr().err
