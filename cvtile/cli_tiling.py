@@ -85,9 +85,8 @@ def _block_map(args, t):
         hooks = Hooks(mask_mod=hook_from_spec(args.mask_mod))
         qlen, kvlen = effective_lengths(t)
         tasks = [task for c in t.cores for task in c.tasks]
-        nkv = args.num_kv_heads or (8 if args.num_heads % 8 == 0 else args.num_heads)
         return plan_block_map(tasks, hooks, m_cap=m_capacity(t, tasks), s2_base=t.s2_base, qlen=qlen, kvlen=kvlen,
-                              group=args.num_heads // nkv, order=t.m_order)
+                              group=t.group, order=t.m_order)
     except VariantError as e:
         print(f"cvtile tiling --mask-mod: {e}", file=sys.stderr)
         return 2
