@@ -5,10 +5,11 @@ Model
 ``group_memo.compile_prepass`` turns a group loop's body into a tree of steps (the timing-relevant scalar ops, the
 tile ops' key operands, the taken branches, the ping-pong parities, nested loops iterated) and interprets it once
 per iteration of every program of the core group: a closure call per operand and per op, about a microsecond per
-scalar op. ``compile_steps`` writes the same tree as one Python function, every operand a ``vals[id]`` lookup in
-line, the cheap scalar ops (``scalar_src``: comparisons, add, sub, mul, min, max, selects, the block indices) as
-Python expressions and every other op as a call of the scheduler's own evaluator, and compiles it once per loop
-and launch.
+scalar op. ``compile_steps`` writes the same tree as one Python function, every operand a ``vals[id]`` lookup in line, the scalar ops
+``scalar_src`` writes (arithmetic, comparisons, logic, divisions with the evaluator's 0 for a zero divisor, casts,
+selects, constants, dims, the block indices) as Python expressions and every other op (a GM read) as a call of the
+scheduler's own evaluator, and compiles it once per loop and launch. ``compile_scalars`` writes a straight run of
+scalar ops the same way: the scheduler's step for the scalar ops between two other ops of a program.
 
 Invariant: the generated function computes exactly what the tree's interpreter computes, in the same order: the
 same key (the same values, appended in the same order), the same entries written to ``vals`` (the interpreter's
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from ...dsl.ir import Value
 
-__all__ = ["Fetch", "compile_steps"]
+__all__ = ["Fetch", "compile_steps", "compile_scalars"]
 
 
 class Fetch:
@@ -62,11 +63,7 @@ class _Writer:
         for st in steps:
             tag = st[0]
             if tag == 0:
-                fn, op, expr = st[1], st[2], st[3]
-                if expr is None:
-                    self.emit(f"{self.name('f', fn)}(vals, blk, sub)", indent)
-                else:
-                    self.emit(f"vals[{op.results[0].id!r}] = " + expr.format(*(self.src(a) for a in op.args)), indent)
+                self.scalar(st, indent)
             elif tag == 1:
                 self.emit("ap((" + "".join(self.src(v) + ", " for v in st[2]) + "))", indent)
             elif tag == 2:
@@ -102,9 +99,36 @@ class _Writer:
                 for rid, c in zip(outs, carry):
                     self.emit(f"vals[{rid!r}] = vals[{c[0]!r}]", indent)
 
+    def scalar(self, st, indent: int) -> None:
+        """A scalar op (``(0, evaluator, op, expression or None)``): its expression in line, else its evaluator
+        called (a constant's expression names it as ``{k}``)."""
+        fn, op, expr = st[1], st[2], st[3]
+        if expr is None:
+            self.emit(f"{self.name('f', fn)}(vals, blk, sub)", indent)
+        else:
+            k = self.name("k", op.results[0].const) if op.kind == "const" else None
+            self.emit(f"vals[{op.results[0].id!r}] = " + expr.format(*(self.src(a) for a in op.args), k=k), indent)
+
     def _local(self, prefix: str) -> str:
         self.depth += 1
         return f"{prefix}{self.depth}"
+
+
+def _compiled(w: _Writer, name: str):
+    env = dict(w.env)
+    exec(compile("\n".join(w.lines), "<group_memo prepass>", "exec"), env)   # noqa: S102 - our own generated code
+    return env[name]
+
+
+def compile_scalars(steps):
+    """``run(vals, blk, sub)``: a straight run of scalar ops (prepass steps of tag 0) evaluated in order, as the
+    evaluators calls one by one would (the scheduler's run of scalar ops between two other ops)."""
+    w = _Writer()
+    w.emit("def run(vals, blk, sub):", 0)
+    for st in steps:
+        w.scalar(st, 1)
+    w.emit("return None", 1)
+    return _compiled(w, "run")
 
 
 def compile_steps(steps, outside: tuple, carried_tiles: tuple):
@@ -116,6 +140,4 @@ def compile_steps(steps, outside: tuple, carried_tiles: tuple):
     w.emit("ap = out.append", 1)
     w.block(steps, 1)
     w.emit("return tuple(out)", 1)
-    env = dict(w.env)
-    exec(compile("\n".join(w.lines), "<group_memo prepass>", "exec"), env)   # noqa: S102 - our own generated code
-    return env["prepass"]
+    return _compiled(w, "prepass")

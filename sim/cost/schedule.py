@@ -76,6 +76,7 @@ from ...dsl.ops import SCALAR_BINARY
 from .durations import scalar_cost, tile_cost
 from .group_memo import END, OFF, GroupMemo, Hold, compile_prepass, group_loops, group_step
 from .loop_memo import core_local, free_inputs, relevant_values
+from .prepass_source import compile_scalars
 from .spans import Span
 
 __all__ = ["ModelError", "ModelDeadlock", "Span", "CoreClock", "run_group", "program_prepass"]
@@ -303,21 +304,40 @@ def _tile_operands(op) -> list:
     return _scalar_operands(op) + _window_operands(op)
 
 
-#: the scalar ops the group memo's generated prepass (``prepass_source``) writes as Python expressions: the same
-#: operators on the same Python numbers as ``_SBIN`` / ``_scalar_fn`` (none of them can divide by zero)
+#: the scalar ops the generated code (``prepass_source``: the group memo's prepass, the scheduler's runs of scalar
+#: ops) writes as Python expressions: the same operators on the same Python numbers as ``_SBIN`` / ``_scalar_fn``
+#: (a division by zero gives 0 as ``_sbin``'s does: ``a // b`` raises only when ``b == 0``; ``and`` / ``or`` as
+#: ``ops._logic``: boolean on a ``bool``, else bitwise; each operand is a constant or a ``vals`` lookup, so reading
+#: one twice is the same)
 _INLINE_SBIN = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "min": "min({}, {})",
                 "max": "max({}, {})", "lt": "({} < {})", "le": "({} <= {})", "gt": "({} > {})", "ge": "({} >= {})",
-                "eq": "({} == {})", "ne": "({} != {})"}
+                "eq": "({} == {})", "ne": "({} != {})", "xor": "({} ^ {})", "lshift": "({} << {})",
+                "rshift": "({} >> {})", "floordiv": "(({0} // {1}) if {1} else 0)",
+                "mod": "(({0} % {1}) if {1} else 0)", "truediv": "(({0} / {1}) if {1} else 0)",
+                "and": "(({0} and {1}) if {0}.__class__ is bool else ({0} & {1}))",
+                "or": "(({0} or {1}) if {0}.__class__ is bool else ({0} | {1}))"}
+_INLINE_SUN = {"neg": "(-{0})", "not": "(not {0})", "abs": "abs({0})"}
 
 
 def _scalar_src(op):
-    """A scalar op as a Python expression of its operands (``str.format`` fields in operand order), or None when
-    the generated prepass is to call ``_scalar_fn``'s evaluator."""
+    """A scalar op as a Python expression of its operands (``str.format`` fields in operand order, ``{k}`` a
+    constant's value), or None when the generated code is to call ``_scalar_fn``'s evaluator."""
     kind = op.kind
-    if kind == "sbin" and op.results:
+    if not op.results:
+        return None
+    if kind == "sbin":
         return _INLINE_SBIN.get(op.attrs["op"])
-    if kind == "sselect" and op.results:
+    if kind == "sun":
+        return _INLINE_SUN.get(op.attrs["op"])
+    if kind == "scast":
+        to = op.results[0].type.dtype
+        return "float({0})" if to.is_float else "bool({0})" if to.is_bool else "int({0})"
+    if kind == "sselect":
         return "({1} if {0} else {2})"
+    if kind == "const":
+        return "{k}"
+    if kind == "dim":
+        return f"int({{0}}[1][{int(op.attrs['axis'])!r}])"
     if kind == "block_idx":
         return "blk"
     if kind == "subblock_idx":
@@ -447,7 +467,12 @@ def _compile_block(block, launch, relevant: set) -> list:
             steps.append((_S_STREAM, _TileStep(mma, launch), _TileStep(op, launch), bases))
             continue
         if cat == "scalar":
-            steps.append((_S_SCALAR, _scalar_fn(op, launch), math.ceil(scalar_cost(op, launch.cost))))
+            cycles = math.ceil(scalar_cost(op, launch.cost))
+            if steps and steps[-1][0] == _S_SCALAR:      # a run of scalar ops: one step (see _scalar_run)
+                steps[-1][1].append(op)
+                steps[-1][2].append(cycles)
+            else:
+                steps.append([_S_SCALAR, [op], [cycles]])
         elif kind == "for":
             body = op.blocks[0]
             iv, *carried = body.args
@@ -466,7 +491,18 @@ def _compile_block(block, launch, relevant: set) -> list:
             steps.append((_S_SYNC, op, _getter(op.args[0]) if op.args else None))
         else:
             steps.append((_S_TILE, _TileStep(op, launch)))
-    return steps
+    return [_scalar_run(st, launch) if st[0] == _S_SCALAR else st for st in steps]
+
+
+def _scalar_run(st, launch) -> tuple:
+    """A run of scalar ops as one step: (``_S_SCALAR``, one generated function evaluating them in order
+    (``prepass_source.compile_scalars``), their summed cycles). The issue clock then moves once by the sum: the
+    same float (whole cycles, exact), and no scalar op reads the clock."""
+    _, ops, cycles = st
+    ops_run = [op for op in ops if op.kind != "check"]      # a check's evaluator does nothing
+    fn = compile_scalars([(0, _scalar_fn(op, launch), op, _scalar_src(op)) for op in ops_run]) if ops_run \
+        else (lambda vals, blk, sub: None)
+    return (_S_SCALAR, fn, sum(cycles))
 
 
 def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, group: _Group, clock: CoreClock):
