@@ -207,6 +207,26 @@ class Launch:
         self.group_loops = group_loops(kernel.programs())    # id(for op) -> its name in every program
         self.group_memo = GroupMemo()
 
+    def reader(self, tid):
+        """``read(vals, i)``: element i of tensor ``tid`` as a Python number, as ``arr[i].item()`` gives it (a GM
+        read, ``sload``). A small launch argument (a length or a block table) is read as a Python list made on the
+        first read (the same numbers: ``tolist`` is ``item`` per element); an index the list refuses is read from
+        the array (its own exception)."""
+        got = self.tensors.get(tid)
+        arr = got[0] if got is not None else None
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.size > _LISTED:
+            return lambda vals, i: _item_of(vals[tid][0], i)
+        lst = []
+
+        def read(vals, i):
+            if not lst:
+                lst.append(arr.tolist())
+            try:
+                return lst[0][i]
+            except IndexError:
+                return _item_of(arr, i)
+        return read
+
     def steps(self, core: str) -> list:
         """The compiled steps of program ``core`` (built once per launch; their tile memos are shared)."""
         got = self._steps.get(core)
@@ -214,6 +234,15 @@ class Launch:
             block = self.kernel.programs()[core]
             got = self._steps[core] = _compile_block(block, self, relevant_values(block))
         return got
+
+
+#: the largest tensor a GM read reads as a Python list
+_LISTED = 1 << 16
+
+
+def _item_of(arr, i):
+    x = arr[i]
+    return x.item() if hasattr(x, "item") else x
 
 
 class _Group:
@@ -270,10 +299,10 @@ def _scalar_fn(op, launch):
     if kind == "sload":
         tid = op.args[0].id
         go = g[1]
+        read = launch.reader(tid)
 
         def sload(vals, blk, sub):
-            x = vals[tid][0][int(go(vals))]
-            vals[rid] = x.item() if hasattr(x, "item") else x
+            vals[rid] = read(vals, int(go(vals)))
         return sload
     if kind == "dim":
         tid, axis = op.args[0].id, op.attrs["axis"]
