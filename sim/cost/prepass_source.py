@@ -5,11 +5,13 @@ Model
 ``group_memo.compile_prepass`` turns a group loop's body into a tree of steps (the timing-relevant scalar ops, the
 tile ops' key operands, the taken branches, the ping-pong parities, nested loops iterated) and interprets it once
 per iteration of every program of the core group: a closure call per operand and per op, about a microsecond per
-scalar op. ``compile_steps`` writes the same tree as one Python function, every operand a ``vals[id]`` lookup in line, the scalar ops
-``scalar_src`` writes (arithmetic, comparisons, logic, divisions with the evaluator's 0 for a zero divisor, casts,
-selects, constants, dims, the block indices) as Python expressions and every other op (a GM read) as a call of the
-scheduler's own evaluator, and compiles it once per loop and launch. ``compile_scalars`` writes a straight run of
-scalar ops the same way: the scheduler's step for the scalar ops between two other ops of a program.
+scalar op. ``compile_steps`` writes the same tree as one Python function, every
+operand a ``vals[id]`` lookup in line, the scalar ops ``scalar_src`` writes (arithmetic, comparisons, logic,
+divisions with the evaluator's 0 for a zero divisor, casts, selects, constants, dims, the block indices) as Python
+expressions and every other op (a GM read) as a call of the scheduler's own evaluator, and compiles it once per
+loop (its code object kept for the next launch writing the same source). ``compile_scalars`` writes a straight run
+of scalar ops the same way (the scheduler's step for the scalar ops between two other ops of a program),
+``compile_tuple`` a tuple of operands (a tile op's memo key).
 
 Invariant: the generated function computes exactly what the tree's interpreter computes, in the same order: the
 same key (the same values, appended in the same order), the same entries written to ``vals`` (the interpreter's
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from ...dsl.ir import Value
 
-__all__ = ["Fetch", "compile_steps", "compile_scalars"]
+__all__ = ["Fetch", "compile_steps", "compile_scalars", "compile_tuple"]
 
 
 class Fetch:
@@ -114,9 +116,21 @@ class _Writer:
         return f"{prefix}{self.depth}"
 
 
+#: source -> its code object: a launch of a kernel seen before writes the same source (ids and names), only its
+#: constants (``env``) may differ; cleared when it grows past ``_CODE_MAX`` entries
+_CODE: dict = {}
+_CODE_MAX = 1 << 14
+
+
 def _compiled(w: _Writer, name: str):
+    src = "\n".join(w.lines)
+    code = _CODE.get(src)
+    if code is None:
+        if len(_CODE) >= _CODE_MAX:
+            _CODE.clear()
+        code = _CODE[src] = compile(src, "<group_memo prepass>", "exec")
     env = dict(w.env)
-    exec(compile("\n".join(w.lines), "<group_memo prepass>", "exec"), env)   # noqa: S102 - our own generated code
+    exec(code, env)   # noqa: S102 - our own generated code
     return env[name]
 
 
@@ -129,6 +143,14 @@ def compile_scalars(steps):
         w.scalar(st, 1)
     w.emit("return None", 1)
     return _compiled(w, "run")
+
+
+def compile_tuple(operands):
+    """``key(vals)``: the tuple of ``operands``' values (each read as ``group_memo``'s getters read it), in line."""
+    w = _Writer()
+    w.emit("def key(vals):", 0)
+    w.emit("return (" + "".join(w.src(x) + ", " for x in operands) + ")", 1)
+    return _compiled(w, "key")
 
 
 def compile_steps(steps, outside: tuple, carried_tiles: tuple):

@@ -76,7 +76,7 @@ from ...dsl.ops import SCALAR_BINARY
 from .durations import scalar_cost, tile_cost
 from .group_memo import END, OFF, GroupMemo, Hold, compile_prepass, group_loops, group_step
 from .loop_memo import core_local, free_inputs, relevant_values
-from .prepass_source import compile_scalars
+from .prepass_source import compile_scalars, compile_tuple
 from .spans import Span
 
 __all__ = ["ModelError", "ModelDeadlock", "Span", "CoreClock", "run_group", "program_prepass"]
@@ -377,20 +377,18 @@ def _scalar_src(op):
 class _TileStep:
     """A tile op with its memo: (operand extents, valid scalars) -> (result extents, spans)."""
 
-    __slots__ = ("op", "rid", "tile_ids", "scalar_gs", "window_gs", "memo", "launch")
+    __slots__ = ("op", "rid", "key", "memo", "launch")
 
     def __init__(self, op, launch):
         self.op = op
         self.launch = launch
         self.rid = op.results[0].id if op.results else None
-        self.tile_ids = tuple(v.id for v in op.args if v.is_tile)
-        self.scalar_gs = tuple(_getter(v) for v in _scalar_operands(op))
-        self.window_gs = tuple(_getter(v) for v in _window_operands(op))
+        # its tile operands' extents, scalar operands and windows' valid extents, one flat tuple of fixed arity
+        self.key = compile_tuple([v for v in op.args if v.is_tile] + _scalar_operands(op) + _window_operands(op))
         self.memo = {}
 
     def resolve(self, vals):
-        key = (tuple(vals[i] for i in self.tile_ids), tuple(g(vals) for g in self.scalar_gs),
-               tuple(g(vals) for g in self.window_gs))
+        key = self.key(vals)
         got = self.memo.get(key)
         if got is None:
             got = self.memo[key] = self._compute(vals)
