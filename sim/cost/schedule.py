@@ -144,8 +144,9 @@ class CoreClock:
 
     def relative_state(self) -> tuple:
         t = self.t
-        return (tuple(self.free[p] - t for p in PIPES),
-                tuple(sorted((k, tuple(w - t for w, _ in q)) for k, q in self.events.items() if q)))
+        ev = self.events
+        return (tuple([f - t for f in self.free.values()]),      # in PIPES order (the dict's, never reordered)
+                tuple(sorted([(k, tuple([w - t for w, _ in q])) for k, q in ev.items() if q])) if ev else ())
 
     def snapshot(self) -> tuple:
         return self.t, dict(self.busy)
@@ -158,8 +159,7 @@ class CoreClock:
         dt, (free, events), dbusy = effect
         self.t += dt
         t = self.t
-        for p, f in zip(PIPES, free):
-            self.free[p] = t + f
+        self.free = dict(zip(PIPES, [t + f for f in free]))
         self.events = {k: deque((t + w, None) for w in q) for k, q in events}
         for p, b in dbusy.items():
             self.busy[p] += b
@@ -515,7 +515,9 @@ def _compile_block(block, launch, relevant: set) -> list:
         elif kind == "yield":
             steps.append((_S_YIELD, tuple(_getter(x) for x in op.args)))
         elif cat == "sync":
-            steps.append((_S_SYNC, op, _getter(op.args[0]) if op.args else None))
+            a = op.attrs
+            steps.append((_S_SYNC, op, _getter(op.args[0]) if op.args else None, kind == "flag_wait",
+                          (a.get("src"), a.get("dst"), a.get("id")), (a.get("src"), a.get("dst"), a.get("id_odd"))))
         else:
             steps.append((_S_TILE, _TileStep(op, launch)))
     return [_scalar_run(st, launch) if st[0] == _S_SCALAR else st for st in steps]
@@ -626,7 +628,10 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
             elif tag == _S_YIELD:
                 return [g(vals) for g in st[1]]
             else:
-                yield from _sync(st[1], st[2])
+                if st[3]:
+                    yield from _flag_wait(st[1])
+                else:
+                    _sync(st[1], st[2], st[4], st[5])
         return []
 
     def _hold(gm, i, cur):
@@ -680,19 +685,20 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
         if p > 2:
             clock.free["M"] = max(clock.free["M"], start + -(-(p - 2) * drain // p) + -(-m_cycles // p))
 
-    def _sync(op, ping):
+    def _sync(op, ping, even, odd):
+        """A sync op other than a flag wait (``even`` / ``odd``: an event's (src, dst, id) for an even and an odd
+        ``ping``)."""
         kind = op.kind
         a = op.attrs
-        eid = a["id_odd"] if ping is not None and ping(vals) % 2 else a.get("id")
         if kind == "event_set":
-            key = (a["src"], a["dst"], eid)
+            key = odd if ping is not None and ping(vals) % 2 else even
             when = max(clock.t, clock.free[a["src"]]) + cost.event_latency_cycles
             clock.events.setdefault(key, deque()).append((when, clock.last[a["src"]]))
         elif kind == "event_wait":
-            key = (a["src"], a["dst"], eid)
+            key = odd if ping is not None and ping(vals) % 2 else even
             q = clock.events.get(key)
             if not q:
-                raise ModelError(f"cost model: event {a['src']}->{a['dst']} id {eid} is waited before it is "
+                raise ModelError(f"cost model: event {a['src']}->{a['dst']} id {key[2]} is waited before it is "
                                  f"set in program order ({role})", op.loc)
             when, src_span = q.popleft()
             dst = a["dst"]
@@ -717,23 +723,25 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
             else:
                 group.to_aic[sub].setdefault(fid, deque()).append(item)
             group.progress += 1
-        elif kind == "flag_wait":
-            fid = a["id"]
-            queues = group.to_aic if role == "aic" else [group.to_aiv[sub]]
-            while any(not q.get(fid) for q in queues):
-                yield op
-            arrivals = [q[fid].popleft() for q in queues]
-            when, src_span, set_op = max(arrivals, key=lambda x: x[0])
-            group.progress += 1
-            if when > clock.t:
-                waited_from = clock.t
-                clock.flag_stall += when - clock.t
-                clock.t = when
-                if record:       # the stall as a span of the issue unit, its cause the set on the other core
-                    clock.issue_cause = src_span
-                    clock.spans.append(Span(role, "S", waited_from, when, op, src_span, flow=set_op))
         else:
             raise ModelError(f"cost model: sync op {kind!r} is not modelled", op.loc)
+
+    def _flag_wait(op):
+        """A flag wait: yields while the flag has not been set; then stalls the issue unit to its arrival."""
+        fid = op.attrs["id"]
+        queues = group.to_aic if role == "aic" else [group.to_aiv[sub]]
+        while any(not q.get(fid) for q in queues):
+            yield op
+        arrivals = [q[fid].popleft() for q in queues]
+        when, src_span, set_op = max(arrivals, key=lambda x: x[0])
+        group.progress += 1
+        if when > clock.t:
+            waited_from = clock.t
+            clock.flag_stall += when - clock.t
+            clock.t = when
+            if record:       # the stall as a span of the issue unit, its cause the set on the other core
+                clock.issue_cause = src_span
+                clock.spans.append(Span(role, "S", waited_from, when, op, src_span, flow=set_op))
 
     return (yield from run_steps(steps))
 
