@@ -58,7 +58,8 @@ def _no_cyclic_gc():
     """The cyclic garbage collector paused while a launch is timed (as it was on entry after): the model makes
     many small tuples (memo keys, clock states, spans) that live until the launch is timed, and each collection
     would walk them and the whole compiled IR again (a fifth of a long launch's time). Reference counting frees
-    everything else as usual; the cycles made meanwhile are collected at the next collection after."""
+    everything else as usual (the launch's memos too: ``Launch.release``); the cycles made meanwhile are collected
+    at the next collection after."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -113,6 +114,7 @@ def _estimate(compiled, grid: int, args: list, flops: float, record: str) -> Lau
         path, lines = critical_path(last_span(entries))
         if record == "critical":          # the spans a trace shows, made when first read (spans.Replayed)
             recorded = lambda: [(crit, starts[crit], spans_of(entries))]  # noqa: E731
+    launch.release()
     gm_bytes = _gm_bytes(kernel, args)
     hbm_floor = gm_bytes / (platform.hbm_gbytes_per_s * 1e9) * platform.clock_mhz * 1e6
     return LaunchCost(kernel=compiled.name, target=platform.name, grid=grid, cores=ncores, waves=waves,

@@ -207,6 +207,12 @@ class Launch:
         self.group_loops = group_loops(kernel.programs())    # id(for op) -> its name in every program
         self.group_memo = GroupMemo()
 
+    def release(self) -> None:
+        """Drop the compiled steps and the memos (the launch is timed): their steps refer back to the launch, and
+        reference counting frees them now, not the next cyclic collection."""
+        self._steps = {}
+        self.group_memo = GroupMemo()
+
     def reader(self, tid):
         """``read(vals, i)``: element i of tensor ``tid`` as a Python number, as ``arr[i].item()`` gives it (a GM
         read, ``sload``). A small launch argument (a length or a block table) is read as a Python list made on the
