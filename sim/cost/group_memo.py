@@ -336,6 +336,15 @@ def restore_held(group, clocks, alive, spans, setters) -> None:
             dq[i] = (item[0], next(it), next(ops))
 
 
+def slots(old: list) -> dict:
+    """id(span) -> its first slot in ``old`` (the spans held at a step's head)."""
+    slot = {}
+    for i, s in enumerate(old):
+        if s is not None:
+            slot.setdefault(id(s), i)
+    return slot
+
+
 def span_template(clocks, alive, lens, old: list, ref: float, now_held: list) -> tuple:
     """The spans each program made since ``lens`` (its span count at the step's head) relative to ``ref``, each
     cause named as ("n", program, index) (a span of the step) or ("o", slot) (a span held at its head, ``old``),
@@ -353,10 +362,7 @@ def span_template(clocks, alive, lens, old: list, ref: float, now_held: list) ->
         for e in es:
             at[id(e)] = (n, k)
             k += len(e.rows) if type(e) is Replayed else 1
-    slot = {}
-    for i, s in enumerate(old):
-        if s is not None:
-            slot.setdefault(id(s), i)
+    slot = slots(old)
 
     def name(s):
         if s is None:

@@ -22,10 +22,7 @@ def _reference(clocks, alive, lens, old, ref, now_held):
     """The template with every span made (``spans_of``) and each cause named by identity."""
     since = {n: spans_of(clocks[n].spans[lens[n]:]) for n in alive}
     new = {id(s): (n, j) for n in alive for j, s in enumerate(since[n])}
-    slot = {}
-    for i, s in enumerate(old):
-        if s is not None:
-            slot.setdefault(id(s), i)
+    slot = group_memo.slots(old)
 
     def name(s):
         if s is None:
