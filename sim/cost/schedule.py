@@ -160,7 +160,7 @@ class CoreClock:
         self.t += dt
         t = self.t
         self.free = dict(zip(PIPES, [t + f for f in free]))
-        self.events = {k: deque((t + w, None) for w in q) for k, q in events}
+        self.events = {k: deque([(t + w, None) for w in q]) for k, q in events}
         for p, b in dbusy.items():
             self.busy[p] += b
 
@@ -548,6 +548,8 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
     vals.update(launch.scalars)
     cost = launch.cost
     loop_cycles = cost.scalar_op_cycles
+    event_latency, flag_latency, barrier_cycles = cost.event_latency_cycles, cost.flag_latency_cycles, \
+        cost.barrier_cycles      # the cost table's entries, read once (each read is a lookup by name)
     n_aiv = len(group.to_aiv)
     record = clock.spans is not None
     gmemo = launch.group_memo
@@ -698,7 +700,7 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
         a = op.attrs
         if kind == "event_set":
             key = odd if ping is not None and ping(vals) % 2 else even
-            when = max(clock.t, clock.free[a["src"]]) + cost.event_latency_cycles
+            when = max(clock.t, clock.free[a["src"]]) + event_latency
             clock.events.setdefault(key, deque()).append((when, clock.last[a["src"]]))
         elif kind == "event_wait":
             key = odd if ping is not None and ping(vals) % 2 else even
@@ -715,12 +717,12 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
         elif kind == "barrier":
             pipe = a["pipe"]
             if pipe == "ALL":
-                clock.t = clock.finish() + cost.barrier_cycles
+                clock.t = clock.finish() + barrier_cycles
             else:
-                clock.free[pipe] = max(clock.free[pipe], clock.t) + cost.barrier_cycles
+                clock.free[pipe] = max(clock.free[pipe], clock.t) + barrier_cycles
         elif kind == "flag_set":
             pipe = a["pipe"]
-            when = max(clock.t, clock.free[pipe]) + cost.flag_latency_cycles
+            when = max(clock.t, clock.free[pipe]) + flag_latency
             item = (when, clock.last[pipe], op)
             fid = a["id"]
             if role == "aic":
