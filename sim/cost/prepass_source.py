@@ -8,10 +8,10 @@ per iteration of every program of the core group: a closure call per operand and
 scalar op. ``compile_steps`` writes the same tree as one Python function, every
 operand a ``vals[id]`` lookup in line, the scalar ops ``scalar_src`` writes (arithmetic, comparisons, logic,
 divisions with the evaluator's 0 for a zero divisor, casts, selects, constants, dims, the block indices) as Python
-expressions and every other op (a GM read) as a call of the scheduler's own evaluator, and compiles it once per
-loop (its code object kept for the next launch writing the same source). ``compile_scalars`` writes a straight run
-of scalar ops the same way (the scheduler's step for the scalar ops between two other ops of a program),
-``compile_tuple`` a tuple of operands (a tile op's memo key).
+expressions, a GM read as a call of its evaluator's reader and every other op as a call of the scheduler's own
+evaluator, and compiles it once per loop (its code object kept for the next launch writing the same source).
+``compile_scalars`` writes a straight run of scalar ops the same way (the scheduler's step for the scalar ops
+between two other ops of a program), ``compile_tuple`` a tuple of operands (a tile op's memo key).
 
 Invariant: the generated function computes exactly what the tree's interpreter computes, in the same order: the
 same key (the same values, appended in the same order), the same entries written to ``vals`` (the interpreter's
@@ -103,12 +103,13 @@ class _Writer:
 
     def scalar(self, st, indent: int) -> None:
         """A scalar op (``(0, evaluator, op, expression or None)``): its expression in line, else its evaluator
-        called (a constant's expression names it as ``{k}``)."""
+        called (a constant's expression names it as ``{k}``, a GM read's the evaluator's reader, ``fn.read``)."""
         fn, op, expr = st[1], st[2], st[3]
         if expr is None:
             self.emit(f"{self.name('f', fn)}(vals, blk, sub)", indent)
         else:
-            k = self.name("k", op.results[0].const) if op.kind == "const" else None
+            k = self.name("k", op.results[0].const) if op.kind == "const" else \
+                self.name("r", fn.read) if op.kind == "sload" else None
             self.emit(f"vals[{op.results[0].id!r}] = " + expr.format(*(self.src(a) for a in op.args), k=k), indent)
 
     def _local(self, prefix: str) -> str:

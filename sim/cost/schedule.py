@@ -309,6 +309,7 @@ def _scalar_fn(op, launch):
 
         def sload(vals, blk, sub):
             vals[rid] = read(vals, int(go(vals)))
+        sload.read = read       # what the generated code calls in line (``_scalar_src``)
         return sload
     if kind == "dim":
         tid, axis = op.args[0].id, op.attrs["axis"]
@@ -356,7 +357,7 @@ _INLINE_SUN = {"neg": "(-{0})", "not": "(not {0})", "abs": "abs({0})"}
 
 def _scalar_src(op):
     """A scalar op as a Python expression of its operands (``str.format`` fields in operand order, ``{k}`` a
-    constant's value), or None when the generated code is to call ``_scalar_fn``'s evaluator."""
+    constant's value or a GM read's reader), or None when the generated code is to call ``_scalar_fn``'s evaluator."""
     kind = op.kind
     if not op.results:
         return None
@@ -373,6 +374,8 @@ def _scalar_src(op):
         return "{k}"
     if kind == "dim":
         return f"int({{0}}[1][{int(op.attrs['axis'])!r}])"
+    if kind == "sload":
+        return "{k}(vals, int({1}))"        # ``{k}``: the evaluator's reader (``Launch.reader``)
     if kind == "block_idx":
         return "blk"
     if kind == "subblock_idx":
