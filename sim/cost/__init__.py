@@ -10,7 +10,8 @@ critical path; ``chrome_trace`` writes the timeline for Perfetto, ``plots``
 the timeline and roofline PNGs; ``critical_path`` walks the critical block's
 spans (``spans``: a replayed group step's are made when read, and its walk
 is reused per entry). ``estimate`` runs each distinct block once
-(``block_memo``).
+(``block_memo``), with the cyclic garbage collector paused (nothing it
+would find changes an estimate).
 
 Entry points: ``estimate(compiled, grid, args)`` for one launch,
 ``estimate_calls(launch_records, target)`` for what an operator API
@@ -20,7 +21,9 @@ a compiled kernel.
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
+from contextlib import contextmanager
 
 from .block_memo import BlockMemo
 from .chrome_trace import write_chrome_trace
@@ -46,6 +49,27 @@ def estimate(compiled, grid: int, args: list, *, flops: float = 0.0, record: str
     (every block, placed on its core's timeline) or ``"none"``."""
     if record not in ("critical", "all", "none"):
         raise ValueError(f"record must be 'critical', 'all' or 'none', got {record!r}")
+    with _no_cyclic_gc():
+        return _estimate(compiled, grid, args, flops, record)
+
+
+@contextmanager
+def _no_cyclic_gc():
+    """The cyclic garbage collector paused while a launch is timed (as it was on entry after): the model makes
+    many small tuples (memo keys, clock states, spans) that live until the launch is timed, and each collection
+    would walk them and the whole compiled IR again (a fifth of a long launch's time). Reference counting frees
+    everything else as usual (the launch's memos too: ``Launch.release``); the cycles made meanwhile are collected
+    at the next collection after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _estimate(compiled, grid: int, args: list, flops: float, record: str) -> LaunchCost:
     kernel = compiled.compilation.final
     platform = compiled.platform
     cost = platform.cost
@@ -90,6 +114,7 @@ def estimate(compiled, grid: int, args: list, *, flops: float = 0.0, record: str
         path, lines = critical_path(last_span(entries))
         if record == "critical":          # the spans a trace shows, made when first read (spans.Replayed)
             recorded = lambda: [(crit, starts[crit], spans_of(entries))]  # noqa: E731
+    launch.release()
     gm_bytes = _gm_bytes(kernel, args)
     hbm_floor = gm_bytes / (platform.hbm_gbytes_per_s * 1e9) * platform.clock_mhz * 1e6
     return LaunchCost(kernel=compiled.name, target=platform.name, grid=grid, cores=ncores, waves=waves,

@@ -51,7 +51,7 @@ from ...dsl.ir import Value, walk
 from . import prepass_source
 from .loop_memo import core_local, free_inputs, own_inputs
 from .prepass_source import Fetch
-from .spans import Replayed, ReplayedStep, spans_of
+from .spans import LazySpan, Replayed, ReplayedStep
 
 __all__ = ["group_loops", "compile_prepass", "group_step", "Hold", "GroupMemo", "END", "OFF"]
 
@@ -336,28 +336,67 @@ def restore_held(group, clocks, alive, spans, setters) -> None:
             dq[i] = (item[0], next(it), next(ops))
 
 
-def span_template(clocks, alive, lens, old: list, ref: float, now_held: list) -> tuple:
-    """The spans each program made since ``lens`` (its span count at the step's head) relative to ``ref``, each
-    cause named as ("n", program, index) (a span of the step) or ("o", slot) (a span held at its head, ``old``),
-    and the same names for the spans held now. Raises ``NoTemplate`` for a cause that is neither."""
-    since = {n: spans_of(clocks[n].spans[lens[n]:]) for n in alive}
-    new = {id(s): (n, j) for n in alive for j, s in enumerate(since[n])}
+def slots(old: list) -> dict:
+    """id(span) -> its first slot in ``old`` (the spans held at a step's head)."""
     slot = {}
     for i, s in enumerate(old):
         if s is not None:
             slot.setdefault(id(s), i)
+    return slot
+
+
+def span_template(clocks, alive, lens, old: list, ref: float, now_held: list) -> tuple:
+    """The spans each program made since ``lens`` (its span count at the step's head) relative to ``ref``, each
+    cause named as ("n", program, index) (a span of the step) or ("o", slot) (a span held at its head, ``old``),
+    and the same names for the spans held now. Raises ``NoTemplate`` for a cause that is neither.
+
+    A replayed step inside the step (a ``spans.Replayed`` chunk) is read from its own template, its spans not made:
+    row j of a chunk at index k of the step is span k + j, its cause the one its template names (a span of that
+    inner step, every chunk of which lies in this step, or one held at its head); the times are the same floats
+    (``chunk.ref + a``, then ``- ref``)."""
+    at = {}           # id(direct span or chunk) -> (program, index of its first span in the step)
+    entries = {}
+    for n in alive:
+        k = 0
+        es = entries[n] = clocks[n].spans[lens[n]:]
+        for e in es:
+            at[id(e)] = (n, k)
+            k += len(e.rows) if type(e) is Replayed else 1
+    slot = slots(old)
 
     def name(s):
         if s is None:
             return None
-        if id(s) in new:
-            return ("n", *new[id(s)])
+        if type(s) is LazySpan:
+            got = at.get(id(s.chunk))
+            if got is not None:
+                return ("n", got[0], got[1] + s.index)
+        elif id(s) in at:
+            return ("n", *at[id(s)])
         if id(s) in slot:
             return ("o", slot[id(s)])
         raise NoTemplate
 
-    made = {n: tuple((s.pipe, s.start - ref, s.end - ref, s.op, name(s.cause), s.flow)
-                     for s in since[n]) for n in alive}
+    def inner(e, r):
+        """The name of an inner chunk's cause ``r`` (its template's name)."""
+        if r is None:
+            return None
+        if r[0] == "n":
+            n, k = at[id(e.step.chunks[r[1]])]
+            return ("n", n, k + r[2])
+        return name(e.step.old[r[1]])
+
+    made = {}
+    for n in alive:
+        rows = []
+        for e in entries[n]:
+            if type(e) is Replayed:
+                base = e.ref
+                rows += [(pipe, (base + a) - ref, (base + b) - ref, op, inner(e, r), flow)
+                         for pipe, a, b, op, r, flow in e.rows]
+            else:
+                rows.append((e.pipe, e.start - ref, e.end - ref, e.op, name(e.cause), e.flow))
+        made[n] = tuple(rows)
     return made, tuple(name(s) for s in now_held)
 
 

@@ -5,10 +5,13 @@ Model
 ``group_memo.compile_prepass`` turns a group loop's body into a tree of steps (the timing-relevant scalar ops, the
 tile ops' key operands, the taken branches, the ping-pong parities, nested loops iterated) and interprets it once
 per iteration of every program of the core group: a closure call per operand and per op, about a microsecond per
-scalar op. ``compile_steps`` writes the same tree as one Python function, every operand a ``vals[id]`` lookup in
-line, the cheap scalar ops (``scalar_src``: comparisons, add, sub, mul, min, max, selects, the block indices) as
-Python expressions and every other op as a call of the scheduler's own evaluator, and compiles it once per loop
-and launch.
+scalar op. ``compile_steps`` writes the same tree as one Python function, every
+operand a ``vals[id]`` lookup in line, the scalar ops ``scalar_src`` writes (arithmetic, comparisons, logic,
+divisions with the evaluator's 0 for a zero divisor, casts, selects, constants, dims, the block indices) as Python
+expressions, a GM read as a call of its evaluator's reader and every other op as a call of the scheduler's own
+evaluator, and compiles it once per loop (its code object kept for the next launch writing the same source).
+``compile_scalars`` writes a straight run of scalar ops the same way (the scheduler's step for the scalar ops
+between two other ops of a program), ``compile_tuple`` a tuple of operands (a tile op's memo key).
 
 Invariant: the generated function computes exactly what the tree's interpreter computes, in the same order: the
 same key (the same values, appended in the same order), the same entries written to ``vals`` (the interpreter's
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from ...dsl.ir import Value
 
-__all__ = ["Fetch", "compile_steps"]
+__all__ = ["Fetch", "compile_steps", "compile_scalars", "compile_tuple"]
 
 
 class Fetch:
@@ -62,11 +65,7 @@ class _Writer:
         for st in steps:
             tag = st[0]
             if tag == 0:
-                fn, op, expr = st[1], st[2], st[3]
-                if expr is None:
-                    self.emit(f"{self.name('f', fn)}(vals, blk, sub)", indent)
-                else:
-                    self.emit(f"vals[{op.results[0].id!r}] = " + expr.format(*(self.src(a) for a in op.args)), indent)
+                self.scalar(st, indent)
             elif tag == 1:
                 self.emit("ap((" + "".join(self.src(v) + ", " for v in st[2]) + "))", indent)
             elif tag == 2:
@@ -102,9 +101,57 @@ class _Writer:
                 for rid, c in zip(outs, carry):
                     self.emit(f"vals[{rid!r}] = vals[{c[0]!r}]", indent)
 
+    def scalar(self, st, indent: int) -> None:
+        """A scalar op (``(0, evaluator, op, expression or None)``): its expression in line, else its evaluator
+        called (a constant's expression names it as ``{k}``, a GM read's the evaluator's reader, ``fn.read``)."""
+        fn, op, expr = st[1], st[2], st[3]
+        if expr is None:
+            self.emit(f"{self.name('f', fn)}(vals, blk, sub)", indent)
+        else:
+            k = self.name("k", op.results[0].const) if op.kind == "const" else \
+                self.name("r", fn.read) if op.kind == "sload" else None
+            self.emit(f"vals[{op.results[0].id!r}] = " + expr.format(*(self.src(a) for a in op.args), k=k), indent)
+
     def _local(self, prefix: str) -> str:
         self.depth += 1
         return f"{prefix}{self.depth}"
+
+
+#: source -> its code object: a launch of a kernel seen before writes the same source (ids and names), only its
+#: constants (``env``) may differ; cleared when it grows past ``_CODE_MAX`` entries
+_CODE: dict = {}
+_CODE_MAX = 1 << 14
+
+
+def _compiled(w: _Writer, name: str):
+    src = "\n".join(w.lines)
+    code = _CODE.get(src)
+    if code is None:
+        if len(_CODE) >= _CODE_MAX:
+            _CODE.clear()
+        code = _CODE[src] = compile(src, "<group_memo prepass>", "exec")
+    env = dict(w.env)
+    exec(code, env)   # noqa: S102 - our own generated code
+    return env[name]
+
+
+def compile_scalars(steps):
+    """``run(vals, blk, sub)``: a straight run of scalar ops (prepass steps of tag 0) evaluated in order, as the
+    evaluators calls one by one would (the scheduler's run of scalar ops between two other ops)."""
+    w = _Writer()
+    w.emit("def run(vals, blk, sub):", 0)
+    for st in steps:
+        w.scalar(st, 1)
+    w.emit("return None", 1)
+    return _compiled(w, "run")
+
+
+def compile_tuple(operands):
+    """``key(vals)``: the tuple of ``operands``' values (each read as ``group_memo``'s getters read it), in line."""
+    w = _Writer()
+    w.emit("def key(vals):", 0)
+    w.emit("return (" + "".join(w.src(x) + ", " for x in operands) + ")", 1)
+    return _compiled(w, "key")
 
 
 def compile_steps(steps, outside: tuple, carried_tiles: tuple):
@@ -116,6 +163,4 @@ def compile_steps(steps, outside: tuple, carried_tiles: tuple):
     w.emit("ap = out.append", 1)
     w.block(steps, 1)
     w.emit("return tuple(out)", 1)
-    env = dict(w.env)
-    exec(compile("\n".join(w.lines), "<group_memo prepass>", "exec"), env)   # noqa: S102 - our own generated code
-    return env["prepass"]
+    return _compiled(w, "prepass")

@@ -76,6 +76,7 @@ from ...dsl.ops import SCALAR_BINARY
 from .durations import scalar_cost, tile_cost
 from .group_memo import END, OFF, GroupMemo, Hold, compile_prepass, group_loops, group_step
 from .loop_memo import core_local, free_inputs, relevant_values
+from .prepass_source import compile_scalars, compile_tuple
 from .spans import Span
 
 __all__ = ["ModelError", "ModelDeadlock", "Span", "CoreClock", "run_group", "program_prepass"]
@@ -143,8 +144,9 @@ class CoreClock:
 
     def relative_state(self) -> tuple:
         t = self.t
-        return (tuple(self.free[p] - t for p in PIPES),
-                tuple(sorted((k, tuple(w - t for w, _ in q)) for k, q in self.events.items() if q)))
+        ev = self.events
+        return (tuple([f - t for f in self.free.values()]),      # in PIPES order (the dict's, never reordered)
+                tuple(sorted([(k, tuple([w - t for w, _ in q])) for k, q in ev.items() if q])) if ev else ())
 
     def snapshot(self) -> tuple:
         return self.t, dict(self.busy)
@@ -157,9 +159,8 @@ class CoreClock:
         dt, (free, events), dbusy = effect
         self.t += dt
         t = self.t
-        for p, f in zip(PIPES, free):
-            self.free[p] = t + f
-        self.events = {k: deque((t + w, None) for w in q) for k, q in events}
+        self.free = dict(zip(PIPES, [t + f for f in free]))
+        self.events = {k: deque([(t + w, None) for w in q]) for k, q in events}
         for p, b in dbusy.items():
             self.busy[p] += b
 
@@ -206,6 +207,32 @@ class Launch:
         self.group_loops = group_loops(kernel.programs())    # id(for op) -> its name in every program
         self.group_memo = GroupMemo()
 
+    def release(self) -> None:
+        """Drop the compiled steps and the memos (the launch is timed): their steps refer back to the launch, and
+        reference counting frees them now, not the next cyclic collection."""
+        self._steps = {}
+        self.group_memo = GroupMemo()
+
+    def reader(self, tid):
+        """``read(vals, i)``: element i of tensor ``tid`` as a Python number, as ``arr[i].item()`` gives it (a GM
+        read, ``sload``). A small launch argument (a length or a block table) is read as a Python list made on the
+        first read (the same numbers: ``tolist`` is ``item`` per element); an index the list refuses is read from
+        the array (its own exception)."""
+        got = self.tensors.get(tid)
+        arr = got[0] if got is not None else None
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.size > _LISTED:
+            return lambda vals, i: _item_of(vals[tid][0], i)
+        lst = []
+
+        def read(vals, i):
+            if not lst:
+                lst.append(arr.tolist())
+            try:
+                return lst[0][i]
+            except IndexError:
+                return _item_of(arr, i)
+        return read
+
     def steps(self, core: str) -> list:
         """The compiled steps of program ``core`` (built once per launch; their tile memos are shared)."""
         got = self._steps.get(core)
@@ -213,6 +240,15 @@ class Launch:
             block = self.kernel.programs()[core]
             got = self._steps[core] = _compile_block(block, self, relevant_values(block))
         return got
+
+
+#: the largest tensor a GM read reads as a Python list
+_LISTED = 1 << 16
+
+
+def _item_of(arr, i):
+    x = arr[i]
+    return x.item() if hasattr(x, "item") else x
 
 
 class _Group:
@@ -269,10 +305,11 @@ def _scalar_fn(op, launch):
     if kind == "sload":
         tid = op.args[0].id
         go = g[1]
+        read = launch.reader(tid)
 
         def sload(vals, blk, sub):
-            x = vals[tid][0][int(go(vals))]
-            vals[rid] = x.item() if hasattr(x, "item") else x
+            vals[rid] = read(vals, int(go(vals)))
+        sload.read = read       # what the generated code calls in line (``_scalar_src``)
         return sload
     if kind == "dim":
         tid, axis = op.args[0].id, op.attrs["axis"]
@@ -303,21 +340,42 @@ def _tile_operands(op) -> list:
     return _scalar_operands(op) + _window_operands(op)
 
 
-#: the scalar ops the group memo's generated prepass (``prepass_source``) writes as Python expressions: the same
-#: operators on the same Python numbers as ``_SBIN`` / ``_scalar_fn`` (none of them can divide by zero)
+#: the scalar ops the generated code (``prepass_source``: the group memo's prepass, the scheduler's runs of scalar
+#: ops) writes as Python expressions: the same operators on the same Python numbers as ``_SBIN`` / ``_scalar_fn``
+#: (a division by zero gives 0 as ``_sbin``'s does: ``a // b`` raises only when ``b == 0``; ``and`` / ``or`` as
+#: ``ops._logic``: boolean on a ``bool``, else bitwise; each operand is a constant or a ``vals`` lookup, so reading
+#: one twice is the same)
 _INLINE_SBIN = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "min": "min({}, {})",
                 "max": "max({}, {})", "lt": "({} < {})", "le": "({} <= {})", "gt": "({} > {})", "ge": "({} >= {})",
-                "eq": "({} == {})", "ne": "({} != {})"}
+                "eq": "({} == {})", "ne": "({} != {})", "xor": "({} ^ {})", "lshift": "({} << {})",
+                "rshift": "({} >> {})", "floordiv": "(({0} // {1}) if {1} else 0)",
+                "mod": "(({0} % {1}) if {1} else 0)", "truediv": "(({0} / {1}) if {1} else 0)",
+                "and": "(({0} and {1}) if {0}.__class__ is bool else ({0} & {1}))",
+                "or": "(({0} or {1}) if {0}.__class__ is bool else ({0} | {1}))"}
+_INLINE_SUN = {"neg": "(-{0})", "not": "(not {0})", "abs": "abs({0})"}
 
 
 def _scalar_src(op):
-    """A scalar op as a Python expression of its operands (``str.format`` fields in operand order), or None when
-    the generated prepass is to call ``_scalar_fn``'s evaluator."""
+    """A scalar op as a Python expression of its operands (``str.format`` fields in operand order, ``{k}`` a
+    constant's value or a GM read's reader), or None when the generated code is to call ``_scalar_fn``'s evaluator."""
     kind = op.kind
-    if kind == "sbin" and op.results:
+    if not op.results:
+        return None
+    if kind == "sbin":
         return _INLINE_SBIN.get(op.attrs["op"])
-    if kind == "sselect" and op.results:
+    if kind == "sun":
+        return _INLINE_SUN.get(op.attrs["op"])
+    if kind == "scast":
+        to = op.results[0].type.dtype
+        return "float({0})" if to.is_float else "bool({0})" if to.is_bool else "int({0})"
+    if kind == "sselect":
         return "({1} if {0} else {2})"
+    if kind == "const":
+        return "{k}"
+    if kind == "dim":
+        return f"int({{0}}[1][{int(op.attrs['axis'])!r}])"
+    if kind == "sload":
+        return "{k}(vals, int({1}))"        # ``{k}``: the evaluator's reader (``Launch.reader``)
     if kind == "block_idx":
         return "blk"
     if kind == "subblock_idx":
@@ -328,20 +386,18 @@ def _scalar_src(op):
 class _TileStep:
     """A tile op with its memo: (operand extents, valid scalars) -> (result extents, spans)."""
 
-    __slots__ = ("op", "rid", "tile_ids", "scalar_gs", "window_gs", "memo", "launch")
+    __slots__ = ("op", "rid", "key", "memo", "launch")
 
     def __init__(self, op, launch):
         self.op = op
         self.launch = launch
         self.rid = op.results[0].id if op.results else None
-        self.tile_ids = tuple(v.id for v in op.args if v.is_tile)
-        self.scalar_gs = tuple(_getter(v) for v in _scalar_operands(op))
-        self.window_gs = tuple(_getter(v) for v in _window_operands(op))
+        # its tile operands' extents, scalar operands and windows' valid extents, one flat tuple of fixed arity
+        self.key = compile_tuple([v for v in op.args if v.is_tile] + _scalar_operands(op) + _window_operands(op))
         self.memo = {}
 
     def resolve(self, vals):
-        key = (tuple(vals[i] for i in self.tile_ids), tuple(g(vals) for g in self.scalar_gs),
-               tuple(g(vals) for g in self.window_gs))
+        key = self.key(vals)
         got = self.memo.get(key)
         if got is None:
             got = self.memo[key] = self._compute(vals)
@@ -447,7 +503,12 @@ def _compile_block(block, launch, relevant: set) -> list:
             steps.append((_S_STREAM, _TileStep(mma, launch), _TileStep(op, launch), bases))
             continue
         if cat == "scalar":
-            steps.append((_S_SCALAR, _scalar_fn(op, launch), math.ceil(scalar_cost(op, launch.cost))))
+            cycles = math.ceil(scalar_cost(op, launch.cost))
+            if steps and steps[-1][0] == _S_SCALAR:      # a run of scalar ops: one step (see _scalar_run)
+                steps[-1][1].append(op)
+                steps[-1][2].append(cycles)
+            else:
+                steps.append([_S_SCALAR, [op], [cycles]])
         elif kind == "for":
             body = op.blocks[0]
             iv, *carried = body.args
@@ -463,10 +524,23 @@ def _compile_block(block, launch, relevant: set) -> list:
         elif kind == "yield":
             steps.append((_S_YIELD, tuple(_getter(x) for x in op.args)))
         elif cat == "sync":
-            steps.append((_S_SYNC, op, _getter(op.args[0]) if op.args else None))
+            a = op.attrs
+            steps.append((_S_SYNC, op, _getter(op.args[0]) if op.args else None, kind == "flag_wait",
+                          (a.get("src"), a.get("dst"), a.get("id")), (a.get("src"), a.get("dst"), a.get("id_odd"))))
         else:
             steps.append((_S_TILE, _TileStep(op, launch)))
-    return steps
+    return [_scalar_run(st, launch) if st[0] == _S_SCALAR else st for st in steps]
+
+
+def _scalar_run(st, launch) -> tuple:
+    """A run of scalar ops as one step: (``_S_SCALAR``, one generated function evaluating them in order
+    (``prepass_source.compile_scalars``), their summed cycles). The issue clock then moves once by the sum: the
+    same float (whole cycles, exact), and no scalar op reads the clock."""
+    _, ops, cycles = st
+    ops_run = [op for op in ops if op.kind != "check"]      # a check's evaluator does nothing
+    fn = compile_scalars([(0, _scalar_fn(op, launch), op, _scalar_src(op)) for op in ops_run]) if ops_run \
+        else (lambda vals, blk, sub: None)
+    return (_S_SCALAR, fn, sum(cycles))
 
 
 def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, group: _Group, clock: CoreClock):
@@ -477,6 +551,8 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
     vals.update(launch.scalars)
     cost = launch.cost
     loop_cycles = cost.scalar_op_cycles
+    event_latency, flag_latency, barrier_cycles = cost.event_latency_cycles, cost.flag_latency_cycles, \
+        cost.barrier_cycles      # the cost table's entries, read once (each read is a lookup by name)
     n_aiv = len(group.to_aiv)
     record = clock.spans is not None
     gmemo = launch.group_memo
@@ -563,7 +639,10 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
             elif tag == _S_YIELD:
                 return [g(vals) for g in st[1]]
             else:
-                yield from _sync(st[1], st[2])
+                if st[3]:
+                    yield from _flag_wait(st[1])
+                else:
+                    _sync(st[1], st[2], st[4], st[5])
         return []
 
     def _hold(gm, i, cur):
@@ -617,19 +696,20 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
         if p > 2:
             clock.free["M"] = max(clock.free["M"], start + -(-(p - 2) * drain // p) + -(-m_cycles // p))
 
-    def _sync(op, ping):
+    def _sync(op, ping, even, odd):
+        """A sync op other than a flag wait (``even`` / ``odd``: an event's (src, dst, id) for an even and an odd
+        ``ping``)."""
         kind = op.kind
         a = op.attrs
-        eid = a["id_odd"] if ping is not None and ping(vals) % 2 else a.get("id")
         if kind == "event_set":
-            key = (a["src"], a["dst"], eid)
-            when = max(clock.t, clock.free[a["src"]]) + cost.event_latency_cycles
+            key = odd if ping is not None and ping(vals) % 2 else even
+            when = max(clock.t, clock.free[a["src"]]) + event_latency
             clock.events.setdefault(key, deque()).append((when, clock.last[a["src"]]))
         elif kind == "event_wait":
-            key = (a["src"], a["dst"], eid)
+            key = odd if ping is not None and ping(vals) % 2 else even
             q = clock.events.get(key)
             if not q:
-                raise ModelError(f"cost model: event {a['src']}->{a['dst']} id {eid} is waited before it is "
+                raise ModelError(f"cost model: event {a['src']}->{a['dst']} id {key[2]} is waited before it is "
                                  f"set in program order ({role})", op.loc)
             when, src_span = q.popleft()
             dst = a["dst"]
@@ -640,12 +720,12 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
         elif kind == "barrier":
             pipe = a["pipe"]
             if pipe == "ALL":
-                clock.t = clock.finish() + cost.barrier_cycles
+                clock.t = clock.finish() + barrier_cycles
             else:
-                clock.free[pipe] = max(clock.free[pipe], clock.t) + cost.barrier_cycles
+                clock.free[pipe] = max(clock.free[pipe], clock.t) + barrier_cycles
         elif kind == "flag_set":
             pipe = a["pipe"]
-            when = max(clock.t, clock.free[pipe]) + cost.flag_latency_cycles
+            when = max(clock.t, clock.free[pipe]) + flag_latency
             item = (when, clock.last[pipe], op)
             fid = a["id"]
             if role == "aic":
@@ -654,23 +734,25 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
             else:
                 group.to_aic[sub].setdefault(fid, deque()).append(item)
             group.progress += 1
-        elif kind == "flag_wait":
-            fid = a["id"]
-            queues = group.to_aic if role == "aic" else [group.to_aiv[sub]]
-            while any(not q.get(fid) for q in queues):
-                yield op
-            arrivals = [q[fid].popleft() for q in queues]
-            when, src_span, set_op = max(arrivals, key=lambda x: x[0])
-            group.progress += 1
-            if when > clock.t:
-                waited_from = clock.t
-                clock.flag_stall += when - clock.t
-                clock.t = when
-                if record:       # the stall as a span of the issue unit, its cause the set on the other core
-                    clock.issue_cause = src_span
-                    clock.spans.append(Span(role, "S", waited_from, when, op, src_span, flow=set_op))
         else:
             raise ModelError(f"cost model: sync op {kind!r} is not modelled", op.loc)
+
+    def _flag_wait(op):
+        """A flag wait: yields while the flag has not been set; then stalls the issue unit to its arrival."""
+        fid = op.attrs["id"]
+        queues = group.to_aic if role == "aic" else [group.to_aiv[sub]]
+        while any(not q.get(fid) for q in queues):
+            yield op
+        arrivals = [q[fid].popleft() for q in queues]
+        when, src_span, set_op = max(arrivals, key=lambda x: x[0])
+        group.progress += 1
+        if when > clock.t:
+            waited_from = clock.t
+            clock.flag_stall += when - clock.t
+            clock.t = when
+            if record:       # the stall as a span of the issue unit, its cause the set on the other core
+                clock.issue_cause = src_span
+                clock.spans.append(Span(role, "S", waited_from, when, op, src_span, flow=set_op))
 
     return (yield from run_steps(steps))
 

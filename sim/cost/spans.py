@@ -9,9 +9,10 @@ the critical path is wanted (``cvtile cost``), most of them are never read: the 
 back from the last span. So a replayed step leaves one entry per program in the clock's span list (a ``Replayed``
 chunk) and makes a span (a ``LazySpan``) only when it is read: as a span the state holds after the step (a later
 span's cause), as a cause along the path, as the last span (``last_span``), or all of them when the spans are
-listed (``spans_of``: a trace, an outer step's template). A span is made once (its chunk keeps it), so every
-reader sees the same object, and its cause is resolved when first read, from the template's name for it and the
-spans held at the step's head (a list that never changes after).
+listed (``spans_of``: a trace; an outer step's template reads such a chunk from its rows, making none of its
+spans: ``group_memo.span_template``). A span is made once (its chunk keeps it), so every reader sees the same
+object, and its cause is resolved when first read, from the template's name for it and the spans held at the
+step's head (a list that never changes after).
 
 Invariant: the spans listed, their times, ops, flows and causes (the same objects) are exactly the spans making
 them at the replay gives, in the same order; only when they are made changes.

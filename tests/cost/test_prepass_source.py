@@ -48,3 +48,28 @@ def test_the_generated_prepass_gives_the_interpreters_keys(call, record, monkeyp
     fast = _cost(call, record, True, monkeypatch, hits)
     assert calls and hits, "no prepass ran or no step was replayed: the test does not exercise the generated code"
     assert_same(fast, plain)
+
+
+def _result(fn, *args):
+    try:
+        return ("=", fn(*args))
+    except Exception as e:  # noqa: BLE001 - the same exception is part of the same result
+        return ("!", type(e))
+
+
+def test_inline_scalar_ops_compute_what_the_evaluators_compute():
+    """Every scalar op the generated code writes in line (``schedule._INLINE_SBIN`` / ``_INLINE_SUN``) gives the
+    evaluator's value, of the same type, on ints, floats, bools and zero divisors (``_sbin``'s 0)."""
+    values = [0, 1, -3, 7, 2.5, -0.0, 0.0, float("inf"), float("nan"), True, False]
+    for name, expr in schedule._INLINE_SBIN.items():
+        inline = eval("lambda a, b: " + expr.format("a", "b"))   # noqa: S307 - the template under test
+        for a in values:
+            for b in values:
+                want, got = _result(schedule._SBIN[name], a, b), _result(inline, a, b)
+                assert type(want[1]) is type(got[1]) and _same(want[1], got[1]), (name, a, b, want, got)
+    unary = {"neg": lambda a: -a, "not": lambda a: not a, "abs": abs}
+    for name, expr in schedule._INLINE_SUN.items():
+        inline = eval("lambda a: " + expr.format("a"))   # noqa: S307
+        for a in values:
+            want, got = _result(unary[name], a), _result(inline, a)
+            assert type(want[1]) is type(got[1]) and _same(want[1], got[1]), (name, a, want, got)
