@@ -58,7 +58,7 @@ KNOWN_FAILED = {
     # Which way the tie goes depends on the last bits of the fp32 score q.k, i.e. on the accumulation order of
     # the simulated matmul (vectorised with reassociation: its lanes follow the host's SIMD width, and the
     # cube's own order is not modelled bit for bit). It passed on 2026-12-04's host and fails on an AVX2-only
-    # host (2026-12-05, bisected: the same commit fails there), so PASSED_FLOOR does not count it.
+    # host (2026-12-05: re-run on the commit that measured 123, it fails there too), so PASSED_FLOOR does not count it.
     8: "an fp16 rounding tie of one P flips between the fp32 golden and the chip (5/384 outputs outside fp16)",
     # (201, 204: +-3.39e38 inputs overflow the fp32 scores to inf and the rows to NaN, on the chip and in the st
     # executor's fp32 golden alike; 367: bf16 multi-block P rounding, within the double benchmark's ratios of the
