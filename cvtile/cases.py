@@ -28,6 +28,7 @@ across cores and merged by the combine kernel) and a causal prefill.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 
@@ -142,7 +143,7 @@ def _check_inputs_fit(spec: CaseSpec, qshape: tuple, kshape: tuple, dt) -> None:
     if spec.kv_dtype and spec.kv_dtype not in _ANTIQUANT_CACHES:
         return                              # _antiquant_cache names the bad kv_dtype
     kv_shape, kv_dt = _kv_storage(spec.kv_dtype, kshape, dt)
-    draw = 8 * max(int(np.prod(qshape, dtype=object)), int(np.prod(kshape, dtype=object)))
+    draw = 8 * max(math.prod(qshape), math.prod(kshape))
     try:
         check_fits({"query": (qshape, dt), "key": (kv_shape, kv_dt), "value": (kv_shape, kv_dt)}, temporary=draw,
                    what="the case's inputs (with numpy's 8-byte draw of the largest)")
@@ -170,9 +171,7 @@ def _kv_storage(kv_dtype: str | None, kshape: tuple, dt) -> tuple:
         return kshape, dt
     if kv_dtype == "int4":                  # packed 8 per int32 along the last axis
         return (*kshape[:-1], kshape[-1] // 8), np.int32
-    if kv_dtype == "int8" or kv_dtype == "hifloat8":
-        return kshape, np.int8 if kv_dtype == "int8" else np.uint8
-    return kshape, numpy_dtype(kv_dtype)
+    return kshape, {"int8": np.int8, "hifloat8": np.uint8}.get(kv_dtype) or numpy_dtype(kv_dtype)
 
 
 #: a KV-antiquant cache's value range and its per-channel scale range (dequantised values about in [-1, 1]);

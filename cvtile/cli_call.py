@@ -153,8 +153,6 @@ def arrays_of_call(tensors: dict) -> dict:
     codes: ``dtype_overrides_of_call`` marks them), the 2048x2048 mask template for a sparse-mode mask, a block
     table numbering the blocks in order; length lists pass through."""
     from .kernels.golden import mask_template
-    from .kernels.golden.dtypes import numpy_dtype
-    from .kernels.golden.hifloat8 import HIFLOAT8
 
     out = {}
     for name, meta in tensors.items():
@@ -165,11 +163,21 @@ def arrays_of_call(tensors: dict) -> dict:
             out[name] = np.arange(int(np.prod(meta.shape)), dtype=np.int32).reshape(meta.shape)
         elif name == "atten_mask" and tuple(meta.shape) == (2048, 2048):
             out[name] = mask_template()
-        elif name in ("attention_out", "softmax_lse"):
-            continue
-        else:
-            out[name] = np.zeros(meta.shape, np.uint8 if meta.dtype == HIFLOAT8 else numpy_dtype(meta.dtype))
+        elif name not in _OUTPUTS:
+            out[name] = np.zeros(meta.shape, _array_dtype(meta))
     return out
+
+
+#: tensors of a call's metadata that are outputs: ``arrays_of_call`` makes no array for them
+_OUTPUTS = ("attention_out", "softmax_lse")
+
+
+def _array_dtype(meta):
+    """The numpy dtype of a tensor's stand-in (a hifloat8 tensor's: uint8 codes)."""
+    from .kernels.golden.dtypes import numpy_dtype
+    from .kernels.golden.hifloat8 import HIFLOAT8
+
+    return np.uint8 if meta.dtype == HIFLOAT8 else numpy_dtype(meta.dtype)
 
 
 def check_call_fits(tensors: dict, attrs: dict, target: str, op: str = "fia") -> None:
@@ -177,12 +185,9 @@ def check_call_fits(tensors: dict, attrs: dict, target: str, op: str = "fia") ->
     this machine has available; for a FusedInferAttentionScore call op_host's checks run first (on the metadata),
     so a call the operator rejects reports its ``ParamError``."""
     from .host_memory import HostMemoryError, check_fits
-    from .kernels.golden.dtypes import numpy_dtype
-    from .kernels.golden.hifloat8 import HIFLOAT8
 
-    arrays = {name: (meta.shape, np.uint8 if meta.dtype == HIFLOAT8 else numpy_dtype(meta.dtype))
-              for name, meta in tensors.items()
-              if hasattr(meta, "shape") and name not in ("attention_out", "softmax_lse")}
+    arrays = {name: (meta.shape, _array_dtype(meta)) for name, meta in tensors.items()
+              if hasattr(meta, "shape") and name not in _OUTPUTS}
     try:
         check_fits(arrays, what="the call's arrays")
     except HostMemoryError:

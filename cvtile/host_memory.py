@@ -16,6 +16,7 @@ and exits 2); the limit is ``MemAvailable`` of ``/proc/meminfo``, else the physi
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -71,16 +72,17 @@ def stand_in(shape, dtype) -> np.ndarray:
 
 
 def _nbytes(shape, dtype) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n * np.dtype(dtype).itemsize
+    return math.prod(int(s) for s in shape) * np.dtype(dtype).itemsize
 
 
 def _size(nbytes: int) -> str:
+    if nbytes < 1024:
+        return f"{nbytes} B"
     x = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if x < 1024 or unit == "PiB":
-            return f"{x:.1f} {unit}" if unit != "B" else f"{int(x)} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
         x /= 1024
-    return f"{x:.1f} PiB"
+        if x < 1024:
+            break
+    else:
+        unit, x = "PiB", x / 1024
+    return f"{x:.1f} {unit}"

@@ -13,7 +13,8 @@ it once: the others wait, then load it.
 
 ``launch(grid, args)`` converts the arguments (arrays to flat storage views,
 16-bit floats as uint16 bits, zero-copy when contiguous; a copied array is
-written back after the run), runs the cores on Python threads (the generated
+written back after the run; a read-only array is never written back: one the kernel only reads runs as it is
+or on a private writeable copy, one a ``store`` writes is a ``ValueError`` naming it), runs the cores on Python threads (the generated
 ``core`` releases the GIL; each thread takes the next core when it is free, so
 uneven cores balance; the threads are the process's reused workers, ``workers.run_all``; a one-core or
 one-thread launch runs on the caller's thread) with BLAS held at one thread (nested BLAS threads halve
