@@ -4,7 +4,8 @@
 lengths, target); ``build_call`` turns the parsed options into the call op_host sees: tensor metadata
 (``TensorMeta``, no data) and length lists under torch_npu's names, and the attributes. ``build_params`` is
 its ``FiaParams``; ``arrays_of_call`` gives numpy stand-ins (zeros of each shape and dtype) for the commands
-that run the host side or the cost model, ``dtype_overrides_of_call`` the V2 dtype keywords a HiF8 cache
+that run the host side or the cost model (``check_call_fits`` first refuses arrays larger than the machine's
+available memory, after op_host's checks), ``dtype_overrides_of_call`` the V2 dtype keywords a HiF8 cache
 needs. The options' ranges are checked by ``cli_options.validate_shape_options``.
 """
 

@@ -10,6 +10,8 @@ A row's *verdict* agrees when cvtile accepts exactly the rows the CSV marks
 SUCCESS; its *key* is compared only for SUCCESS rows whose expected key is not the
 "not checked" marker 18446744073709551615. An exception other than ``ParamError``
 is an *error* (a cvtile bug), counted separately and never hidden.
+A file whose header lacks ``UT_COLUMNS`` (case name, expected verdict, query shape) is not a UT CSV: a
+``ValueError``, before any row is judged.
 
 Invariants
 ----------

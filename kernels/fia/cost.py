@@ -11,6 +11,9 @@ the tiling splits the KV). A cache the simulated kernel reads widened (FP8, FP4,
 is timed as the 16-bit K/V the kernel loads, not the 8- or 4-bit one the chip loads. The inputs' values matter only where the kernels
 read scalars (actual lengths, block tables, the tiling's per-core tables);
 zeros are a fine stand-in for the data.
+A call with nothing to attend (op_host's empty-tensor template) records no launch: the chip's kernel there
+only fills the outputs and cvtile does not build it, so ``fia_cost`` raises ``UnsupportedParameterError`` naming
+the empty tensor (or the all-zero lengths) rather than report a time for a kernel it does not have.
 
 ``useful_flops`` is the call's matmul work, 2·S1·S2·(D + Dv) per (batch,
 head) over the actual lengths, counted only for calls with no mask (sparse
