@@ -66,6 +66,7 @@ import numpy as np
 
 from ..dsl.ir import Block, Kernel, Op, Value, Window
 from ..dsl.types import BOOL, F32, INDEX, L1, DType, TileType, dtype_of
+from .stamp import source_stamp
 
 __all__ = ["generate", "GeneratedSource", "STORAGE"]
 
@@ -1432,23 +1433,7 @@ def _decorator(lines: list, nrt_free: bool = True) -> str:
 
 def runtime_stamp() -> str:
     """A hash of the code generated kernels call into, so a changed runtime invalidates cached kernels."""
-    global _STAMP
-    if _STAMP is None:
-        import hashlib
-        from pathlib import Path
-
-        here = Path(__file__).parent
-        h = hashlib.sha1()
-        for name in ("codegen.py", "rt.py", "rounding.py", "sync.py"):
-            h.update((here / name).read_bytes())
-        from .rounding import HARDWARE_F16
-
-        h.update(b"hardware fp16" if HARDWARE_F16 else b"integer fp16")   # which conversions kernels inline
-        _STAMP = h.hexdigest()[:12]
-    return _STAMP
-
-
-_STAMP = None
+    return source_stamp(("codegen.py", "rt.py", "rounding.py", "sync.py"))
 
 
 def _all_ops_in(op: Op):

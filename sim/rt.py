@@ -36,12 +36,14 @@ their grid, as for exp.
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 from numba import njit
 
 from .rounding import (_f32_as_u32, _u32_as_f32, bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits,
                        f32_to_f16_bits, round_to_bf16, round_to_bf16_away, round_to_f16, round_to_f16_away)
+from .stamp import source_stamp
 
 __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits_to_f32", "bf16_bits_to_f32",
            "f32_to_f16_bits", "f32_to_bf16_bits", "round_to_f16", "round_to_bf16", "FASTMATH", "f32",
@@ -332,75 +334,97 @@ def row_min_int(x, n):
 # Products of 16-bit values are exact in float32, so contracting to fma changes nothing; the fp32 sums are
 # reassociated (vectorised), like the cube's own accumulation order, which is not modelled bit for bit.
 
-def _unique_jit(fn, name: str, **options):
-    """``njit(cache=True)`` of a closure under a name of its own.
+def _variant(body, name: str, bindings: dict, **options):
+    """``body`` compiled (``njit(cache=True)``) as a function of its own named ``name``, whose free names are
+    the module's globals plus ``bindings`` (the variant's decoder, encoder or wrapped function).
 
-    Closures made by one factory share a qualified name, and numba gives their compiled symbols the same
-    mangled name; two cached kernel libraries that each link one of them (the fp16 and the bf16 row reader,
-    say) then resolve to whichever the process loaded first, and the other dtype's kernel silently reads
-    with the wrong decoder. A distinct ``__name__`` / ``__qualname__`` per closure keeps the symbols and the
-    cache files apart."""
-    fn.__name__ = name
+    One body serves every dtype, yet each variant is a plain function to numba's cache, not a closure. numba
+    keys a cached function on its bytecode and the pickles of its closure cells, and a cell that holds a
+    dispatcher pickles with that dispatcher's per-process uuid: a closure never hit the cache, so every
+    process recompiled each variant it called (about 2 s of the first decode case's compile) and left one
+    more cache file beside the last. Globals are not part of the key; instead ``name`` carries the runtime's
+    source stamp (``stamp.source_stamp``), so a change to a bound function (``rounding``'s converters)
+    gets fresh cache entries rather than stale machine code.
+
+    The name is also what keeps the variants apart once compiled: numba mangles symbols by qualified name,
+    and two cached kernel libraries that each link a same-named variant (the fp16 and the bf16 row reader,
+    say) would resolve to whichever the process loaded first, the other dtype's kernel silently reading
+    with the wrong decoder."""
+    fn = types.FunctionType(body.__code__, {**globals(), **bindings}, name)
     fn.__qualname__ = name
+    fn.__doc__ = body.__doc__
     return njit(cache=True, nogil=True, _nrt=True, **options)(fn)
 
 
-def _skinny(decode, tag: str):
-    def bt(a, flat, base, rstride, n, k, out, rbuf):
-        """out[i, j] = a[i, :k] . B[j, :k] with B row j at flat[base + j*rstride :]."""
-        m = a.shape[0]
-        for j in range(n):
-            seg = flat[base + j * rstride:base + j * rstride + k]
-            for c in range(k):
-                rbuf[c] = decode(seg[c])
-            for i in range(m):
-                ar = a[i]
-                acc = np.float32(0.0)
-                for c in range(k):
-                    acc += ar[c] * rbuf[c]
-                out[i, j] = acc
+def _stamped(name: str) -> str:
+    """``name`` with the runtime's source stamp, the cache name of a variant (``_variant``)."""
+    return f"{name}_{source_stamp(('rt.py', 'rounding.py'))}"
 
-    def b(a, flat, base, rstride, kdim, n, out, rbuf):
-        """out[i, :n] = a[i, :kdim] @ B with B row r at flat[base + r*rstride :] (n columns). Four rows of B
-        are decoded per pass over ``out`` (``rbuf`` holds one; the other three are this call's own), so each
-        output row is loaded and stored once per four products instead of once per product."""
-        m = a.shape[0]
+
+# Bodies of the per-dtype variants. ``decode`` / ``encode`` (a 16-bit storage value to float32 and back),
+# ``decode_row`` and ``fn`` are not defined in this module: ``_variant`` binds them per variant.
+
+def _decode_row(flat, start, n, dst):
+    seg = flat[start:start + n]
+    for c in range(n):
+        dst[c] = decode(seg[c])  # noqa: F821 (bound per variant)
+
+
+def _mm_bt(a, flat, base, rstride, n, k, out, rbuf):
+    """out[i, j] = a[i, :k] . B[j, :k] with B row j at flat[base + j*rstride :]."""
+    m = a.shape[0]
+    for j in range(n):
+        seg = flat[base + j * rstride:base + j * rstride + k]
+        for c in range(k):
+            rbuf[c] = decode(seg[c])  # noqa: F821 (bound per variant)
         for i in range(m):
+            ar = a[i]
+            acc = np.float32(0.0)
+            for c in range(k):
+                acc += ar[c] * rbuf[c]
+            out[i, j] = acc
+
+
+def _mm_b(a, flat, base, rstride, kdim, n, out, rbuf):
+    """out[i, :n] = a[i, :kdim] @ B with B row r at flat[base + r*rstride :] (n columns). Four rows of B
+    are decoded per pass over ``out`` (``rbuf`` holds one; the other three are this call's own), so each
+    output row is loaded and stored once per four products instead of once per product."""
+    m = a.shape[0]
+    for i in range(m):
+        orow = out[i]
+        for c in range(n):
+            orow[c] = 0.0
+    quad = np.empty((3, n), np.float32)
+    r = 0
+    while r + 4 <= kdim:
+        decode_row(flat, base + r * rstride, n, rbuf)  # noqa: F821 (bound per variant)
+        decode_row(flat, base + (r + 1) * rstride, n, quad[0])  # noqa: F821
+        decode_row(flat, base + (r + 2) * rstride, n, quad[1])  # noqa: F821
+        decode_row(flat, base + (r + 3) * rstride, n, quad[2])  # noqa: F821
+        b0, b1, b2, b3 = rbuf, quad[0], quad[1], quad[2]
+        for i in range(m):
+            x0, x1, x2, x3 = a[i, r], a[i, r + 1], a[i, r + 2], a[i, r + 3]
             orow = out[i]
             for c in range(n):
-                orow[c] = 0.0
-        quad = np.empty((3, n), np.float32)
-        r = 0
-        while r + 4 <= kdim:
-            _decode_row(flat, base + r * rstride, n, rbuf)
-            _decode_row(flat, base + (r + 1) * rstride, n, quad[0])
-            _decode_row(flat, base + (r + 2) * rstride, n, quad[1])
-            _decode_row(flat, base + (r + 3) * rstride, n, quad[2])
-            b0, b1, b2, b3 = rbuf, quad[0], quad[1], quad[2]
-            for i in range(m):
-                x0, x1, x2, x3 = a[i, r], a[i, r + 1], a[i, r + 2], a[i, r + 3]
-                orow = out[i]
-                for c in range(n):
-                    orow[c] += x0 * b0[c] + x1 * b1[c] + x2 * b2[c] + x3 * b3[c]
-            r += 4
-        while r < kdim:
-            _decode_row(flat, base + r * rstride, n, rbuf)
-            for i in range(m):
-                air = a[i, r]
-                orow = out[i]
-                for c in range(n):
-                    orow[c] += air * rbuf[c]
-            r += 1
+                orow[c] += x0 * b0[c] + x1 * b1[c] + x2 * b2[c] + x3 * b3[c]
+        r += 4
+    while r < kdim:
+        decode_row(flat, base + r * rstride, n, rbuf)  # noqa: F821
+        for i in range(m):
+            air = a[i, r]
+            orow = out[i]
+            for c in range(n):
+                orow[c] += air * rbuf[c]
+        r += 1
 
-    def decode_row(flat, start, n, dst):
-        seg = flat[start:start + n]
-        for c in range(n):
-            dst[c] = decode(seg[c])
 
-    _decode_row = njit(inline="always")(decode_row)
-
+def _skinny(decode, tag: str):
+    """The skinny mma pair (``mm_bt_<tag>``, ``mm_b_<tag>``) over B rows stored as ``decode`` reads them."""
+    row = types.FunctionType(_decode_row.__code__, {**globals(), "decode": decode}, f"decode_row_{tag}")
+    bind = {"decode": decode, "decode_row": njit(inline="always")(row)}
     fm = {"reassoc", "nsz", "contract"}
-    return (_unique_jit(bt, f"mm_bt_{tag}", fastmath=fm), _unique_jit(b, f"mm_b_{tag}", fastmath=fm))
+    return (_variant(_mm_bt, _stamped(f"mm_bt_{tag}"), bind, fastmath=fm),
+            _variant(_mm_b, _stamped(f"mm_b_{tag}"), bind, fastmath=fm))
 
 
 @njit(inline="always")
@@ -417,24 +441,28 @@ mm_bt_f32, mm_b_f32 = _skinny(_as_f32, "f32")
 # The common GM window: rows at a fixed stride, columns contiguous. Generated kernels call these (compiled
 # once per machine) instead of emitting the loops, which keeps each kernel's own compile small.
 
+def _read_rows(flat, base, rstride, n0, n1, dst):
+    """dst[r, :n1] = decode(flat[base + r*rstride : ... + n1]) for r < n0."""
+    for r in range(n0):
+        seg = flat[base + r * rstride:base + r * rstride + n1]
+        row = dst[r]
+        for c in range(n1):
+            row[c] = decode(seg[c])  # noqa: F821 (bound per variant)
+
+
+def _write_rows(src, flat, base, rstride, n0, n1):
+    """flat[base + r*rstride : ... + n1] = encode(src[r, :n1]) for r < n0."""
+    for r in range(n0):
+        seg = flat[base + r * rstride:base + r * rstride + n1]
+        row = src[r]
+        for c in range(n1):
+            seg[c] = encode(row[c])  # noqa: F821 (bound per variant)
+
+
 def _gm_copies(decode, encode, tag: str):
-    def read(flat, base, rstride, n0, n1, dst):
-        """dst[r, :n1] = decode(flat[base + r*rstride : ... + n1]) for r < n0."""
-        for r in range(n0):
-            seg = flat[base + r * rstride:base + r * rstride + n1]
-            row = dst[r]
-            for c in range(n1):
-                row[c] = decode(seg[c])
-
-    def write(src, flat, base, rstride, n0, n1):
-        """flat[base + r*rstride : ... + n1] = encode(src[r, :n1]) for r < n0."""
-        for r in range(n0):
-            seg = flat[base + r * rstride:base + r * rstride + n1]
-            row = src[r]
-            for c in range(n1):
-                seg[c] = encode(row[c])
-
-    return _unique_jit(read, f"read_rows_{tag}"), _unique_jit(write, f"write_rows_{tag}")
+    """The GM row reader and writer of one storage dtype (``read_rows_<tag>``, ``write_rows_<tag>``)."""
+    return (_variant(_read_rows, _stamped(f"read_rows_{tag}"), {"decode": decode}),
+            _variant(_write_rows, _stamped(f"write_rows_{tag}"), {"encode": encode}))
 
 
 @njit(inline="always")
@@ -452,11 +480,13 @@ read_rows_raw, write_rows_raw = _gm_copies(_same, _same, "raw")
 # The same functions, compiled once and called: generated kernels use these where a loop is short (rank-1
 # tiles), because each inlined call site costs numba a lot of compile time.
 
-def _called(fn):
-    """``fn`` (an inlined one-argument runtime function) compiled once as a function of its own."""
-    def call(x):
-        return fn(x)
-    return _unique_jit(call, f"{fn.py_func.__name__}_call")
+def _call(x):
+    return fn(x)  # noqa: F821 (bound per variant)
+
+
+def _called(f):
+    """``f`` (an inlined one-argument runtime function) compiled once as a function of its own."""
+    return _variant(_call, _stamped(f"{f.py_func.__name__}_call"), {"fn": f})
 
 
 fexp_call, flog_call, fsqrt_call, frsqrt_call = _called(fexp), _called(flog), _called(fsqrt), _called(frsqrt)
