@@ -309,8 +309,10 @@ class _Gen:
         """The tile variable ``dst`` was just bound to a copy of the tile variable ``src``."""
 
     def alloc_function(self, name: str) -> list:
-        # called after function(): the buffers are known then
-        return ["", "", "@njit(cache=True, nogil=True)", f"def {name}():",
+        """The program's buffer allocator, ``name()`` -> the tuple of its tile buffers (called after
+        ``function()``: the buffers are known then). Plain Python, not jitted: numpy makes the same arrays
+        (numba types them alike), and compiling it cost about 0.7 s of every kernel's first compile."""
+        return ["", "", f"def {name}():",
                 "    # the tile buffers of one program; the launcher allocates them once per thread",
                 "    return (" + "".join(f"{b}, " for _, b in self.buffers) + ")"]
 
