@@ -42,7 +42,8 @@ import sys
 from pathlib import Path
 
 from .cli_cost import add_cost_parsers
-from .cli_options import add_case_options, case_options_of, positive_int, validate_shape_options
+from .cli_options import (add_case_options, case_options_of, non_negative_int, positive_float, positive_int,
+                          validate_shape_options)
 from .cli_emit import add_emit_parser
 from .cli_tiling import add_tiling_parser, run_tiling, run_ut_cases
 
@@ -82,9 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     cases.add_argument("path", type=Path)
     cases.add_argument("--arch", choices=("arch22", "arch35"), help="UT CSV: the arch (default: from the file)")
     cases.add_argument("--limit", type=positive_int, help="st JSON: run only the first N cases (default: all)")
-    cases.add_argument("--case", action="append", help="st JSON: run only these case ids/names (repeatable)")
-    cases.add_argument("--seed", type=int, default=0, help="st JSON: seed of the random inputs (default 0)")
-    cases.add_argument("--golden", choices=("lowp", "exact", "st"), default="lowp",
+    cases.add_argument("--case", action="append",
+                       help="st JSON / tiny_rdv / redline CSV: run only these case ids/names (repeatable)")
+    cases.add_argument("--seed", type=non_negative_int, default=None,
+                       help="st JSON / tiny_rdv / redline CSV: seed of the random inputs (default 0)")
+    cases.add_argument("--golden", choices=("lowp", "exact", "st"), default=None,
                        help="st JSON / tiny_rdv: lowp = P rounded to the query dtype before P.V (default); "
                             "exact = unrounded float64; st = as the upstream st harness judges each case: its "
                             "fp32 golden (overflow to inf, NaN rows agree) or, for cv_fused_double_benchmark "
@@ -98,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="st JSON / tiny_rdv: run the cases on dask.distributed at this scheduler address "
                             "(e.g. tcp://host:8786); with no address a LocalCluster is started on this machine and "
                             "closed afterwards; the results are those of the serial run (needs the dask extra)")
-    cases.add_argument("--max-gflop", type=float, default=None,
+    cases.add_argument("--max-gflop", type=positive_float, default=None,
                        help="redline CSV: skip rows with more matmul work than this (default "
                             "cvtile.kernels.redline.DEFAULT_MAX_GFLOP)")
     cases.set_defaults(func=_cases)
@@ -180,6 +183,21 @@ def pass_rule(reports: dict) -> str:
             f"golden differs)")
 
 
+#: the options of ``cases`` that only some corpus kinds take, and which (an option not given is None)
+_KIND_OPTIONS = {"arch": ("ut",), "max_gflop": ("redline",), "case": ("st", "redline"), "seed": ("st", "redline"),
+                 "limit": ("st",), "golden": ("st",), "workers": ("st",), "scheduler": ("st",)}
+_KIND_NAMES = {"ut": "an op_host UT CSV", "redline": "a redline CSV", "st": "an st JSON corpus or tiny_rdv cases"}
+
+
+def _foreign_option(args, kind: str) -> str | None:
+    """The first option given that the corpus kind does not take, as a user error line; None when all apply."""
+    for name, kinds in _KIND_OPTIONS.items():
+        if getattr(args, name) is not None and kind not in kinds:
+            return (f"cvtile cases: --{name.replace('_', '-')} does not apply to {_KIND_NAMES[kind]} "
+                    f"({args.path}); it is for {' and '.join(_KIND_NAMES[k] for k in kinds)}")
+    return None
+
+
 def _cases(args) -> int:
     path = args.path
     if not path.exists():
@@ -188,14 +206,22 @@ def _cases(args) -> int:
     if path.suffix.lower() == ".csv":
         from .kernels.redline import is_redline_csv
 
-        if is_redline_csv(path):
-            return _redline_cases(args)
+        kind = "redline" if is_redline_csv(path) else "ut"
+    elif path.suffix.lower() == ".json" or path.is_dir():
+        kind = "st"
+    else:
+        print(f"cvtile cases: {path}: expected an op_host UT .csv, an st .json corpus, or a tiny_rdv .json file or "
+              "folder", file=sys.stderr)
+        return 2
+    refusal = _foreign_option(args, kind)
+    if refusal:
+        print(refusal, file=sys.stderr)
+        return 2
+    if kind == "redline":
+        return _redline_cases(args)
+    if kind == "ut":
         return run_ut_cases(path, args.arch, args.json)
-    if path.suffix.lower() == ".json" or path.is_dir():
-        return _st_cases(args)
-    print(f"cvtile cases: {path}: expected an op_host UT .csv, an st .json corpus, or a tiny_rdv .json file or "
-          "folder", file=sys.stderr)
-    return 2
+    return _st_cases(args)
 
 
 _PROGRESS: dict = {}
@@ -214,7 +240,7 @@ def _redline_cases(args) -> int:
     from .kernels.redline import DEFAULT_MAX_GFLOP, run_redline
 
     budget = args.max_gflop if args.max_gflop is not None else DEFAULT_MAX_GFLOP
-    result = run_redline(args.path, max_gflop=budget, seed=args.seed, select=args.case)
+    result = run_redline(args.path, max_gflop=budget, seed=args.seed or 0, select=args.case)
     return _report(args, result, "golden: lowp (FAS, float64, P rounded to the input dtype before P.V); "
                                  f"tolerances: each row's precision_tolerances; work budget {budget:g} GFLOP")
 
@@ -245,13 +271,13 @@ def _st_cases(args) -> int:
         return 2
     # the corpus' operator: RingAttentionUpdate's, torch_npu's V1 FIA for tiny_rdv, else the aclnn V4 set
     api = load_api(default_api(args.path))
-    golden, golden_line = golden_for(args.golden, kind=kind)
+    golden, golden_line = golden_for(args.golden or "lowp", kind=kind)
     pooled = (args.workers or 1) > 1 or args.scheduler is not None
     progress = _progress_line if pooled and sys.stderr.isatty() else None
     _PROGRESS.clear()
     try:
-        result = run_st_corpus(args.path, api, golden=golden, limit=args.limit, seed=args.seed, select=args.case,
-                               workers=args.workers, scheduler=args.scheduler, progress=progress)
+        result = run_st_corpus(args.path, api, golden=golden, limit=args.limit, seed=args.seed or 0,
+                               select=args.case, workers=args.workers, scheduler=args.scheduler, progress=progress)
     except (SchedulerUnavailableError, SchedulerConnectError) as exc:   # dask missing, or the address is silent
         print(f"cvtile cases: {exc}", file=sys.stderr)
         return 2

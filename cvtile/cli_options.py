@@ -1,6 +1,6 @@
 """The command line's option types and the case options several commands share.
 
-``positive_int`` / ``non_negative_int`` / ``target_name`` are argparse types whose errors name the value and
+``positive_int`` / ``non_negative_int`` / ``positive_float`` / ``target_name`` are argparse types whose errors name the value and
 the rule (argparse then prints one line and exits 2). ``add_case_options`` adds the options of one
 ``cvtile run`` case (also taken by ``emit`` and ``trace``): fields of the decode default case
 (``cvtile.cases.DEFAULT_CASES``) to change; ``case_options_of`` reads back the ones given.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["positive_int", "non_negative_int", "target_name", "add_case_options", "case_options_of",
+__all__ = ["positive_int", "non_negative_int", "positive_float", "target_name", "add_case_options", "case_options_of",
            "validate_shape_options"]
 
 _CASE_OPTIONS = ("batch", "num_heads", "num_kv_heads", "q_seqlen", "kv_seqlen", "head_dim", "dtype", "layout",
@@ -34,6 +34,17 @@ def _int_at_least(low: int):
 
 positive_int = _int_at_least(1)
 non_negative_int = _int_at_least(0)
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value:g} is not a positive finite number")
+    return value
 
 
 def target_name(text: str) -> str:
@@ -81,7 +92,7 @@ def add_case_options(p) -> None:
     p.add_argument("--actual-kv", type=non_negative_int, nargs="+",
                    help="actual_seq_lengths_kv per batch (default: S2 for every batch)")
     p.add_argument("--target", "-t", type=target_name, help=f"platform (default {base.target})")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the random inputs (default 0)")
 
 
 def case_options_of(args) -> dict:

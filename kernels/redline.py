@@ -38,7 +38,7 @@ from ..tiling.errors import ParamError
 from .golden.dtypes import numpy_dtype
 from .golden.masks import mask_template
 from .precision import compare
-from .st_runner import CaseRecord, StResult, is_unsupported
+from .st_runner import CaseRecord, StResult, check_selected, is_unsupported
 
 __all__ = ["is_redline_csv", "load_redline", "redline_call", "run_redline", "row_gflop", "DEFAULT_MAX_GFLOP"]
 
@@ -147,7 +147,10 @@ def run_redline(path, *, max_gflop: float = DEFAULT_MAX_GFLOP, seed: int = 0, se
     from .golden.fas import fas_golden
 
     records = []
-    for idx, row in enumerate(load_redline(path)):
+    rows = load_redline(path)
+    if select is not None:
+        check_selected({str(s) for s in select}, {row["name"] for row in rows}, path)
+    for idx, row in enumerate(rows):
         if select is not None and row["name"] not in {str(s) for s in select}:
             continue
         t0 = time.perf_counter()

@@ -95,7 +95,7 @@ from .st_cases import StCase, load_st_cases
 from .tiny_rdv import is_tiny_rdv_path, load_tiny_rdv
 
 __all__ = ["CaseRecord", "StResult", "StKind", "FIA_KIND", "RAU_KIND", "FAS_KIND", "case_kind", "corpus_kind", "rau_golden",
-           "run_st_corpus", "run_case", "golden_api", "is_unsupported", "load_cases", "default_api", "load_api",
+           "run_st_corpus", "run_case", "golden_api", "is_unsupported", "load_cases", "default_api", "load_api", "check_selected",
            "FIA_GOLDENS", "golden_for", "main", "SchedulerUnavailableError", "SchedulerConnectError",
            "SCHEDULER_CONNECT_TIMEOUT"]
 
@@ -394,6 +394,13 @@ def _done(rec: CaseRecord, t0: float) -> CaseRecord:
     return rec
 
 
+def check_selected(wanted: set, found: set, path) -> None:
+    """Refuse a selection (``--case``) naming no case of the corpus: a typo would otherwise run nothing and pass."""
+    missing = sorted(wanted - found)
+    if missing:
+        raise ValueError(f"--case {', '.join(missing)}: no case of {Path(path).name} has this id or name")
+
+
 def run_st_corpus(path, api: Callable, *, golden: Callable = fia_golden_lowp, limit: int | None = None, seed: int = 0,
                   max_elements: int | None = None, select: Iterable | None = None,
                   progress: Callable[[CaseRecord], None] | None = None, workers: int | None = None,
@@ -402,7 +409,8 @@ def run_st_corpus(path, api: Callable, *, golden: Callable = fia_golden_lowp, li
 
     ``limit`` runs only the first ``limit`` selected cases (the rest are
     reported as skipped); ``max_elements`` skips cases whose input tensors hold
-    more elements; ``select`` restricts the run to case ids or names.
+    more elements; ``select`` restricts the run to case ids or names (one that
+    names no case is a ``ValueError``, not an empty run).
     ``workers`` > 1 runs the cases in that many local processes (``spawn``;
     ``api`` and ``golden`` must be importable module-level functions, else a
     ``ValueError`` before any process starts). ``scheduler`` runs them on
@@ -420,6 +428,7 @@ def run_st_corpus(path, api: Callable, *, golden: Callable = fia_golden_lowp, li
     if select is not None:
         wanted = {str(s) for s in select}
         positions = [p for p in positions if str(every[p].id) in wanted or every[p].name in wanted]
+        check_selected(wanted, {str(every[p].id) for p in positions} | {every[p].name for p in positions}, path)
     cases = [every[p] for p in positions]
     records: list = [None] * len(cases)
     todo = []

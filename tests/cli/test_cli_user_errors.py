@@ -188,6 +188,43 @@ def test_cases_on_a_csv_without_ut_columns_is_a_one_line_user_error(capsys, tmp_
     assert "not a UT tiling CSV" in line and "case_name, expectResult, query_shape" in line
 
 
+def _st_corpus(tmp_path) -> str:
+    f = tmp_path / "st.json"
+    f.write_text('[{"id": 7, "name": "tiny", "inputs": []}]')
+    return str(f)
+
+
+def test_cases_case_naming_no_case_is_a_one_line_user_error(capsys, tmp_path):
+    """``--case`` with a typo matched nothing and the run reported "0 run, 0 passed", exit 0."""
+    line = _user_error(capsys, "cases", _st_corpus(tmp_path), "--case", "7", "--case", "tiyn")
+    assert "--case tiyn" in line and "no case of st.json" in line
+
+
+@pytest.mark.parametrize("option, value, rule", [("--max-gflop", "10", "it is for a redline CSV"),
+                                                 ("--arch", "arch35", "it is for an op_host UT CSV")])
+def test_cases_option_of_another_corpus_kind_is_a_one_line_user_error(capsys, tmp_path, option, value, rule):
+    """``--max-gflop`` (redline CSVs) and ``--arch`` (UT CSVs) on an st corpus were ignored without a word."""
+    line = _user_error(capsys, "cases", _st_corpus(tmp_path), option, value)
+    assert f"{option} does not apply to an st JSON corpus" in line and rule in line
+
+
+def test_cases_golden_on_a_ut_csv_is_a_one_line_user_error(capsys, tmp_path):
+    f = tmp_path / "x.csv"
+    f.write_text("case_name,expectResult,query_shape\n")
+    line = _user_error(capsys, "cases", str(f), "--golden", "st")
+    assert "--golden does not apply to an op_host UT CSV" in line
+
+
+@pytest.mark.parametrize("argv, text", [(("run", "--seed", "-1"), "--seed: -1 is not >= 0"),
+                                        (("cases", "x.json", "--seed", "-2"), "--seed: -2 is not >= 0"),
+                                        (("cases", "x.csv", "--max-gflop", "-1"),
+                                         "--max-gflop: -1 is not a positive finite number")])
+def test_negative_seed_and_budget_are_one_line_user_errors(capsys, argv, text):
+    """``run --seed -1`` printed numpy's "ValueError: expected non-negative integer"; a negative --max-gflop
+    skipped every row."""
+    assert text in _user_error(capsys, *argv)
+
+
 def test_help_shows_defaults():
     out = subprocess.run([sys.executable, "-m", "cvtile", "run", "--help"], capture_output=True, text=True,
                          check=True).stdout

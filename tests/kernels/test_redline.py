@@ -69,3 +69,11 @@ def test_cli_reads_a_redline_csv(csv_file, capsys):
     assert main(["cases", str(csv_file), "--max-gflop", "50", "--case", "huge"]) == 0
     out = capsys.readouterr().out
     assert "huge: skipped" in out and out.strip().endswith("1 skipped")
+
+
+def test_redline_case_naming_no_row_is_refused(csv_file, capsys):
+    """``--case`` with a name no row has used to run nothing and exit 0."""
+    with pytest.raises(ValueError, match="--case nope: no case of"):
+        run_redline(csv_file, select=["small_causal", "nope"])
+    assert main(["cases", str(csv_file), "--case", "nope"]) == 2
+    assert "--case nope" in capsys.readouterr().err
