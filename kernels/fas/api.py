@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...tiling.platform import DEFAULT_TARGET, get_platform
+from ..golden.dtypes import native_order
 from ..golden.masks import INT_MAX
 from .host import FasCall, prepare_call
 from .launch import run_fas
@@ -87,6 +88,8 @@ def _hooks(score_mod, mask_mod, mod_args):
 def _forward(query, key, value, kw: dict, *, target, score_mod=None, mask_mod=None, mod_args=(), order="program",
              serial=False):
     inner = int(kw.pop("inner_precise", 0) or 0)
+    query, key, value = (native_order(x) for x in (query, key, value))
+    kw = {name: native_order(x) for name, x in kw.items()}
     call = prepare_call(query, key, value, dropout_source=dropout_source(target), **kw)
     hooks = _hooks(score_mod, mask_mod, mod_args)
     tiling = fas_tiling(call, target, inner)

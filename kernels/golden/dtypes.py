@@ -26,7 +26,7 @@ import numpy as np
 
 from ...tiling.params import memo_numpy_dtypes
 
-__all__ = ["BFLOAT16", "canonical_dtype", "numpy_dtype", "to_f64", "to_numpy", "round_to", "is_float_dtype"]
+__all__ = ["BFLOAT16", "canonical_dtype", "numpy_dtype", "to_f64", "to_numpy", "native_order", "round_to", "is_float_dtype"]
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -81,10 +81,20 @@ def is_float_dtype(dtype: Any) -> bool:
     return canonical_dtype(dtype) in _FLOATS
 
 
+def native_order(x: Any) -> Any:
+    """``x``, or a native-byte-order copy of it when it is a numpy array stored in the other byte order (the
+    kernels and goldens read native storage only)."""
+    if isinstance(x, np.ndarray) and not x.dtype.isnative:
+        return x.astype(x.dtype.newbyteorder("="))
+    return x
+
+
 def to_numpy(x: Any) -> np.ndarray:
-    """A numpy view of ``x`` (numpy arrays pass through; torch tensors go through the CPU, bf16 bit-exact)."""
+    """A numpy view of ``x`` (numpy arrays pass through; torch tensors go through the CPU, bf16 bit-exact). An
+    array in the other byte order (``'>f2'`` on a little-endian host) becomes a native copy of the same values:
+    the kernels and the golden read native storage only (it used to fail inside the launch with a TypeError)."""
     if isinstance(x, np.ndarray):
-        return x
+        return native_order(x)
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
         t = x.detach().cpu()
         if str(t.dtype) == "torch.bfloat16":

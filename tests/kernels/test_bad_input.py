@@ -94,6 +94,14 @@ def test_input_layout_none_is_a_param_error_listing_the_layouts(prefill):
     assert all(layout in err.rule for layout in INPUT_LAYOUTS)
 
 
+def test_a_0d_query_says_it_reads_as_absent(prefill):
+    """op_host reads a rank-0 tensor as an absent one; a numpy scalar query was reported as ``query=None``."""
+    err = _raises(dict(prefill, query=np.float16(1)), "query", "(a 0-D tensor reads as absent)",
+                  AclnnStatus.PARAM_NULLPTR)
+    assert "0-D float16" in str(err)
+    assert "reads as absent" not in str(_raises(dict(prefill, query=None), "query", "query is required"))
+
+
 # ------------------------------------------------------------------------ silent accepts: Python types
 def test_actual_seq_lengths_kv_string_is_a_param_error(prefill):
     """Binding: "100" was read as the characters 1, 0, 0."""

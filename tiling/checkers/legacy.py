@@ -76,8 +76,10 @@ def legacy_entry(p: FiaParams) -> LegacyDims:
     v = legacy_value(p)
     for name, t in (("query", p.query), ("key", p.key if present(p.key) else None), ("value", v),
                     ("attention_out", p.attention_out)):
-        if t is None or not present(t):
-            _fail(name, None, f"{name} is required", AclnnStatus.PARAM_NULLPTR)
+        if t is None or not present(t):   # a 0-D tensor reaches op_host as an absent one (``present``)
+            scalar = t is not None and t.dtype.lower() != "object"    # None reaches here as a 0-D object array
+            _fail(name, f"0-D {t.dtype}" if scalar else None, f"{name} is required"
+                  + (" (a 0-D tensor reads as absent)" if scalar else ""), AclnnStatus.PARAM_NULLPTR)
     q, out = p.query.shape, p.attention_out.shape
     if numel(q) == 0 and numel(out) != 0:
         _fail("query", q, "query must not be empty when attention_out is not")
