@@ -3,10 +3,10 @@
 ``add_shape_options`` adds the options (B, N, KV heads, S1, S2, D, layout, dtypes, masks, paged cache, rope,
 lengths, target); ``build_call`` turns the parsed options into the call op_host sees: tensor metadata
 (``TensorMeta``, no data) and length lists under torch_npu's names, and the attributes. ``build_params`` is
-its ``FiaParams``; ``arrays_of_call`` gives numpy stand-ins (zeros of each shape and dtype) for the commands
-that run the host side or the cost model (``check_call_fits`` first refuses arrays larger than the machine's
-available memory, after op_host's checks), ``dtype_overrides_of_call`` the V2 dtype keywords a HiF8 cache
-needs. The options' ranges are checked by ``cli_options.validate_shape_options``.
+its ``FiaParams``; ``arrays_of_call`` gives numpy stand-ins for the commands that run the host side or the
+cost model: each data tensor a zero-stride view of one zero, so a call of any size (a production KV cache of
+hundreds of GiB) costs no memory, since neither reads a tensor's values; ``dtype_overrides_of_call`` the V2
+dtype keywords a HiF8 cache needs. The options' ranges are checked by ``cli_options.validate_shape_options``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import numpy as np
 from cvtile.tiling import DEFAULT_TARGET, FiaParams, TensorMeta
 from cvtile.tiling.platform import get_platform
 
-__all__ = ["add_shape_options", "build_call", "build_params", "arrays_of_call", "dtype_overrides_of_call",
-           "check_call_fits"]
+__all__ = ["add_shape_options", "build_call", "build_params", "arrays_of_call", "dtype_overrides_of_call"]
 
 _LAYOUTS = ("BSH", "BSND", "BNSD", "TND", "NTD", "BSH_NBSD", "BSND_NBSD", "BNSD_NBSD", "TND_NTD", "NTD_TND",
             "BNSD_BSND", "BSND_BNSD", "BSH_BNSD")
@@ -150,9 +149,11 @@ def build_call(args) -> tuple:
 
 
 def arrays_of_call(tensors: dict) -> dict:
-    """numpy stand-ins for a call's tensor metadata: zeros of each shape and dtype (a hifloat8 tensor's as uint8
-    codes: ``dtype_overrides_of_call`` marks them), the 2048x2048 mask template for a sparse-mode mask, a block
-    table numbering the blocks in order; length lists pass through."""
+    """numpy stand-ins for a call's tensor metadata: each data tensor a read-only zero-stride view of one zero of
+    its dtype (``np.broadcast_to``: no memory whatever its size; a hifloat8 tensor's as uint8 codes, which
+    ``dtype_overrides_of_call`` marks; an int4 cache packed 8 values per int32, as the API takes it), the
+    2048x2048 mask template for a sparse-mode mask, a block table numbering the blocks in order; length lists pass
+    through. The tiling and the cost model read only the shapes, dtypes and these small tensors' values."""
     from .kernels.golden import mask_template
 
     out = {}
@@ -165,7 +166,8 @@ def arrays_of_call(tensors: dict) -> dict:
         elif name == "atten_mask" and tuple(meta.shape) == (2048, 2048):
             out[name] = mask_template()
         elif name not in _OUTPUTS:
-            out[name] = np.zeros(meta.shape, _array_dtype(meta))
+            shape, dtype = _stand_in(meta)
+            out[name] = np.broadcast_to(np.zeros((), dtype), shape)
     return out
 
 
@@ -173,30 +175,17 @@ def arrays_of_call(tensors: dict) -> dict:
 _OUTPUTS = ("attention_out", "softmax_lse")
 
 
-def _array_dtype(meta):
-    """The numpy dtype of a tensor's stand-in (a hifloat8 tensor's: uint8 codes)."""
+def _stand_in(meta) -> tuple:
+    """The shape and numpy dtype of a tensor's stand-in: a hifloat8 tensor's as uint8 codes, an int4 one packed 8
+    values per int32 along its last axis (``golden.int4``), any other in its own dtype."""
     from .kernels.golden.dtypes import numpy_dtype
     from .kernels.golden.hifloat8 import HIFLOAT8
 
-    return np.uint8 if meta.dtype == HIFLOAT8 else numpy_dtype(meta.dtype)
-
-
-def check_call_fits(tensors: dict, attrs: dict, target: str, op: str = "fia") -> None:
-    """Raise ``host_memory.HostMemoryError`` before ``arrays_of_call`` when the call's arrays exceed the memory
-    this machine has available; for a FusedInferAttentionScore call op_host's checks run first (on the metadata),
-    so a call the operator rejects reports its ``ParamError``."""
-    from .host_memory import HostMemoryError, check_fits
-
-    arrays = {name: (meta.shape, _array_dtype(meta)) for name, meta in tensors.items()
-              if hasattr(meta, "shape") and name not in _OUTPUTS}
-    try:
-        check_fits(arrays, what="the call's arrays")
-    except HostMemoryError:
-        if op == "fia":
-            from .tiling.fia import tile_fia
-
-            tile_fia(FiaParams.from_api(tensors, attrs, source="cvtile cost"), target)
-        raise
+    if meta.dtype == HIFLOAT8:
+        return tuple(meta.shape), np.uint8
+    if meta.dtype == "int4":
+        return (*meta.shape[:-1], -(-meta.shape[-1] // 8)), np.int32
+    return tuple(meta.shape), numpy_dtype(meta.dtype)
 
 
 def dtype_overrides_of_call(tensors: dict) -> dict:

@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from .cli_call import add_shape_options, arrays_of_call, build_call, check_call_fits, dtype_overrides_of_call
+from .cli_call import add_shape_options, arrays_of_call, build_call, dtype_overrides_of_call
 from .cli_options import add_case_options, case_options_of
 
 __all__ = ["add_cost_parsers", "run_cost", "run_trace"]
@@ -60,8 +60,7 @@ def run_cost(args) -> int:
         get_platform(args.target)
         check_kv_dtype(args.kv_dtype, args.target)
         tensors, attrs = build_call(args)
-        check_call_fits(tensors, attrs, args.target, args.op)
-        arrays = arrays_of_call(tensors)
+        arrays = arrays_of_call(tensors)   # zero-stride stand-ins: a call of any size costs no memory
         q, k, v = arrays.pop("query"), arrays.pop("key"), arrays.pop("value")
         if args.op == "fas":
             from .kernels.fas.cost import fas_cost

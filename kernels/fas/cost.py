@@ -37,10 +37,11 @@ def fas_cost(query, key, value, *, target: str, record: str = "critical", **kwar
 
 
 def useful_flops(call: FasCall) -> float:
-    """2·(visible pairs)·(D + Dv) summed over batches and query heads."""
+    """2·(visible pairs)·(D + Dv) summed over batches and query heads (``FasCall.visible_pairs``: counted row by
+    row, never as one (S1, S2) matrix, which for a long prefill would not fit in memory)."""
     pairs = 0
     for b in range(call.b):
         heads = call.n1 if call.mask is not None and call.mask.shape[1] > 1 else 1
-        per = sum(int(np.count_nonzero(call.visible(b, n))) for n in range(heads))
+        per = sum(call.visible_pairs(b, n) for n in range(heads))
         pairs += per * (call.n1 // heads)
     return 2.0 * pairs * (call.d + call.dv)

@@ -131,12 +131,13 @@ class FasCall:
     def token(self) -> bool:
         return self.layout == "TND"
 
-    def visible(self, b: int, n1: int) -> np.ndarray:
-        """bool (qlen[b], kvlen[b]): the (query, key) pairs head n1 of batch b computes."""
+    def visible(self, b: int, n1: int, rows: slice = slice(None)) -> np.ndarray:
+        """bool (qlen[b], kvlen[b]): the (query, key) pairs head n1 of batch b computes; ``rows``: only those
+        query rows."""
         s1, s2 = int(self.qlen[b]), int(self.kvlen[b])
-        i = np.arange(s1)[:, None]
+        i = np.arange(s1)[rows, None]
         j = np.arange(s2)[None, :]
-        vis = np.ones((s1, s2), dtype=bool)
+        vis = np.ones((len(i), s2), dtype=bool)
         if self.band:
             diff = j - i
             vis = (diff >= self.lo[b]) & (diff <= self.hi[b])
@@ -144,8 +145,15 @@ class FasCall:
                 vis = vis | (j < self.prefix[b])
         if self.mask is not None:
             m = self.mask[b if self.mask.shape[0] > 1 else 0, n1 if self.mask.shape[1] > 1 else 0]
-            vis = vis & (m[:s1, :s2] == 0)
+            vis = vis & (m[:s1][rows, :s2] == 0)
         return vis
+
+    def visible_pairs(self, b: int, n1: int) -> int:
+        """How many pairs ``visible(b, n1)`` holds, counted a block of rows at a time (at most about 2**22 pairs
+        in memory), so a long prefill's count does not build its whole (S1, S2) matrix."""
+        s1, s2 = int(self.qlen[b]), int(self.kvlen[b])
+        step = max(1, (1 << 22) // max(s2, 1))
+        return sum(int(np.count_nonzero(self.visible(b, n1, slice(r, r + step)))) for r in range(0, s1, step))
 
     def bias(self, b: int, n1: int) -> np.ndarray | None:
         """float64 (qlen[b] or 1, kvlen[b]) pse of head n1 of batch b (None without a pse)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from cvtile.cli import main
@@ -106,10 +107,10 @@ def test_typed_errors_raised_by_a_command_are_one_line_exit_2(capsys, monkeypatc
         assert len(err) == 1 and err[0].startswith(f"cvtile cases: {type(exc).__name__}: "), err
 
 
-@pytest.mark.parametrize("command", ["run", "trace", "emit", "cost"])
+@pytest.mark.parametrize("command", ["run", "trace", "emit"])
 def test_inputs_larger_than_the_host_are_a_one_line_user_error(capsys, tmp_path, command):
     """A 100-million-key cache op_host accepts (763 GiB of key) used to die in numpy with a MemoryError
-    traceback; every command that builds the call's tensors now refuses it before drawing, naming the largest
+    traceback; every command that draws the call's data now refuses it before drawing, naming the largest
     tensor, its shape and the memory available."""
     argv = [command, "fia"] if command == "emit" else [command]
     argv += ["--kv-seqlen", "100000000"] + (["-o", str(tmp_path / "out")] if command in ("trace", "emit") else [])
@@ -128,6 +129,28 @@ def test_too_large_inputs_op_host_rejects_report_op_host_rule(capsys, kv_dtype):
     assert "rejected: aclnn 561002" in out and "D of query (100000) must be <= 512" in out
     line = _user_error(capsys, "cost", "--head-dim", "100000")
     assert "aclnn 561002" in line and "must be <= 512" in line
+
+
+def test_cost_answers_a_call_larger_than_the_host(capsys):
+    """``cvtile cost`` refused a call whose tensors exceed the machine's memory (HostMemoryError), although the
+    cost model reads no tensor's values; its stand-ins are now zero-stride views, so a 512 GiB key costs
+    nothing to describe."""
+    import json
+
+    assert main(["cost", "--batch", "4096", "--kv-seqlen", "65536", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["estimated_us"] > 0 and report["bound"] == "memory"
+
+
+def test_cost_stand_ins_take_no_memory_and_pack_int4():
+    from cvtile.cli_call import arrays_of_call
+    from cvtile.tiling import TensorMeta
+
+    arrays = arrays_of_call({"query": TensorMeta((4, 32, 1, 128), "float16"),
+                             "key": TensorMeta((4, 8, 1 << 30, 128), "int4"), "actual_seq_lengths_kv": [5] * 4})
+    assert arrays["key"].shape == (4, 8, 1 << 30, 16) and arrays["key"].dtype == np.int32
+    assert arrays["key"].strides == (0, 0, 0, 0) and not arrays["key"].flags.writeable
+    assert arrays["actual_seq_lengths_kv"] == [5] * 4
 
 
 def test_too_large_int4_cache_reports_the_memory_rule(capsys):

@@ -221,6 +221,32 @@ def test_useful_flops_counts_both_matmuls_over_the_actual_lengths():
     assert useful_flops(q, k, k, input_layout="BNSD", num_heads=4, sparse_mode=3) == 0.0
 
 
+def test_fas_visible_pairs_count_a_long_prefill_row_block_by_row_block():
+    """The FAS flop count built each batch's whole (S1, S2) visibility matrix: ``cvtile cost --op fas`` of an
+    8192 x 262144 causal prefill needed tens of GB for it. ``visible_pairs`` counts a block of rows at a time
+    and gives the matrix's count."""
+    from cvtile.kernels.fas.host import prepare_call
+
+    rng = np.random.default_rng(3)
+    q = np.zeros((2, 2, 300, 64), np.float16)
+    k = np.zeros((2, 2, 20000, 64), np.float16)
+    mask = rng.integers(0, 2, (2, 1, 300, 20000)).astype(bool)
+    for kw in (dict(sparse_mode=0), dict(sparse_mode=4, pre_tockens=500, next_tockens=7000, atten_mask=np.triu(
+            np.ones((2048, 2048), bool), 1)), dict(sparse_mode=0, atten_mask=mask)):
+        call = prepare_call(q, k, k, head_num=2, input_layout="BNSD", **kw)
+        for b in range(2):
+            assert call.visible_pairs(b, 1) == int(np.count_nonzero(call.visible(b, 1))), kw
+
+
+def test_cost_of_an_int4_cache_runs(capsys):
+    """``cvtile cost --kv-dtype int4`` failed with "dtype 'int4': no numpy equivalent": its stand-in is the
+    packed int32 cache the API takes."""
+    from cvtile.cli import main
+
+    assert main(["cost", "--batch", "2", "--kv-seqlen", "4096", "--kv-dtype", "int4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["estimated_us"] > 0
+
+
 # ------------------------------------------------------------------ outputs
 
 
