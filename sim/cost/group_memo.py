@@ -414,10 +414,9 @@ def replay_spans(template, clocks, alive, old: list, ref: float) -> callable:
 
 
 def queues_of(group) -> list:
-    """Every flag queue of the group with the program index that consumes it (aic 0, aiv k at k + 1)."""
-    out = [(0, q) for q in group.to_aic]
-    out += [(k + 1, q) for k, q in enumerate(group.to_aiv)]
-    return out
+    """Every flag queue of the group with the program index that consumes it (aic 0, aiv k at k + 1), listed once
+    when the group is made."""
+    return group.queues
 
 
 def normalise_flags(group, clocks) -> None:
@@ -432,8 +431,14 @@ def normalise_flags(group, clocks) -> None:
 
 
 def flags_relative(group, ref: float) -> tuple:
-    return tuple(tuple(sorted((fid, tuple(it[0] - ref for it in dq)) for fid, dq in q.items() if dq))
-                 for _, q in queues_of(group))
+    """Per queue (``queues_of``), its pending flags sorted by id: their arrivals relative to ``ref``."""
+    out = []
+    for _, q in group.queues:
+        got = [(fid, tuple([it[0] - ref for it in dq])) for fid, dq in q.items() if dq]
+        if len(got) > 1:
+            got.sort()
+        out.append(tuple(got))
+    return tuple(out)
 
 
 def set_flags(group, rel: tuple, ref: float) -> None:

@@ -134,19 +134,25 @@ class CoreClock:
         """Move pipe free times and pending event sets that lie before the issue clock up to it (neutral for
         every later op: each starts at max(issue, free) and an event only ever raises a free time)."""
         t = self.t
-        for p, f in self.free.items():
+        free = self.free
+        for p, f in free.items():
             if f < t:
-                self.free[p] = t
+                free[p] = t
         for q in self.events.values():
-            for i, (w, src) in enumerate(q):
-                if w < t:
-                    q[i] = (t, src)
+            if q:
+                for i, (w, src) in enumerate(q):
+                    if w < t:
+                        q[i] = (t, src)
 
     def relative_state(self) -> tuple:
+        """(each pipe's free time in ``PIPES`` order, the pending events sorted by key: their set times), all
+        relative to the issue clock."""
         t = self.t
-        ev = self.events
-        return (tuple([f - t for f in self.free.values()]),      # in PIPES order (the dict's, never reordered)
-                tuple(sorted([(k, tuple([w - t for w, _ in q])) for k, q in ev.items() if q])) if ev else ())
+        free = tuple([f - t for f in self.free.values()])      # in PIPES order (the dict's, never reordered)
+        ev = [(k, tuple([w - t for w, _ in q])) for k, q in self.events.items() if q]
+        if len(ev) > 1:
+            ev.sort()
+        return free, tuple(ev)
 
     def snapshot(self) -> tuple:
         return self.t, dict(self.busy)
@@ -258,6 +264,8 @@ class _Group:
         self.to_aiv = [dict() for _ in range(n_aiv)]
         self.to_aic = [dict() for _ in range(n_aiv)]
         self.progress = 0
+        # every queue with the program index that consumes it (aic 0, aiv k at k + 1): ``group_memo.queues_of``
+        self.queues = [(0, q) for q in self.to_aic] + [(k + 1, q) for k, q in enumerate(self.to_aiv)]
 
 
 _S_SCALAR, _S_FOR, _S_IF, _S_YIELD, _S_SYNC, _S_TILE, _S_STREAM = range(7)
@@ -754,7 +762,10 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
                 clock.issue_cause = src_span
                 clock.spans.append(Span(role, "S", waited_from, when, op, src_span, flow=set_op))
 
-    return (yield from run_steps(steps))
+    try:
+        return (yield from run_steps(steps))
+    finally:     # the nested functions name each other (a cycle): unlinked, what they hold is freed now
+        del run_steps, _hold, _run_pieces, _streamed_out, _sync, _flag_wait
 
 
 def run_group(launch: Launch, blk: int, record: bool = False) -> tuple:

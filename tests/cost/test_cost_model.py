@@ -148,6 +148,34 @@ def test_replayed_loops_time_exactly_as_interpreted_ones():
         assert a.block_cycles == pytest.approx(b.block_cycles, rel=1e-9)
 
 
+def test_a_timed_block_leaves_no_reference_cycle(monkeypatch):
+    """The functions interpreting a program name each other (a cycle) and hold its clock, value table and the
+    launch's memos: they are unlinked when the program ends, so reference counting frees all of it when the launch
+    is timed, with the cyclic collector paused as ``estimate`` pauses it."""
+    import gc
+    import weakref
+
+    import cvtile.sim.cost.schedule as schedule
+
+    made: list = []
+
+    class Tracked(schedule.CoreClock):
+        def __init__(self, *a):
+            super().__init__(*a)
+            made.append(weakref.ref(self))
+
+    monkeypatch.setattr(schedule, "CoreClock", Tracked)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        _matmul(grid=2)
+        alive = [r for r in made if r() is not None]
+    finally:
+        if was:
+            gc.enable()
+    assert made and not alive
+
+
 def test_a_dropped_flag_is_a_deadlock_the_model_reports():
     mod = _example("03_flash_attention")
     S, D = 128, 64
