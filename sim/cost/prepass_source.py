@@ -37,10 +37,17 @@ class Fetch:
 
 
 class _Writer:
+    """The source of one generated function. A value the function itself writes (``vals[i] = ...``) is bound to a
+    local ``v{i}`` as well, and read from it after (``bound``: the ids written earlier in an enclosing scope of the
+    line being written). In SSA form a value is read only after its definition and in its scope (or, an if's result
+    or a loop's carried value, where the writer writes it in that scope), so the local always holds what
+    ``vals[i]`` holds; reading it is what saves a dict lookup per operand."""
+
     def __init__(self):
         self.lines: list = []
         self.env: dict = {}
         self.depth = 0
+        self.bound: set = set()
 
     def name(self, prefix: str, obj) -> str:
         """A global of the generated code holding ``obj``."""
@@ -55,8 +62,19 @@ class _Writer:
         if isinstance(x, Value):
             if x.const is not None:
                 return self.name("k", x.const)
-            return f"vals[{x.id!r}]"
+            return f"v{x.id}" if x.id in self.bound else f"vals[{x.id!r}]"
         return self.name("k", x)
+
+    def write(self, i, expr: str, indent: int) -> None:
+        """``vals[i] = expr``, ``i`` bound to its local from here on in this scope."""
+        self.emit(f"v{i} = vals[{i!r}] = {expr}", indent)
+        self.bound.add(i)
+
+    def scoped(self, fn, *args) -> None:
+        """Write a nested scope (an if's arm, a loop's body): what it binds is unbound after it."""
+        outer = set(self.bound)
+        fn(*args)
+        self.bound = outer
 
     def emit(self, line: str, indent: int) -> None:
         self.lines.append("    " * indent + line)
@@ -72,12 +90,10 @@ class _Writer:
                 c = self._local("c")
                 self.emit(f"{c} = bool({self.src(st[4])})", indent)
                 self.emit(f"ap({c})", indent)
-                for head, (arm, outs) in ((f"if {c}:", st[2]), ("else:", st[3])):
+                for head, arm_outs in ((f"if {c}:", st[2]), ("else:", st[3])):
                     self.emit(head, indent)
                     before = len(self.lines)
-                    self.block(arm, indent + 1)
-                    for rid, _, y in outs:
-                        self.emit(f"vals[{rid!r}] = {self.src(y)}", indent + 1)
+                    self.scoped(self.arm, arm_outs, indent + 1)
                     if len(self.lines) == before:
                         self.emit("pass", indent + 1)
             elif tag == 3:
@@ -89,17 +105,32 @@ class _Writer:
                 self.emit(f"{trips} = range({lo}, {hi}, {step})", indent)
                 self.emit(f"ap(len({trips}))", indent)
                 for a, _, _, init, _ in carry:
-                    self.emit(f"vals[{a!r}] = {self.src(init)}", indent)
+                    self.write(a, self.src(init), indent)
                 self.emit(f"for {i} in {trips}:", indent)
-                self.emit(f"vals[{iv!r}] = {i}", indent + 1)
-                self.block(inner, indent + 1)
-                if carry:
-                    now = self._local("now")
-                    self.emit(f"{now} = (" + "".join(self.src(c[4]) + ", " for c in carry) + ")", indent + 1)
-                    for j, c in enumerate(carry):
-                        self.emit(f"vals[{c[0]!r}] = {now}[{j}]", indent + 1)
+                self.scoped(self.body, iv, i, inner, carry, indent + 1)
                 for rid, c in zip(outs, carry):
-                    self.emit(f"vals[{rid!r}] = vals[{c[0]!r}]", indent)
+                    self.write(rid, self.src_id(c[0]), indent)
+
+    def arm(self, arm_outs, indent: int) -> None:
+        """An if's arm, then the if's results it gives."""
+        arm, outs = arm_outs
+        self.block(arm, indent)
+        for rid, _, y in outs:
+            self.emit(f"vals[{rid!r}] = {self.src(y)}", indent)
+
+    def body(self, iv, i: str, inner, carry, indent: int) -> None:
+        """A loop's body: the induction variable, the body, then the carried values it yields (all read before any
+        is written)."""
+        self.write(iv, i, indent)
+        self.block(inner, indent)
+        if carry:
+            now = self._local("now")
+            self.emit(f"{now} = (" + "".join(self.src(c[4]) + ", " for c in carry) + ")", indent)
+            for j, c in enumerate(carry):
+                self.write(c[0], f"{now}[{j}]", indent)
+
+    def src_id(self, i) -> str:
+        return f"v{i}" if i in self.bound else f"vals[{i!r}]"
 
     def scalar(self, st, indent: int) -> None:
         """A scalar op (``(0, evaluator, op, expression or None)``): its expression in line, else its evaluator
@@ -110,7 +141,7 @@ class _Writer:
         else:
             k = self.name("k", op.results[0].const) if op.kind == "const" else \
                 self.name("r", fn.read) if op.kind == "sload" else None
-            self.emit(f"vals[{op.results[0].id!r}] = " + expr.format(*(self.src(a) for a in op.args), k=k), indent)
+            self.write(op.results[0].id, expr.format(*(self.src(a) for a in op.args), k=k), indent)
 
     def _local(self, prefix: str) -> str:
         self.depth += 1
