@@ -99,7 +99,7 @@ class _Writer:
             elif tag == 3:
                 self.emit(f"ap({self.src(st[2])} % 2)", indent)
             else:
-                iv, carry, inner, outs, bounds = st[2], st[3], st[4], st[5], st[6]
+                iv, carry, inner, outs, bounds, name = st[2], st[3], st[4], st[5], st[6], st[7]
                 trips, i = self._local("trips"), self._local("i")
                 lo, hi, step = (f"int({self.src(b)})" for b in bounds)
                 self.emit(f"{trips} = range({lo}, {hi}, {step})", indent)
@@ -107,7 +107,7 @@ class _Writer:
                 for a, _, _, init, _ in carry:
                     self.write(a, self.src(init), indent)
                 self.emit(f"for {i} in {trips}:", indent)
-                self.scoped(self.body, iv, i, inner, carry, indent + 1)
+                self.scoped(self.body, iv, i, inner, carry, name, indent + 1)
                 for rid, c in zip(outs, carry):
                     self.write(rid, self.src_id(c[0]), indent)
 
@@ -118,16 +118,25 @@ class _Writer:
         for rid, _, y in outs:
             self.emit(f"vals[{rid!r}] = {self.src(y)}", indent)
 
-    def body(self, iv, i: str, inner, carry, indent: int) -> None:
+    def body(self, iv, i: str, inner, carry, name, indent: int) -> None:
         """A loop's body: the induction variable, the body, then the carried values it yields (all read before any
-        is written)."""
+        is written); a marked loop's (``name``) iteration appended to ``marks`` at its head when given."""
         self.write(iv, i, indent)
+        mark = self._local("mark")
+        if name is not None:
+            self.emit(f"{mark} = [{self.name('g', name)}, len(out), 0, ()] if marks is not None else None", indent)
+            self.emit(f"if {mark} is not None:", indent)
+            self.emit(f"marks.append({mark})", indent + 1)
         self.block(inner, indent)
+        now = "()"
         if carry:
             now = self._local("now")
             self.emit(f"{now} = (" + "".join(self.src(c[4]) + ", " for c in carry) + ")", indent)
             for j, c in enumerate(carry):
                 self.write(c[0], f"{now}[{j}]", indent)
+        if name is not None:
+            self.emit(f"if {mark} is not None:", indent)
+            self.emit(f"{mark}[2], {mark}[3] = len(out), {now}", indent + 1)
 
     def src_id(self, i) -> str:
         return f"v{i}" if i in self.bound else f"vals[{i!r}]"
@@ -188,7 +197,7 @@ def compile_tuple(operands):
 def compile_steps(steps, outside: tuple, carried_tiles: tuple):
     """``prepass(vals, blk, sub)``: the key ``group_memo``'s interpreter of ``steps`` gives, as generated code."""
     w = _Writer()
-    w.emit("def prepass(vals, blk, sub):", 0)
+    w.emit("def prepass(vals, blk, sub, marks=None):", 0)
     w.emit("out = [(" + "".join(f"vals.get({t!r}), " for t in outside) + "), ("
            + "".join(f"vals.get({t!r}), " for t in carried_tiles) + ")]", 1)
     w.emit("ap = out.append", 1)
