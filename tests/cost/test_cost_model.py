@@ -92,6 +92,13 @@ def test_the_measured_chips_are_in_the_platform_table():
     assert (b3.aic, b3.aiv, b3.clock_mhz) == (20, 40, 1800)
 
 
+def test_a_cost_entry_read_twice_is_its_tables_value():
+    """An entry's value is kept as an attribute once read: the same value as the table's entry, every time."""
+    table = cost_table("dav_c220")
+    want = table.entries["scalar_op_cycles"].value
+    assert table.scalar_op_cycles == want and table.scalar_op_cycles == want
+
+
 def test_a_missing_cost_entry_is_an_error_naming_it():
     with pytest.raises(AttributeError, match="no entry 'no_such_rate'"):
         cost_table("dav_c220").no_such_rate
