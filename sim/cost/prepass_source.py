@@ -5,19 +5,21 @@ Model
 ``group_memo.compile_prepass`` turns a group loop's body into a tree of steps (the timing-relevant scalar ops, the
 tile ops' key operands, the taken branches, the ping-pong parities, nested loops iterated) and interprets it once
 per iteration of every program of the core group: a closure call per operand and per op, about a microsecond per
-scalar op. ``compile_steps`` writes the same tree as one Python function, every
-operand a ``vals[id]`` lookup in line, the scalar ops ``scalar_src`` writes (arithmetic, comparisons, logic,
-divisions with the evaluator's 0 for a zero divisor, casts, selects, constants, dims, the block indices) as Python
-expressions, a GM read as a call of its evaluator's reader and every other op as a call of the scheduler's own
+scalar op. ``compile_steps`` writes the same tree as one Python function, every operand a ``vals[id]`` lookup in
+line (or a local, once the function wrote the value), the scalar ops ``scalar_src`` writes (arithmetic,
+comparisons, logic, divisions with the evaluator's 0 for a zero divisor, casts, selects, constants, dims, the block
+indices) as Python expressions, a GM read as a call of its evaluator's reader and every other op as a call of the scheduler's own
 evaluator, and compiles it once per loop (its code object kept for the next launch writing the same source).
 ``compile_scalars`` writes a straight run of scalar ops the same way (the scheduler's step for the scalar ops
-between two other ops of a program), ``compile_tuple`` a tuple of operands (a tile op's memo key).
+between two other ops of a program), ``compile_tuple`` a tuple of operands (a tile op's memo key). A whole
+program's prepass also appends each marked group loop iteration to ``marks`` (``group_memo.StepInputs``), as the
+interpreter does.
 
 Invariant: the generated function computes exactly what the tree's interpreter computes, in the same order: the
 same key (the same values, appended in the same order), the same entries written to ``vals`` (the interpreter's
 own evaluators or the same Python operators on the same Python numbers), the same exceptions. Only the cost of
-running it changes. ``tests/cost/test_prepass_source.py`` runs both on FIA calls and compares every key and
-every value table.
+running it changes. ``tests/cost/test_prepass_source.py`` runs both on FIA calls and compares every key, every
+value table and the marks.
 """
 
 from __future__ import annotations
