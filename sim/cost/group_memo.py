@@ -218,13 +218,24 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
                 tuple((a.id, _getter(init), _getter(y), init, y) for _, a, init, y in carry), inner, outs,
                 tuple(op.args[:3]), marked.get(id(op)))
 
-    steps = build(body)
-    if steps is None:
-        return None
-    carry = [] if whole else [(j, y) for j, _, _, y in carried(loop)]
-    if not need([y for _, y in carry]):
-        return None
+    try:
+        steps = build(body)
+        if steps is None:
+            return None
+        carry = [] if whole else [(j, y) for j, _, _, y in carried(loop)]
+        if not need([y for _, y in carry]):
+            return None
+    finally:     # the builders name each other (a cycle holding the scheduler's evaluators): unlinked
+        del build, nested, local, carried, need
     outside, carried_tiles = ((), ()) if whole else head_inputs(loop, relevant)
+    prepass = prepass_source.compile_steps(steps, outside, carried_tiles) if generated else \
+        _interpreted(steps, outside, carried_tiles)
+    return prepass, tuple((j, _getter(y)) for j, y in carry)
+
+
+def _interpreted(steps, outside: tuple, carried_tiles: tuple):
+    """``prepass(vals, blk, sub, marks=None)``: the step tree interpreted (the reference the generated code must
+    agree with, ``prepass_source``)."""
 
     def run(block_steps, vals, out, marks):
         for st in block_steps:
@@ -272,10 +283,7 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
         run(steps, vals, out, marks)
         return tuple(out)
 
-    if generated:
-        prepass = prepass_source.compile_steps(steps, outside, carried_tiles)
-
-    return prepass, tuple((j, _getter(y)) for j, y in carry)
+    return prepass
 
 
 def head_inputs(loop, relevant: set) -> tuple:

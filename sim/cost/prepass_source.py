@@ -174,7 +174,7 @@ def _compiled(w: _Writer, name: str):
         code = _CODE[src] = compile(src, "<group_memo prepass>", "exec")
     env = dict(w.env)
     exec(code, env)   # noqa: S102 - our own generated code
-    return env[name]
+    return env.pop(name)     # not left in its own globals (a reference cycle): freed when its step is
 
 
 def compile_scalars(steps):

@@ -183,6 +183,41 @@ def test_a_timed_block_leaves_no_reference_cycle(monkeypatch):
     assert made and not alive
 
 
+@pytest.mark.parametrize("record", ["none", "critical"])
+def test_a_dropped_report_leaves_no_cyclic_garbage(record):
+    """Nothing an estimate makes is a reference cycle (the interpreters' and the prepass builders' functions, the
+    generated functions and their globals, the launch's steps): a report, once dropped, is freed by reference
+    counting, nothing left for a collection of the whole heap. (A replayed step's chunks and spans, made while a
+    critical block's spans are recorded, do name each other; this call replays none there.)"""
+    import gc
+
+    from .test_group_memo import GQA
+
+    qs, ks, kdt = GQA["args"]
+    k = np.zeros(ks, kdt)
+
+    def call():
+        return fia_cost(np.zeros(qs, np.float16), k, k.copy(), target="Ascend910B1", record=record, **GQA["kw"])
+
+    call()                      # the kernels compiled (their caches live on)
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        rep = call()
+        assert rep.estimated_us > 0
+        del rep
+        gc.collect()
+        left = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
+    assert not left
+
+
 def test_a_dropped_flag_is_a_deadlock_the_model_reports():
     mod = _example("03_flash_attention")
     S, D = 128, 64
