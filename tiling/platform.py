@@ -108,7 +108,8 @@ class CostEntry:
 class CostTable:
     """The cost constants of one core generation (``cost_tables[name]`` in platforms.json): ``table.x`` is the
     value of entry ``x``; ``table.entries`` every entry with its unit and source. An entry the cost model asks
-    for that the table lacks is a ``KeyError`` naming the table (never a default in code)."""
+    for that the table lacks is a ``KeyError`` naming the table (never a default in code). The entries are read
+    only: an entry's value, once read, is kept as an attribute (the cost model reads some for every op it times)."""
 
     def __init__(self, name: str, raw: dict):
         self.name = name
@@ -118,9 +119,11 @@ class CostTable:
 
     def __getattr__(self, key: str):
         try:
-            return self.__dict__["entries"][key].value
+            value = self.__dict__["entries"][key].value
         except KeyError:
             raise AttributeError(f"cost table {self.__dict__.get('name')!r} has no entry {key!r}") from None
+        self.__dict__[key] = value       # read as an attribute from now on (__getattr__ is not called for it)
+        return value
 
 
 @lru_cache(maxsize=None)

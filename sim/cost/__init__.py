@@ -83,7 +83,7 @@ def _estimate(compiled, grid: int, args: list, flops: float, record: str) -> Lau
     blocks = BlockMemo(launch, lambda b: program_prepass(launch, b)) if record != "all" and grid > 1 else None
     for blk in range(grid):
         if blocks is not None:
-            cycles, per_program = blocks.run(blk, lambda b: run_group(launch, b))
+            cycles, per_program = blocks.run(blk, lambda b, items: run_group(launch, b, items=items))
         else:
             cycles, clocks = run_group(launch, blk, record=record == "all")
             per_program = [(c.role, c.busy) for c in clocks]

@@ -20,9 +20,15 @@ are recorded (``record="all"``) are always run.
 Invariant: reusing a block never changes the estimate: the key determines every op's duration and start in each
 program instance, so equal keys give bitwise equal cycles and busy cycles (whole cycles, exact arithmetic); the
 launch's loop and tile memos a skipped block would have filled only change how fast later blocks run.
+
+A block that is run takes its group steps' inputs from its key: the prepass marks where each iteration of a group
+loop lies in the key and what it yields (``compile_prepass(marked=...)``), which the scheduler keys the step on
+instead of running the group loop's own prepass again (``schedule.run_group``'s ``items``).
 """
 
 from __future__ import annotations
+
+from .group_memo import StepInputs
 
 __all__ = ["BlockMemo", "ENABLED"]
 
@@ -47,31 +53,36 @@ class BlockMemo:
         self.seen: dict = {}
         self.hits = 0
 
-    def key(self, blk: int):
-        """The block's key, or None (no prepass, or one that raised: the block is run, and raises if it must)."""
+    def key(self, blk: int, marks=None):
+        """The block's key, or None (no prepass, or one that raised: the block is run, and raises if it must).
+        ``marks``: a list per program instance, to which its group loops' iterations are appended
+        (``compile_prepass``)."""
         if not self.instances:
             return None
         launch = self.launch
         try:
             out = []
-            for prepass, sub in self.instances:
+            for k, (prepass, sub) in enumerate(self.instances):
                 vals = dict(launch.tensors)
                 vals.update(launch.scalars)
-                out.append(prepass(vals, blk, sub))
+                out.append(prepass(vals, blk, sub, marks[k] if marks is not None else None))
             return tuple(out)
         except Exception:  # noqa: BLE001 - the interpreter reports what the prepass tripped on
             return None
 
     def run(self, blk: int, run_block) -> tuple:
-        """(cycles, ((role, busy) per program instance)) of block ``blk``: recorded, or ``run_block(blk)``'s
-        (cycles, clocks)."""
-        key = self.key(blk)
+        """(cycles, ((role, busy) per program instance)) of block ``blk``: recorded, or ``run_block(blk, items)``'s
+        (cycles, clocks), ``items`` per program instance its group steps' inputs taken from the key
+        (``group_memo.StepInputs``), or None."""
+        marks = [[] for _ in self.instances]
+        key = self.key(blk, marks)
         if key is not None:
             got = self.seen.get(key)
             if got is not None:
                 self.hits += 1
                 return got
-        cycles, clocks = run_block(blk)
+        items = [StepInputs(k, m) for k, m in zip(key, marks)] if key is not None else None
+        cycles, clocks = run_block(blk, items)
         got = (cycles, tuple((c.role, dict(c.busy)) for c in clocks))
         if key is not None:
             self.seen[key] = got

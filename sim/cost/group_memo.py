@@ -25,7 +25,12 @@ replay, the others from the record (nothing timing-relevant reads them). The pre
 as the Python source ``prepass_source`` writes from the tree, the tree's own interpreter being the reference
 (``compile_prepass(generated=False)``).
 
-``compile_prepass`` of a whole program's block is ``block_memo``'s key of a block.
+``compile_prepass`` of a whole program's block is ``block_memo``'s key of a block. It marks where each group loop
+iteration's items lie in that key and what the iteration yields (``marked``); a block that is run keys its group
+steps on those items (``StepInputs``), headed by the outside and carried tiles' extents (``head_inputs``), instead
+of running each loop's own prepass again. Those items key a nested core-local loop by the inputs that decide its
+own time (``loop_memo.own_inputs``), which the block key already relies on: its other inputs are keyed where
+they are read. A key of that form never meets one of the loop's own prepass (it is tagged).
 
 A loop is not memoised (``compile_prepass`` gives None) when its body reads a value the prepass cannot compute
 (a scalar a tile op makes, a timing-relevant result of a nested core-local loop).
@@ -53,7 +58,8 @@ from .loop_memo import core_local, free_inputs, own_inputs
 from .prepass_source import Fetch
 from .spans import LazySpan, Replayed, ReplayedStep
 
-__all__ = ["group_loops", "compile_prepass", "group_step", "Hold", "GroupMemo", "END", "OFF"]
+__all__ = ["group_loops", "compile_prepass", "head_inputs", "StepInputs", "group_step", "Hold", "GroupMemo", "END",
+           "OFF"]
 
 #: the iteration index of a hold at a loop's exit
 END = -1
@@ -107,8 +113,8 @@ def _getter(x):
 
 
 def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=lambda op: None,
-                    generated: bool = True):
-    """(the prepass of ``loop``'s body: ``prepass(vals, blk, sub)`` gives the iteration's key; the getters of the
+                    generated: bool = True, marked=None):
+    """(the prepass of ``loop``'s body: ``prepass(vals, blk, sub, marks=None)`` gives the iteration's key; the getters of the
     timing-relevant loop-carried values it computes, as (position, getter)), or None when the body reads a value
     the prepass cannot compute. ``scalar_fn(op)`` is the scheduler's evaluator of a scalar op, ``scalar_src(op)``
     its expression for the generated code (``prepass_source``) or None (the evaluator is called there);
@@ -119,8 +125,12 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
     core-local loops that hold other loops are iterated too where they can be (keyed by their trip counts and
     iterations, not their bounds: a block's own range of work items), the innermost ones keyed by their bounds
     and the inputs that decide their own time (``loop_memo.own_inputs``: not a row offset they only address
-    by)."""
+    by). ``marked`` (a whole program's: id(for op) -> group-loop name, ``group_loops``): each iteration of such a loop
+    is appended to ``marks`` (when given) at its head, in the order the program reaches them, as [name, where its
+    items start and end in the key, the timing-relevant carried values it yields, in ``carried`` order]: what
+    ``block_memo`` hands the scheduler as the group steps' inputs (``StepInputs``)."""
     whole = not hasattr(loop, "blocks")
+    marked = marked if whole and marked else {}
     body = loop if whole else loop.blocks[0]
     known = {a.id for a in body.args}
     inside = {r.id for o in walk(body) for r in o.results} | {a.id for o in walk(body) for b in o.blocks
@@ -206,18 +216,28 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
         known.update(outs)
         return (4, tuple(_getter(v) for v in op.args[:3]), op.blocks[0].args[0].id,
                 tuple((a.id, _getter(init), _getter(y), init, y) for _, a, init, y in carry), inner, outs,
-                tuple(op.args[:3]))
+                tuple(op.args[:3]), marked.get(id(op)))
 
-    steps = build(body)
-    if steps is None:
-        return None
-    carry = [] if whole else [(j, y) for j, _, _, y in carried(loop)]
-    if not need([y for _, y in carry]):
-        return None
-    outside = () if whole else free_inputs(loop, relevant)[0]
-    carried_tiles = () if whole else tuple(a.id for a in body.args[1:] if a.is_tile)
+    try:
+        steps = build(body)
+        if steps is None:
+            return None
+        carry = [] if whole else [(j, y) for j, _, _, y in carried(loop)]
+        if not need([y for _, y in carry]):
+            return None
+    finally:     # the builders name each other (a cycle holding the scheduler's evaluators): unlinked
+        del build, nested, local, carried, need
+    outside, carried_tiles = ((), ()) if whole else head_inputs(loop, relevant)
+    prepass = prepass_source.compile_steps(steps, outside, carried_tiles) if generated else \
+        _interpreted(steps, outside, carried_tiles)
+    return prepass, tuple((j, _getter(y)) for j, y in carry)
 
-    def run(block_steps, vals, out):
+
+def _interpreted(steps, outside: tuple, carried_tiles: tuple):
+    """``prepass(vals, blk, sub, marks=None)``: the step tree interpreted (the reference the generated code must
+    agree with, ``prepass_source``)."""
+
+    def run(block_steps, vals, out, marks):
         for st in block_steps:
             tag = st[0]
             if tag == 0:
@@ -228,7 +248,7 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
                 c = bool(st[1](vals))
                 out.append(c)
                 arm, outs = st[2] if c else st[3]
-                run(arm, vals, out)
+                run(arm, vals, out, marks)
                 for rid, g, _ in outs:
                     vals[rid] = g(vals)
             elif tag == 3:
@@ -237,31 +257,72 @@ def compile_prepass(loop, relevant: set, scalar_fn, tile_operands, scalar_src=la
                 lo, hi, step = (int(g(vals)) for g in st[1])
                 trips = range(lo, hi, step)
                 out.append(len(trips))
-                iv, carry, inner, outs = st[2], st[3], st[4], st[5]
+                iv, carry, inner, outs, name = st[2], st[3], st[4], st[5], st[7]
                 for a, init, *_ in carry:
                     vals[a] = init(vals)
                 for i in trips:
                     vals[iv] = i
-                    run(inner, vals, out)
+                    mark = [name, len(out), 0, ()] if name is not None and marks is not None else None
+                    if mark is not None:
+                        marks.append(mark)
+                    run(inner, vals, out, marks)
                     now = [c[2](vals) for c in carry]
                     for c, v in zip(carry, now):
                         vals[c[0]] = v
+                    if mark is not None:
+                        mark[2], mark[3] = len(out), tuple(now)
                 for rid, c in zip(outs, carry):
                     a = c[0]
                     vals[rid] = vals[a]
 
     _blk = [0, 0]
 
-    def prepass(vals, blk, sub):
+    def prepass(vals, blk, sub, marks=None):
         _blk[0], _blk[1] = blk, sub
         out = [tuple(vals.get(t) for t in outside), tuple(vals.get(t) for t in carried_tiles)]
-        run(steps, vals, out)
+        run(steps, vals, out, marks)
         return tuple(out)
 
-    if generated:
-        prepass = prepass_source.compile_steps(steps, outside, carried_tiles)
+    return prepass
 
-    return prepass, tuple((j, _getter(y)) for j, y in carry)
+
+def head_inputs(loop, relevant: set) -> tuple:
+    """(the tiles ``loop`` reads from outside whose extents decide its time, its carried tiles): the ids whose values
+    head every iteration's key."""
+    return free_inputs(loop, relevant)[0], tuple(a.id for a in loop.blocks[0].args[1:] if a.is_tile)
+
+
+class StepInputs:
+    """A program instance's group-step inputs from its block's key (``compile_prepass(marked=...)``'s ``marks``):
+    each group loop iteration's (name, start, end, its items in the key, its timing-relevant carried values), in
+    the order the program reaches their heads. The program takes them in that order at its holds: an iteration of
+    a loop whose memo is off is not held (passed over); a replayed step's nested iterations are not reached
+    (``skip``). An iteration that is not the one expected (never, when the prepass and the program agree) ends the
+    taking: the loop's own prepass keys the steps from there."""
+
+    __slots__ = ("marks", "at")
+
+    def __init__(self, key: tuple, marks: list):
+        self.marks = [(name, start, end, key[start:end], now) for name, start, end, now in marks]
+        self.at = 0
+
+    def take(self, name, off: set):
+        """The next iteration if it is one of loop ``name`` (passing over those of loops in ``off``), else None."""
+        marks, at = self.marks, self.at
+        while at < len(marks) and marks[at][0] != name and marks[at][0] in off:
+            at += 1
+        if at == len(marks) or marks[at][0] != name:
+            self.marks = ()
+            return None
+        self.at = at + 1
+        return marks[at]
+
+    def skip(self, end: int) -> None:
+        """The step just taken (ending at ``end`` in the key) was replayed: pass over the iterations inside it."""
+        marks, at = self.marks, self.at
+        while at < len(marks) and marks[at][1] < end:
+            at += 1
+        self.at = at
 
 
 def _holds_loops(op) -> bool:
@@ -414,10 +475,9 @@ def replay_spans(template, clocks, alive, old: list, ref: float) -> callable:
 
 
 def queues_of(group) -> list:
-    """Every flag queue of the group with the program index that consumes it (aic 0, aiv k at k + 1)."""
-    out = [(0, q) for q in group.to_aic]
-    out += [(k + 1, q) for k, q in enumerate(group.to_aiv)]
-    return out
+    """Every flag queue of the group with the program index that consumes it (aic 0, aiv k at k + 1), listed once
+    when the group is made."""
+    return group.queues
 
 
 def normalise_flags(group, clocks) -> None:
@@ -432,8 +492,14 @@ def normalise_flags(group, clocks) -> None:
 
 
 def flags_relative(group, ref: float) -> tuple:
-    return tuple(tuple(sorted((fid, tuple(it[0] - ref for it in dq)) for fid, dq in q.items() if dq))
-                 for _, q in queues_of(group))
+    """Per queue (``queues_of``), its pending flags sorted by id: their arrivals relative to ``ref``."""
+    out = []
+    for _, q in group.queues:
+        got = [(fid, tuple([it[0] - ref for it in dq])) for fid, dq in q.items() if dq]
+        if len(got) > 1:
+            got.sort()
+        out.append(tuple(got))
+    return tuple(out)
 
 
 def set_flags(group, rel: tuple, ref: float) -> None:

@@ -46,7 +46,8 @@ step from ``group_memo`` when the group's relative state and the iteration's tim
 (the holds only change the interleaving). A core-local loop is replayed whole when its inputs and clock state
 were seen before (``loop_memo``), else timed per iteration, an iteration replayed when its prepass key (the
 group memo's) and relative clock state were (``_IterationMemo``). A block is not run at all when a block of the
-launch with the same whole-program prepass key was (``block_memo``, in ``estimate``). While spans are recorded, a
+launch with the same whole-program prepass key was (``block_memo``, in ``estimate``); a block that is run keys its
+group steps on the items of that key (``run_group``'s ``items``). While spans are recorded, a
 replayed group step's spans are made only when read (``spans``).
 
 Blocks beyond the core count run in waves: block b runs on physical core
@@ -74,7 +75,7 @@ from ...dsl.errors import CompilationError
 from ...dsl.ir import Value, walk
 from ...dsl.ops import SCALAR_BINARY
 from .durations import scalar_cost, tile_cost
-from .group_memo import END, OFF, GroupMemo, Hold, compile_prepass, group_loops, group_step
+from .group_memo import END, OFF, GroupMemo, Hold, compile_prepass, group_loops, group_step, head_inputs
 from .loop_memo import core_local, free_inputs, relevant_values
 from .prepass_source import compile_scalars, compile_tuple
 from .spans import Span
@@ -134,19 +135,25 @@ class CoreClock:
         """Move pipe free times and pending event sets that lie before the issue clock up to it (neutral for
         every later op: each starts at max(issue, free) and an event only ever raises a free time)."""
         t = self.t
-        for p, f in self.free.items():
+        free = self.free
+        for p, f in free.items():
             if f < t:
-                self.free[p] = t
+                free[p] = t
         for q in self.events.values():
-            for i, (w, src) in enumerate(q):
-                if w < t:
-                    q[i] = (t, src)
+            if q:
+                for i, (w, src) in enumerate(q):
+                    if w < t:
+                        q[i] = (t, src)
 
     def relative_state(self) -> tuple:
+        """(each pipe's free time in ``PIPES`` order, the pending events sorted by key: their set times), all
+        relative to the issue clock."""
         t = self.t
-        ev = self.events
-        return (tuple([f - t for f in self.free.values()]),      # in PIPES order (the dict's, never reordered)
-                tuple(sorted([(k, tuple([w - t for w, _ in q])) for k, q in ev.items() if q])) if ev else ())
+        free = tuple([f - t for f in self.free.values()])      # in PIPES order (the dict's, never reordered)
+        ev = [(k, tuple([w - t for w, _ in q])) for k, q in self.events.items() if q]
+        if len(ev) > 1:
+            ev.sort()
+        return free, tuple(ev)
 
     def snapshot(self) -> tuple:
         return self.t, dict(self.busy)
@@ -258,6 +265,8 @@ class _Group:
         self.to_aiv = [dict() for _ in range(n_aiv)]
         self.to_aic = [dict() for _ in range(n_aiv)]
         self.progress = 0
+        # every queue with the program index that consumes it (aic 0, aiv k at k + 1): ``group_memo.queues_of``
+        self.queues = [(0, q) for q in self.to_aic] + [(k + 1, q) for k, q in enumerate(self.to_aiv)]
 
 
 _S_SCALAR, _S_FOR, _S_IF, _S_YIELD, _S_SYNC, _S_TILE, _S_STREAM = range(7)
@@ -470,23 +479,24 @@ class _IterationMemo:
         return self.prepass is not None
 
 
-def _prepass_of(op, launch, relevant: set):
+def _prepass_of(op, launch, relevant: set, marked=None):
     """``group_memo.compile_prepass`` of loop ``op`` with the scheduler's scalar evaluator and tile-op keys."""
-    return compile_prepass(op, relevant, lambda o: _scalar_fn(o, launch), _tile_operands, _scalar_src)
+    return compile_prepass(op, relevant, lambda o: _scalar_fn(o, launch), _tile_operands, _scalar_src, marked=marked)
 
 
 def program_prepass(launch: Launch, block):
-    """The whole-program prepass of a program's block (``block_memo``'s key), or None."""
-    return _prepass_of(block, launch, relevant_values(block))
+    """The whole-program prepass of a program's block (``block_memo``'s key, its group loops marked), or None."""
+    return _prepass_of(block, launch, relevant_values(block), launch.group_loops)
 
 
 def _group_loop(op, launch, relevant: set):
-    """(name, prepass, carried getters) of a group loop (``group_memo``), or None."""
+    """(name, prepass, carried getters, (outside tiles, carried tiles): ``head_inputs``) of a group loop
+    (``group_memo``), or None."""
     name = launch.group_loops.get(id(op))
     if name is None:
         return None
     got = _prepass_of(op, launch, relevant)
-    return None if got is None else (name, *got)
+    return None if got is None else (name, *got, head_inputs(op, relevant))
 
 
 def _compile_block(block, launch, relevant: set) -> list:
@@ -543,8 +553,11 @@ def _scalar_run(st, launch) -> tuple:
     return (_S_SCALAR, fn, sum(cycles))
 
 
-def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, group: _Group, clock: CoreClock):
-    """Interpret one program on ``clock``; yields when it waits on a flag that has not been set yet."""
+def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, group: _Group, clock: CoreClock,
+                 items=None):
+    """Interpret one program on ``clock``; yields when it waits on a flag that has not been set yet. ``items``:
+    its group steps' inputs from the block's key (``group_memo.StepInputs``), taken at the holds instead of running
+    the loop's prepass, or None."""
     vals: dict = {}
     for vid, arr in launch.tensors.items():
         vals[vid] = arr
@@ -617,9 +630,7 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
                         if got is OFF:
                             hold = False
                         elif got is not None:        # the group replayed this iteration: its carried values
-                            cur = list(got)
-                            for j, g in gm[2]:
-                                cur[j] = g(vals)
+                            cur = got
                             continue
                     cur = yield from run_steps(body)
                     clock.t += loop_cycles
@@ -648,12 +659,32 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
     def _hold(gm, i, cur):
         """Stand at the head of iteration ``i`` of a group loop (``END``: its exit) until the scheduler answers:
         None (run it), ``OFF`` (run free from now on) or, for a step the scheduler replayed on the clocks, the
-        recorded loop-carried values."""
-        if gm[0] in gmemo.off:
+        recorded loop-carried values (those that decide time the iteration's own). The iteration's key is its
+        prepass's, or the items the block's key gave it (``items``), headed by the outside and carried tiles'
+        extents (a key of its own form: the two never meet)."""
+        name = gm[0]
+        if name in gmemo.off:
             return OFF
         clock.normalise()
-        key = gm[1](vals, blk, sub) if i != END else None
-        return (yield Hold(gm[0], i, key, cur))
+        given = items.take(name, gmemo.off) if items is not None and i != END else None
+        if given is not None:
+            outside, carried_tiles = gm[3]
+            key = ("block", tuple([vals.get(t) for t in outside]), tuple([vals.get(t) for t in carried_tiles]),
+                   given[3])
+        else:
+            key = gm[1](vals, blk, sub) if i != END else None
+        got = yield Hold(name, i, key, cur)
+        if got is None or got is OFF:
+            return got
+        cur = list(got)
+        if given is not None:
+            items.skip(given[2])
+            for (j, _), x in zip(gm[2], given[4]):
+                cur[j] = x
+        else:
+            for j, g in gm[2]:
+                cur[j] = g(vals)
+        return cur
 
     def _run_pieces(op, pieces, m_fence: bool = False):
         """Run an op's pieces in order, each streamed piece letting the next start after 1/overlap of it
@@ -754,22 +785,29 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
                 clock.issue_cause = src_span
                 clock.spans.append(Span(role, "S", waited_from, when, op, src_span, flow=set_op))
 
-    return (yield from run_steps(steps))
+    try:
+        return (yield from run_steps(steps))
+    finally:     # the nested functions name each other (a cycle): unlinked, what they hold is freed now
+        del run_steps, _hold, _run_pieces, _streamed_out, _sync, _flag_wait
 
 
-def run_group(launch: Launch, blk: int, record: bool = False) -> tuple:
-    """Run core group (or single core) ``blk`` of the launch: (cycles, [CoreClock per program instance])."""
+def run_group(launch: Launch, blk: int, record: bool = False, items=None) -> tuple:
+    """Run core group (or single core) ``blk`` of the launch: (cycles, [CoreClock per program instance]).
+    ``items``: per program instance (aic, then each aiv) its group steps' inputs from the block's key, or None
+    (``_program_gen``)."""
     programs = launch.kernel.programs()
     n_aiv = launch.platform.cv_ratio if "aic" in programs else 1
     group = _Group(n_aiv if "aiv" in programs else 0)
     runs = []
     if "aic" in programs:
         clock = CoreClock("aic", record)
-        runs.append((clock, _program_gen(launch, launch.steps("aic"), "aic", 0, blk, group, clock)))
+        runs.append((clock, _program_gen(launch, launch.steps("aic"), "aic", 0, blk, group, clock,
+                                         items[len(runs)] if items else None)))
     if "aiv" in programs:
         for k in range(n_aiv):
             clock = CoreClock(f"aiv{k}", record)
-            runs.append((clock, _program_gen(launch, launch.steps("aiv"), f"aiv{k}", k, blk, group, clock)))
+            runs.append((clock, _program_gen(launch, launch.steps("aiv"), f"aiv{k}", k, blk, group, clock,
+                                             items[len(runs)] if items else None)))
     clocks = [c for c, _ in runs]
     _drive(launch, group, runs, blk)
     return max(c.finish() for c in clocks), clocks

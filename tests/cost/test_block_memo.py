@@ -9,12 +9,13 @@ import pytest
 
 import cvtile.sim.cost as cost
 import cvtile.sim.cost.block_memo as block_memo
+import cvtile.sim.cost.group_memo as group_memo
 from cvtile.kernels.fia.cost import fia_cost
 
 import cvtile.dsl as ct
 
 from .test_cost_model import _matmul
-from .test_group_memo import GQA, assert_same
+from .test_group_memo import GQA, assert_same, each_call
 
 
 @ct.jit
@@ -77,4 +78,29 @@ def test_a_fia_call_gives_what_running_every_block_gives(monkeypatch, record):
     assert any(m.instances for m in made), "no launch had a whole-program prepass"
     _memos(monkeypatch, False)
     plain = fia_cost(q, k, k.copy(), target="Ascend910B1", record=record, **GQA["kw"])
+    assert_same(fast, plain)
+
+
+@each_call
+@pytest.mark.parametrize("record", ["none", "critical"])
+def test_group_steps_keyed_on_the_blocks_key_give_what_the_loops_prepass_gives(monkeypatch, call, record):
+    """A block that is run takes its group steps' inputs from its whole-program key (``group_memo.StepInputs``)
+    instead of running each group loop's prepass; the estimate is bit for bit the one the loops' own prepasses
+    give, and every iteration a program holds is found in the key in order (none lost)."""
+    qs, ks, kdt = call["args"]
+    q, k = np.zeros(qs, np.float16), np.zeros(ks, kdt)
+    taken: list = []
+    real_take = group_memo.StepInputs.take
+
+    def take(self, name, off):
+        got = real_take(self, name, off)
+        taken.append(got is not None)
+        return got
+
+    with monkeypatch.context() as m:
+        m.setattr(group_memo.StepInputs, "take", take)
+        fast = fia_cost(q, k, k.copy(), target="Ascend910B1", record=record, **call["kw"])
+    assert taken and all(taken), "no group step took its inputs from the block's key, or one was lost"
+    monkeypatch.setattr(block_memo, "StepInputs", lambda key, marks: None)     # every step keyed by its prepass
+    plain = fia_cost(q, k, k.copy(), target="Ascend910B1", record=record, **call["kw"])
     assert_same(fast, plain)

@@ -92,6 +92,13 @@ def test_the_measured_chips_are_in_the_platform_table():
     assert (b3.aic, b3.aiv, b3.clock_mhz) == (20, 40, 1800)
 
 
+def test_a_cost_entry_read_twice_is_its_tables_value():
+    """An entry's value is kept as an attribute once read: the same value as the table's entry, every time."""
+    table = cost_table("dav_c220")
+    want = table.entries["scalar_op_cycles"].value
+    assert table.scalar_op_cycles == want and table.scalar_op_cycles == want
+
+
 def test_a_missing_cost_entry_is_an_error_naming_it():
     with pytest.raises(AttributeError, match="no entry 'no_such_rate'"):
         cost_table("dav_c220").no_such_rate
@@ -146,6 +153,69 @@ def test_replayed_loops_time_exactly_as_interpreted_ones():
     full = fia_cost(q, k, v, target=spec.target, record="all", **kw)
     for a, b in zip(fast.launches, full.launches):
         assert a.block_cycles == pytest.approx(b.block_cycles, rel=1e-9)
+
+
+def test_a_timed_block_leaves_no_reference_cycle(monkeypatch):
+    """The functions interpreting a program name each other (a cycle) and hold its clock, value table and the
+    launch's memos: they are unlinked when the program ends, so reference counting frees all of it when the launch
+    is timed, with the cyclic collector paused as ``estimate`` pauses it."""
+    import gc
+    import weakref
+
+    import cvtile.sim.cost.schedule as schedule
+
+    made: list = []
+
+    class Tracked(schedule.CoreClock):
+        def __init__(self, *a):
+            super().__init__(*a)
+            made.append(weakref.ref(self))
+
+    monkeypatch.setattr(schedule, "CoreClock", Tracked)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        _matmul(grid=2)
+        alive = [r for r in made if r() is not None]
+    finally:
+        if was:
+            gc.enable()
+    assert made and not alive
+
+
+@pytest.mark.parametrize("record", ["none", "critical"])
+def test_a_dropped_report_leaves_no_cyclic_garbage(record):
+    """Nothing an estimate makes is a reference cycle (the interpreters' and the prepass builders' functions, the
+    generated functions and their globals, the launch's steps): a report, once dropped, is freed by reference
+    counting, nothing left for a collection of the whole heap. (A replayed step's chunks and spans, made while a
+    critical block's spans are recorded, do name each other; this call replays none there.)"""
+    import gc
+
+    from .test_group_memo import GQA
+
+    qs, ks, kdt = GQA["args"]
+    k = np.zeros(ks, kdt)
+
+    def call():
+        return fia_cost(np.zeros(qs, np.float16), k, k.copy(), target="Ascend910B1", record=record, **GQA["kw"])
+
+    call()                      # the kernels compiled (their caches live on)
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        rep = call()
+        assert rep.estimated_us > 0
+        del rep
+        gc.collect()
+        left = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
+    assert not left
 
 
 def test_a_dropped_flag_is_a_deadlock_the_model_reports():
