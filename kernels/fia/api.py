@@ -19,7 +19,9 @@ host and then runs the simulated kernels:
 2. the tiling mirror (``tile_fia``) runs op_host's checkers (bad input raises
    ``ParamError`` with the aclnn status), route, block sizes, core split and
    flash-decode plan; an accepted call's tiling is memoised by its whole parameter record (``tiling_memo``),
-   so a repeated call signature is checked and tiled once;
+   so a repeated call signature is checked and tiled once; a repeated plain call (numpy arrays, no input the
+   checks read or rewrite: ``tiling_memo.call_signature``) skips the record and the API's checks as well, and
+   its launch plan keeps its band, task tables and kernel specialisation (``launch.run_fia``'s ``plan_key``);
 3. features the simulated kernels do not model raise
    ``UnsupportedParameterError`` naming the parameter — nothing is ignored;
 4. ``run_fia`` launches the DSL kernels on that tiling.
