@@ -72,7 +72,7 @@ from ...dsl.errors import BudgetError
 from .launch import run_fia as _launch_fia
 from .kv_list import check_list_lengths, check_tensor_lists, first_tensor, kv_arrays, total_size
 from .nz_cache import check_nz_call
-from .tiling_memo import call_signature, keep_call, lookup_call, memo_tile_fia, tiling_copy
+from .tiling_memo import STATS as memo_stats, call_signature, keep_call, lookup_call, memo_tile_fia, tiling_copy
 from .tree import check_rope_call, check_tree_call, join_rope_call
 from .fullquant import fullquant_call, is_fullquant
 from .fullquant_gqa import FP8_GQA_TEMPLATE, fullquant_gqa_call
@@ -338,8 +338,10 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
 
     A plain call (numpy arrays, no input the checks read or rewrite: ``tiling_memo.call_signature``) seen before
     is answered from the call memo: its parameter record, checks and tiling depend only on that signature, so
-    they are not run again. ``with_signature``: return ``(arrays, tiling, signature)``, the signature None for
-    a call the memo does not answer (``simulate_fia`` keys the call's launch plan on it).
+    they are not run again. A signature is kept the second time it comes (when the tiling memo answers its
+    record), so a call whose signature never recurs pays only for describing it and one lookup.
+    ``with_signature``: return ``(arrays, tiling, signature)``, the signature None for a call the memo does not
+    answer or keep (``simulate_fia`` keys the call's launch plan on it).
 
     Raises ``ParamError`` (the operator rejects the call) or ``UnsupportedParameterError``
     (the simulator does not model a requested feature)."""
@@ -356,7 +358,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         tiling = lookup_call(sig)
         if tiling is not None:
             return (arrays, tiling, sig) if with_signature else (arrays, tiling)
-        given = dict(arrays)
+        given, hits = dict(arrays), memo_stats["hits"]
+    planned = None
     q = arrays["query"]
     metas = {name: arrays.get(name) for name in ("query", "key", "value", *optional)}
     _int4_cache(arrays, metas)
@@ -376,7 +379,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     params = FiaParams.from_api(metas, attrs)
     try:
         tiling = memo_tile_fia(params, target, overrides)
-        planned = tiling_copy(tiling) if sig is not None else None
+        if sig is not None and memo_stats["hits"] > hits:   # a signature seen before: kept if the checks pass
+            planned = tiling_copy(tiling)
         layout_error = shape_error
     except ParamError as err:
         if err.param not in ("attention_out", "softmax_lse"):
@@ -441,7 +445,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     if not mla_quant:
         join_rope_call(arrays, attrs)   # the split rope (and with it the tree mask): fia.tree
     check_tree_call(arrays, attrs, tiling)
-    if sig is not None and arrays.keys() == given.keys() and all(arrays[n] is x for n, x in given.items()) \
+    if planned is not None and arrays.keys() == given.keys() and all(arrays[n] is x for n, x in given.items()) \
             and tiling == planned:   # the checks rewrote nothing: the call memo may answer it
         keep_call(sig, tiling)
     else:

@@ -42,10 +42,11 @@ returned; ``keep_call`` stores one. A call is described (and so can be answered)
   read or rewritten by ``prepare_fia``'s checks or by the launch), no V2 dtype override, no plan-search
   override, and its sparse_mode is not 9 (the tree mask's values are checked);
 
-and ``prepare_fia`` keeps it only when its checks left the call's arrays as they were (the same objects under
-the same names) and its tiling unchanged. A call hit counts in ``STATS`` as a tiling memo hit (a tiling served
-from memory); a call miss is counted by the tiling memo's lookup that follows it. ``clear()`` empties both
-memos; each keeps ``SIZE`` entries.
+and ``prepare_fia`` keeps it only the second time the signature comes (the tiling memo answered its record: a
+signature that never recurs, such as a decode step's growing KV length, costs no copies), and only when its checks
+left the call's arrays as they were (the same objects under the same names) and its tiling unchanged. A call hit
+counts in ``STATS`` as a tiling memo hit (a tiling served from memory); a call miss is counted by the tiling memo's
+lookup that follows it. ``clear()`` empties both memos; each keeps ``SIZE`` entries.
 """
 
 from __future__ import annotations
