@@ -10,11 +10,15 @@ total):
 binding                       ``check_binding``: torch_npu's binding type checks and the attributes normalised
 op_host checks                ``tiling.verdict.check_fia`` (parse, checkers, route); 0 on a memo hit
 tiling                        the rest of ``tile_fia`` (block sizes, core split, flash-decode plan); 0 on a hit
-tiling memo                   ``fia.tiling_memo``: the key, the lookup and the caller's copy
-parameter record              the rest of ``prepare_fia``: arrays, metadata, ``FiaParams``, the API's own checks
+tiling memo                   ``fia.tiling_memo``: the key, the lookup and the caller's copy; 0 on a call memo
+                              hit (a repeated plain call: ``tiling_memo.call_signature``)
+parameter record              the rest of ``prepare_fia``: arrays, metadata, ``FiaParams``, the API's own checks;
+                              on a call memo hit the call's signature, the lookup and the caller's copy
 host launch prep              ``launch.run_fia`` outside the kernel launches: layouts, task tables, masks, the
-                              output and workspaces (zero-filled), the kernels' constexprs
-DSL specialise                ``JITFunction._specialise``: binding the kernel's arguments, the key, the lookup
+                              output and workspaces (zero-filled), the kernels' constexprs; a plain call's
+                              launch plan holds its band and task tables
+DSL specialise                ``JITFunction._specialise``: binding the kernel's arguments, the key, the lookup; 0
+                              when the call's launch plan holds the attention kernel's specialisation
 argument conversion           ``NumbaRunner.convert``: storage views (16-bit floats as uint16), shape arguments
 launch                        the rest of ``NumbaRunner.launch``: the compile check, the BLAS one-thread limit,
                               the thread pool, the error record and its decoding, write-back

@@ -236,6 +236,12 @@ class JITFunction:
         compiled, runtime = self._specialise(args, kwargs)
         return compiled.cost(grid, runtime)
 
+    def specialise(self, args, kwargs) -> tuple:
+        """``(CompiledKernel, runtime arguments)`` of the launch ``kernel[grid](*args, **kwargs)``: the launcher
+        runs ``compiled.launch(grid, runtime)``. For a caller that keeps the specialisation of a launch whose
+        constexprs and argument types it knows will recur."""
+        return self._specialise(args, kwargs)
+
     def compile(self, *args, **kwargs) -> CompiledKernel:
         """Compile (or fetch from the cache) the specialisation for these arguments."""
         return self._specialise(args, kwargs)[0]

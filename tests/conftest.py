@@ -1,8 +1,8 @@
 """Shared pytest fixtures and hooks: where the external corpora live, how tests are spread, and a timeline.
 
-Each test starts with an empty FIA tiling memo (``kernels/fia/tiling_memo``): a memo left by an earlier test
-in the same worker would hand a test that patches a planner the unpatched plan, and tests must not depend on
-the order they run in.
+Each test starts with an empty FIA tiling memo, call memo and launch plans (``kernels/fia/tiling_memo``): a
+memo left by an earlier test in the same worker would hand a test that patches a planner or a check the
+unpatched plan, and tests must not depend on the order they run in.
 
 The acceptance corpora (the upstream ops-transformer test cases as data) sit in
 ``../shared/cases`` beside the project checkout, or wherever ``CVTILE_CASES``

@@ -19,7 +19,9 @@ host and then runs the simulated kernels:
 2. the tiling mirror (``tile_fia``) runs op_host's checkers (bad input raises
    ``ParamError`` with the aclnn status), route, block sizes, core split and
    flash-decode plan; an accepted call's tiling is memoised by its whole parameter record (``tiling_memo``),
-   so a repeated call signature is checked and tiled once;
+   so a repeated call signature is checked and tiled once; a repeated plain call (numpy arrays, no input the
+   checks read or rewrite: ``tiling_memo.call_signature``) skips the record and the API's checks as well, and
+   its launch plan keeps its band, task tables and kernel specialisation (``launch.run_fia``'s ``plan_key``);
 3. features the simulated kernels do not model raise
    ``UnsupportedParameterError`` naming the parameter — nothing is ignored;
 4. ``run_fia`` launches the DSL kernels on that tiling.
@@ -70,7 +72,7 @@ from ...dsl.errors import BudgetError
 from .launch import run_fia as _launch_fia
 from .kv_list import check_list_lengths, check_tensor_lists, first_tensor, kv_arrays, total_size
 from .nz_cache import check_nz_call
-from .tiling_memo import memo_tile_fia
+from .tiling_memo import STATS as memo_stats, call_signature, keep_call, lookup_call, memo_tile_fia, tiling_copy
 from .tree import check_rope_call, check_tree_call, join_rope_call
 from .fullquant import fullquant_call, is_fullquant
 from .fullquant_gqa import FP8_GQA_TEMPLATE, fullquant_gqa_call
@@ -235,7 +237,8 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     (``prepare_fia``)."""
     torch_out = any(_is_torch(x) for x in (query, key, value))
     attrs = check_binding(query, key, value, optional, attrs)
-    arrays, tiling = prepare_fia(query, key, value, optional, attrs, target, overrides, dtypes, binding_checked=True)
+    arrays, tiling, sig = prepare_fia(query, key, value, optional, attrs, target, overrides, dtypes,
+                                      binding_checked=True, with_signature=True)
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
@@ -259,7 +262,8 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
                               antiquant=arrays.get("_antiquant"), inner_precise=attrs["inner_precise"], order=order,
                               fullquant=arrays.get("_fullquant"), fullquant_gqa=arrays.get("_fullquant_gqa"),
                               fullquant_mx=arrays.get("_fullquant_mx"),
-                              out_dtype=_given_out_dtype(arrays))
+                              out_dtype=_given_out_dtype(arrays),
+                              plan_key=(sig, order) if sig is not None and hooks is None else None)
     if lse is None:
         lse = np.empty((0,), dtype=np.float32)
     if torch_out:
@@ -322,7 +326,7 @@ def run_call(query, key, value, **kwargs):
 
 
 def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, overrides: dict | None = None,
-                dtypes: dict | None = None, *, binding_checked: bool = False):
+                dtypes: dict | None = None, *, binding_checked: bool = False, with_signature: bool = False):
     """Check the call as the operator would and plan it: returns (numpy arrays by name, FiaTiling). A KV-antiquant
     call's arrays also hold its ``AntiquantSpec`` under ``"_antiquant"``, a full-quant call its
     ``FullQuantSpec`` under ``"_fullquant"``. ``dtypes``: dtype overrides by tensor name, what torch_npu's V2
@@ -331,6 +335,13 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
 
     ``binding_checked``: the caller has just run ``check_binding`` on these very arguments and ``attrs`` is
     what it returned (``simulate_fia``); the binding's checks are then not run a second time.
+
+    A plain call (numpy arrays, no input the checks read or rewrite: ``tiling_memo.call_signature``) seen before
+    is answered from the call memo: its parameter record, checks and tiling depend only on that signature, so
+    they are not run again. A signature is kept the second time it comes (when the tiling memo answers its
+    record), so a call whose signature never recurs pays only for describing it and one lookup.
+    ``with_signature``: return ``(arrays, tiling, signature)``, the signature None for a call the memo does not
+    answer or keep (``simulate_fia`` keys the call's launch plan on it).
 
     Raises ``ParamError`` (the operator rejects the call) or ``UnsupportedParameterError``
     (the simulator does not model a requested feature)."""
@@ -342,6 +353,13 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         if x is None:
             continue
         arrays[name] = x if isinstance(x, (list, tuple)) else to_numpy(x)
+    sig = call_signature(query, key, value, optional, attrs, target, overrides, dtypes)
+    if sig is not None:   # a plain call seen before: its record, checks and tiling are what they were then
+        tiling = lookup_call(sig)
+        if tiling is not None:
+            return (arrays, tiling, sig) if with_signature else (arrays, tiling)
+        given, hits = dict(arrays), memo_stats["hits"]
+    planned = None
     q = arrays["query"]
     metas = {name: arrays.get(name) for name in ("query", "key", "value", *optional)}
     _int4_cache(arrays, metas)
@@ -361,6 +379,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     params = FiaParams.from_api(metas, attrs)
     try:
         tiling = memo_tile_fia(params, target, overrides)
+        if sig is not None and memo_stats["hits"] > hits:   # a signature seen before: kept if the checks pass
+            planned = tiling_copy(tiling)
         layout_error = shape_error
     except ParamError as err:
         if err.param not in ("attention_out", "softmax_lse"):
@@ -425,7 +445,12 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     if not mla_quant:
         join_rope_call(arrays, attrs)   # the split rope (and with it the tree mask): fia.tree
     check_tree_call(arrays, attrs, tiling)
-    return arrays, tiling
+    if planned is not None and arrays.keys() == given.keys() and all(arrays[n] is x for n, x in given.items()) \
+            and tiling == planned:   # the checks rewrote nothing: the call memo may answer it
+        keep_call(sig, tiling)
+    else:
+        sig = None
+    return (arrays, tiling, sig) if with_signature else (arrays, tiling)
 
 
 def _check_query_quant(arrays: dict, attrs: dict, tiling) -> None:

@@ -60,6 +60,7 @@ from .mla_quant import MlaQuantSpec
 from .kv_list import check_list_launch, list_arena, total_size
 from .prefix_fd import prefix_fd_tiling
 from .row_passes import TASK_COLUMNS, launch_in_row_passes, split_row_passes
+from .tiling_memo import launch_plan
 
 __all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "msd_digit_count", "msd_constants"]
 _BAND_CLAMP = 1 << 30
@@ -97,8 +98,15 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             pse_shift=None, learnable_sink=None, block_table=None, query_padding_size=None, kv_padding_size=None,
             hooks=None, quant_scale2=None, quant_offset2=None, key_shared_prefix=None, value_shared_prefix=None,
             shared_prefix_len: int = 0, antiquant=None, inner_precise: int = 0, serial: bool = False,
-            order: str = "program", fullquant=None, fullquant_gqa=None, fullquant_mx=None):
+            order: str = "program", fullquant=None, fullquant_gqa=None, fullquant_mx=None, plan_key=None):
     """Run the simulated kernels; returns (attention_out, softmax_lse or None, FiaRun).
+
+    ``plan_key``: a hashable key that determines the tiling and every argument of this call but the contents of
+    its arrays (``simulate_fia`` passes its call memo signature and the order for a plain call). The call's
+    band, task tables and the attention kernel's specialisation are then kept per key (``tiling_memo.launch_plan``)
+    and reused by the next call with that key: only its arrays, output and workspaces are new. It is ignored
+    for a call with a paged cache, a tensor list, a shared prefix, left padding, hooks or a quantised path, whose
+    host data the key need not determine.
 
     ``quant_scale2`` / ``quant_offset2``: post-quant to an int8 output, one value each (per tensor) or one per
     output channel (N1 * DV values, in (N1, DV) order). ``key/value_shared_prefix``: the system prefix in the
@@ -125,6 +133,10 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     call runs ``fia_fullquant_mx`` on the spec's fp32 tensors (FP8 values times their E8M0 group scales), its
     output ``out_dtype``."""
     lay = parse_layout(input_layout)
+    plain = (block_table is None and not isinstance(key, (list, tuple)) and key_shared_prefix is None
+             and query_padding_size is None and kv_padding_size is None and hooks is None and antiquant is None
+             and fullquant is None and fullquant_gqa is None and fullquant_mx is None)
+    plan = launch_plan(plan_key) if plan_key is not None and plain else None
     n1, n2 = num_heads, (num_key_value_heads or num_heads)
     g = n1 // n2
     q = _as_heads(query, lay.qkv, n1)
@@ -220,7 +232,6 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         raise UnsupportedParameterError("atten_mask", atten_mask, f"{exc} (sparse_mode {sparse_mode}, "
                                         f"{'decode' if decode else 'prefill'}): this mask reading is not "
                                         "simulated") from None
-    band, pre, nxt = _band(engine, qlen, kvlen, pre_tokens, next_tokens)
     use_mask = "tree" if engine.mode == "tree" else engine.mode in ("full", "default")   # the kernel's MASK
     mask = np.ascontiguousarray(engine.tree if use_mask == "tree" else engine.user) if use_mask else \
         np.zeros((1, 1, 1), np.uint8)
@@ -229,29 +240,12 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     if use_mask == "tree" and antiquant is not None:
         raise UnsupportedParameterError("sparse_mode", 9, "the tree mask with KV antiquant is not simulated")
 
-    # task tables (a batch the chip skips, or whose KV left-padding block overflows, computes nothing: its rows
-    # keep the zero output and the initial lse)
-    def computed(t) -> bool:
-        return not skip[t.b] and (kvlen[t.b] > 0 or t.s2_lo >= t.s2_hi)
-
-    cores = [tuple(t for t in c.tasks if computed(t)) for c in tiling.cores]
-    rows = [t for c in cores for t in c]
-    ptr = np.zeros(len(cores) + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum([len(c) for c in cores])
-    slots = {i: ft.workspace_slot for i, ft in enumerate(tiling.fd_tasks)}
-    tasks = np.zeros((max(1, len(rows)), TASK_COLUMNS), dtype=np.int64)
-    for i, t in enumerate(rows):
-        slot = slots[t.fd_task] + t.fd_piece if t.fd_task >= 0 else -1
-        hi = -(-int(kvlen[t.b]) // tiling.s2_base) if prefix and tiling.route == "ifa" and t.kv_start < 0 \
-            else t.s2_hi
-        # the blocks' first KV position, the end they stop at (a legacy IFA FD part starts anywhere) and size
-        span = (t.kv_start, t.kv_end) if t.kv_start >= 0 else (0, int(kvlen[t.b]))
-        tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, hi, slot, *span, steps.get(t, tiling.s2_base), 0)
-    if band:
-        _check_band_rows_covered(rows, tiling, qlen, kvlen, pre, nxt, g, sparse_mode)
-    m_cap = m_capacity(tiling, rows)
-    hook_args, block_map, tasks, ptr, height = _hook_arguments(hooks, rows, tasks, ptr, tiling, qlen, kvlen, g,
-                                                               m_cap)
+    tables = plan.get("tables") if plan is not None else None
+    if tables is None:
+        band, pre, nxt = _band(engine, qlen, kvlen, pre_tokens, next_tokens)
+        tables = (band, pre, nxt, *_task_tables(tiling, qlen, kvlen, skip, prefix, steps, band, pre, nxt, g,
+                                                 sparse_mode, hooks))
+    band, pre, nxt, cores, rows, ptr, tasks, m_cap, hook_args, block_map, height = tables
     nslots = sum(ft.splits for ft in tiling.fd_tasks)
     ws_o = np.zeros((max(1, nslots), m_cap, dv), np.float32)
     ws_ml = np.zeros((max(1, nslots), 2, m_cap), np.float32)
@@ -358,17 +352,25 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         def attend(tab, tab_ptr, height):
             gm_acc = gm_accumulator(plat, height, dv)
             ws_acc = np.zeros((ncores, height, dv) if gm_acc else (1, 1, 1), np.float32)
-            fia_attention.on(plat)[ncores](
-                q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, ws_acc, tab, tab_ptr, qlen, kvlen, qoff,
-                kvoff,
-                pre, nxt, *hook_args["tensors"], qs2, qo2, kp, vp, int(shared_prefix_len) if prefix else 0,
-                np.float32(scale), CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
+            args = (q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, ws_acc, tab, tab_ptr, qlen, kvlen, qoff,
+                    kvoff, pre, nxt, *hook_args["tensors"], qs2, qo2, kp, vp, int(shared_prefix_len) if prefix else 0,
+                    np.float32(scale))
+            compiled = plan.get(("attention", height)) if plan is not None else None
+            if compiled is not None:   # this plan's specialisation: the same constexprs and argument types
+                return compiled.launch(ncores, [a for a in args if a is not None], serial=serial, order=order)
+            kernel = fia_attention.on(plat)
+            kernel[ncores]   # the grid's checks
+            compiled, runtime = kernel.specialise(args, dict(
+                CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out),
                 ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=height, PSE=pse_shift is not None,
                 PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, SINK=learnable_sink is not None,
                 S2=s2_tile, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
                 FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), **hook_args["consts"],
                 **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}),
-                **({"GM_ACC": True} if gm_acc else {}), serial=serial, order=order)
+                **({"GM_ACC": True} if gm_acc else {})))
+            compiled.launch(ncores, runtime, serial=serial, order=order)
+            if plan is not None and _reusable(compiled, order, args, runtime):
+                plan[("attention", height)] = compiled
         launch_in_row_passes(attend, tasks, ptr, height)
     nvec = 0
     if tiling.fd_tasks:
@@ -385,8 +387,54 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                              R=r_cap, DV=dv, LSE=bool(softmax_lse_flag), SINK=learnable_sink is not None,
                              EMPTY_LSE=float(empty_lse), **_post_quant_consts(postq, quant_offset2),
                              serial=serial, order=order)
+    if plan is not None and any(isinstance(tag, tuple) for tag in plan):   # its launches could reuse the tables
+        plan["tables"] = tables
     run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks), block_map)
     return out, (lse if softmax_lse_flag else None), run
+
+
+#: the kernel parameters ``run_fia`` hands from a launch plan's tables to every call with its key (none of them
+#: may be one the kernel stores into)
+_PLAN_TABLES = frozenset(("tasks", "task_ptr", "pre", "nxt"))
+
+
+def _reusable(compiled, order: str, args: tuple, runtime: list) -> bool:
+    """Whether a launch plan may keep ``compiled`` (the attention kernel's specialisation of ``args``) and launch
+    it with ``args`` of a later call directly: its runtime arguments are ``args`` without the Nones, in order,
+    and it stores into none of the plan's shared tables."""
+    return (len(runtime) == sum(a is not None for a in args)
+            and all(x is y for x, y in zip(runtime, (a for a in args if a is not None)))
+            and _PLAN_TABLES.isdisjoint(compiled.runner("numba", order).stored_params))
+
+
+def _task_tables(tiling: FiaTiling, qlen, kvlen, skip, prefix: bool, steps: dict, band: bool, pre, nxt, g: int,
+                 sparse_mode, hooks) -> tuple:
+    """``(cores, rows, ptr, tasks, m_cap, hook_args, block_map, height)``: each core's computed row tasks, the
+    task table the kernels read and its per-core pointers, the tile rows, the hooks' arguments (``_hook_arguments``)
+    and the row height of the launch. A batch the chip skips, or whose KV left-padding block overflows, computes
+    nothing: its rows keep the zero output and the initial lse."""
+    def computed(t) -> bool:
+        return not skip[t.b] and (kvlen[t.b] > 0 or t.s2_lo >= t.s2_hi)
+
+    cores = [tuple(t for t in c.tasks if computed(t)) for c in tiling.cores]
+    rows = [t for c in cores for t in c]
+    ptr = np.zeros(len(cores) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(c) for c in cores])
+    slots = {i: ft.workspace_slot for i, ft in enumerate(tiling.fd_tasks)}
+    tasks = np.zeros((max(1, len(rows)), TASK_COLUMNS), dtype=np.int64)
+    for i, t in enumerate(rows):
+        slot = slots[t.fd_task] + t.fd_piece if t.fd_task >= 0 else -1
+        hi = -(-int(kvlen[t.b]) // tiling.s2_base) if prefix and tiling.route == "ifa" and t.kv_start < 0 \
+            else t.s2_hi
+        # the blocks' first KV position, the end they stop at (a legacy IFA FD part starts anywhere) and size
+        span = (t.kv_start, t.kv_end) if t.kv_start >= 0 else (0, int(kvlen[t.b]))
+        tasks[i] = (t.b, t.n2, t.m_start, t.m_rows, t.s2_lo, hi, slot, *span, steps.get(t, tiling.s2_base), 0)
+    if band:
+        _check_band_rows_covered(rows, tiling, qlen, kvlen, pre, nxt, g, sparse_mode)
+    m_cap = m_capacity(tiling, rows)
+    hook_args, block_map, tasks, ptr, height = _hook_arguments(hooks, rows, tasks, ptr, tiling, qlen, kvlen, g,
+                                                               m_cap)
+    return cores, rows, ptr, tasks, m_cap, hook_args, block_map, height
 
 
 def kernel_platform(tiling: FiaTiling):

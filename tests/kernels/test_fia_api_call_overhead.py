@@ -2,8 +2,10 @@
 
 ``tiling_memo`` keeps ``tile_fia``'s answer per whole parameter record: a repeated call signature is checked
 and tiled once, a call that differs in anything the tiling reads is tiled afresh, a rejected call is never
-kept, and every caller gets a tiling of its own. The dtype-name memos answer by the dtype object's identity.
-No test here times anything.
+kept, and every caller gets a tiling of its own. The call memo answers a repeated plain call (its signature:
+``call_signature``) without building the record or running the checks, and ``run_fia``'s launch plans keep a
+plain call's tables and kernel specialisation; a call that differs after a hit is answered afresh. The
+dtype-name memos answer by the dtype object's identity. No test here times anything.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pytest
 import cvtile
 from cvtile import ParamError
 from cvtile.kernels.fia import tiling_memo
-from cvtile.kernels.fia.api import plan_call
+from cvtile.kernels.fia.api import _V1_TENSORS, plan_call
 from cvtile.kernels.golden import dtypes as golden_dtypes, mask_template
 from cvtile.tiling.fia import tile_fia
 from cvtile.tiling.params import FiaParams, TensorMeta, canonical_dtype
@@ -237,3 +239,109 @@ def test_the_binding_is_still_checked_once_whichever_way_the_call_comes_in(entry
         else:
             plan_call(**kw)
     assert err.value.param == "num_heads" and err.value.checker == "binding"
+
+
+# --- the call memo (``tiling_memo.call_signature``) and the launch plans (``launch.run_fia``'s ``plan_key``) ---
+
+def _small(seed: int = 11, s1: int = 16, s2: int = 16):
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(-1, 1, (1, 1, s1, 64)).astype(np.float16), rng.uniform(-1, 1, (1, 1, s2, 64)).astype(np.float16),
+            rng.uniform(-1, 1, (1, 1, s2, 64)).astype(np.float16))
+
+
+def _bits(res) -> list:
+    return [np.ascontiguousarray(a).view(np.uint8).tobytes() for a in res]
+
+
+_MASK = np.random.default_rng(12).random((2, 1, 16, 16)) < 0.3
+#: call sequences whose later calls reuse the first's call memo entry and launch plan, or differ from it only in
+#: what neither holds (a mask's values) or in what their keys hold (the host lists' values)
+AFTER_A_HIT = {
+    "mask_values": [dict(atten_mask=_MASK[0:1]), dict(atten_mask=_MASK[0:1]), dict(atten_mask=_MASK[1:2])],
+    "actual_seq_lengths_kv": [dict(actual_seq_lengths_kv=[16]), dict(actual_seq_lengths_kv=[16]),
+                              dict(actual_seq_lengths_kv=[9])],
+    "causal_lengths": [dict(sparse_mode=3, atten_mask=mask_template(), actual_seq_lengths=[16]),
+                       dict(sparse_mode=3, atten_mask=mask_template(), actual_seq_lengths=[16]),
+                       dict(sparse_mode=3, atten_mask=mask_template(), actual_seq_lengths=[5])],
+}
+
+
+@pytest.mark.parametrize("name", list(AFTER_A_HIT))
+def test_a_call_changed_after_a_memo_hit_computes_what_a_fresh_one_does(memo, name):
+    """The risk: a call memo entry or launch plan (tables, band, kernel specialisation) kept by one call answers a
+    later call it does not fit. A repeated call is answered from both; a call differing in a mask's values (which
+    neither keeps) or in its actual lengths (which both key on) gives bitwise what it gives with the memos empty."""
+    q, k, v = _small()
+    kw = dict(num_heads=1, input_layout="BNSD", scale=0.125, softmax_lse_flag=True)
+    warm = [_bits(cvtile.npu_fused_infer_attention_score(q, k, v, **kw, **c)) for c in AFTER_A_HIT[name]]
+    assert memo.STATS["hits"] >= 1 and any("tables" in plan for plan in memo._PLANS.values())
+    for c, got in zip(AFTER_A_HIT[name], warm):
+        memo.clear()
+        assert got == _bits(cvtile.npu_fused_infer_attention_score(q, k, v, **kw, **c))
+
+
+def test_a_launch_plan_shares_only_tables_its_kernel_never_stores_into(memo):
+    """The risk: a launch plan hands its task table, row pointers and band to every call with its key; a kernel
+    that stored into one would change the next call's. The plan keeps a specialisation only when its runtime
+    arguments are the call's and it stores into none of them (``_reusable``); FIA's attention kernel stores only
+    into the output, lse and workspaces."""
+    from cvtile.kernels.fia.launch import _PLAN_TABLES
+
+    q, k, v = _small()
+    for _ in range(2):
+        cvtile.npu_fused_infer_attention_score(q, k, v, num_heads=1, input_layout="BNSD", scale=0.125,
+                                               softmax_lse_flag=True)
+    (plan,) = memo._PLANS.values()
+    kept = [c for tag, c in plan.items() if isinstance(tag, tuple)]
+    assert kept and "tables" in plan
+    for compiled in kept:
+        stored = compiled.runner("numba", "program").stored_params
+        assert "out" in stored and _PLAN_TABLES.isdisjoint(stored)
+
+
+def _signature(**over):
+    kw = _call(**over)
+    q, k, v = kw.pop("query"), kw.pop("key"), kw.pop("value")
+    optional = {name: kw.pop(name) for name in list(kw) if name in _V1_TENSORS}
+    attrs = {"sparse_mode": 0, **kw}
+    return tiling_memo.call_signature(q, k, v, optional, attrs, "Ascend910B1")
+
+
+def test_the_call_memo_describes_only_calls_whose_checks_read_no_tensor_contents():
+    """The risk: a call answered from memory whose checks or launch read something the signature leaves out.
+    Tensor lists, torch tensors, inputs outside ``CALL_INPUTS`` (a quant scale, a block table, padding sizes),
+    the tree mask, dtype and plan-search overrides are not described; what is described differs whenever a
+    host list's values, a mask's shape or an array's strides do."""
+    z = np.zeros((2, 2, 512, 64), np.float16)
+    assert _signature() is not None
+    for over in (dict(key=[z[:1], z[1:]], value=[z[:1], z[1:]]), dict(pse_shift=np.zeros((2, 8, 64, 512), np.float16)),
+                 dict(block_table=np.zeros((2, 4), np.int32)), dict(query_padding_size=np.array([1])),
+                 dict(sparse_mode=9, atten_mask=np.zeros((2, 64, 64), np.bool_))):
+        assert _signature(**over) is None, over
+    assert tiling_memo.call_signature(*(_call()[n] for n in ("query", "key", "value")), {}, {}, "Ascend910B1",
+                                      dtypes={"key": "hifloat8"}) is None
+    assert tiling_memo.call_signature(*(_call()[n] for n in ("query", "key", "value")), {}, {}, "Ascend910B1",
+                                      overrides={"cores": 4}) is None
+    seen = {_signature(actual_seq_lengths_kv=[512, 100]), _signature(actual_seq_lengths_kv=[512, 101]),
+            _signature(actual_seq_lengths_kv=np.array([512, 100])), _signature(atten_mask=np.zeros((64, 512), bool)),
+            _signature(atten_mask=np.zeros((1, 64, 512), bool)), _signature(query=np.zeros((2, 8, 64, 128), np.float16)[..., ::2]),
+            _signature()}
+    assert len(seen) == 7
+
+
+def test_a_call_whose_checks_rewrite_its_arrays_is_never_answered_from_memory(memo, monkeypatch):
+    """The risk: the call memo hands back the arrays as given where ``prepare_fia``'s checks would have replaced
+    one (an int4 cache unpacked, a rope joined). Such a call is checked every time."""
+    from cvtile.kernels.fia import api
+
+    real, runs = api.join_rope_call, []
+
+    def rewriting(arrays, attrs):
+        runs.append(1)
+        arrays["query"] = arrays["query"].copy()
+        return real(arrays, attrs)
+
+    monkeypatch.setattr(api, "join_rope_call", rewriting)
+    for _ in range(2):
+        plan_call(**_call())
+    assert len(runs) == 2 and not memo._CALLS
