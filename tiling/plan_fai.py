@@ -182,9 +182,13 @@ def plan_fai(d: Draft, plat: Platform) -> None:
     cores = _fai_cores(d, plat)
     q, kv = lens
     d.q_lens, d.kv_lens = q, kv
+    negative = [f"{side} of batch {b} is {n}" for side, lst in (("query", q), ("KV", kv)) for b, n in enumerate(lst)
+                if n < 0]
     d.decide("seq_lengths", {"q": list(q), "kv": list(kv)},
              "per batch: query list de-cumulated (TND), KV list " +
-             ("taken per batch (paged cache)" if v.paged else "de-cumulated"))
+             ("taken per batch (paged cache)" if v.paged else "de-cumulated") +
+             (f"; the cumulative lengths decrease ({', '.join(negative)}): this route does not check it and its "
+              "tiling takes the difference as uint32; the API refuses the call (161002)" if negative else ""))
     mask_type, mwhy = fai_mask_type(v, q, kv)
     d.decide("mask_type", MASK_NAMES[mask_type], mwhy + " (SetMaskTypeForFAI)")
     fd, fd_why, dec, dec_why = fai_flags(v, q, kv, mask_type, cores)

@@ -74,3 +74,13 @@ def test_value_head_dim_0_is_refused(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["tiling", "--value-head-dim", "0"])
     assert exc.value.code == 2 and "--value-head-dim: 0 is not positive" in capsys.readouterr().err
+
+
+def test_tiling_says_when_tnd_cumulative_lengths_decrease(capsys):
+    """``cvtile tiling --layout TND --actual-q 5 3`` showed batch 1 with query length -2 without a word: the
+    split-fuse route plans it as op_host does (it does not check), and the decision now says so, and that the
+    API refuses the call."""
+    assert run_tiling(parse(["--layout", "TND", "--actual-q", "5", "3", "--actual-kv", "10", "10"])) == 0
+    out = capsys.readouterr().out
+    assert "'q': [5, -2]" in out
+    assert "the cumulative lengths decrease (query of batch 1 is -2)" in out and "API refuses the call" in out
