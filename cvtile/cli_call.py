@@ -150,10 +150,11 @@ def build_call(args) -> tuple:
 
 def arrays_of_call(tensors: dict) -> dict:
     """numpy stand-ins for a call's tensor metadata: each data tensor a read-only zero-stride view of one zero of
-    its dtype (``np.broadcast_to``: no memory whatever its size; a hifloat8 tensor's as uint8 codes, which
+    its dtype (``host_memory.stand_in``: no memory whatever its size; a hifloat8 tensor's as uint8 codes, which
     ``dtype_overrides_of_call`` marks; an int4 cache packed 8 values per int32, as the API takes it), the
     2048x2048 mask template for a sparse-mode mask, a block table numbering the blocks in order; length lists pass
     through. The tiling and the cost model read only the shapes, dtypes and these small tensors' values."""
+    from .host_memory import stand_in
     from .kernels.golden import mask_template
 
     out = {}
@@ -166,8 +167,7 @@ def arrays_of_call(tensors: dict) -> dict:
         elif name == "atten_mask" and tuple(meta.shape) == (2048, 2048):
             out[name] = mask_template()
         elif name not in _OUTPUTS:
-            shape, dtype = _stand_in(meta)
-            out[name] = np.broadcast_to(np.zeros((), dtype), shape)
+            out[name] = stand_in(*_storage_of(meta))
     return out
 
 
@@ -175,7 +175,7 @@ def arrays_of_call(tensors: dict) -> dict:
 _OUTPUTS = ("attention_out", "softmax_lse")
 
 
-def _stand_in(meta) -> tuple:
+def _storage_of(meta) -> tuple:
     """The shape and numpy dtype of a tensor's stand-in: a hifloat8 tensor's as uint8 codes, an int4 one packed 8
     values per int32 along its last axis (``golden.int4``), any other in its own dtype."""
     from .kernels.golden.dtypes import numpy_dtype

@@ -2,9 +2,9 @@
 
 Model
 -----
-``cvtile run``, ``trace``, ``emit`` and ``cost`` build real numpy tensors of the shapes their options give
-(random draws for a run, zeros for the cost model). A shape op_host accepts can still be far larger than the
-host: ``cvtile run --kv-seqlen 100000000`` asks for a 3 TiB key. Such a command used to die in numpy with a
+``cvtile run``, ``trace`` and ``emit`` draw real numpy tensors of the shapes their options give (``cost`` and
+``tiling`` read no values: their inputs are ``stand_in`` views, ``cli_call.arrays_of_call``). A shape op_host
+accepts can still be far larger than the host: ``cvtile run --kv-seqlen 100000000`` asks for a 3 TiB key. Such a command used to die in numpy with a
 ``MemoryError`` traceback. ``check_fits`` compares what the tensors will take (plus the largest temporary the
 draw makes) with the memory the machine has available and raises ``HostMemoryError`` naming the largest tensor,
 its shape and size, the total and the limit. The callers ask op_host's checks first, on zero-stride stand-ins

@@ -148,10 +148,11 @@ def run_redline(path, *, max_gflop: float = DEFAULT_MAX_GFLOP, seed: int = 0, se
 
     records = []
     rows = load_redline(path)
-    if select is not None:
-        check_selected({str(s) for s in select}, {row["name"] for row in rows}, path)
+    wanted = None if select is None else {str(s) for s in select}
+    if wanted is not None:
+        check_selected(wanted, {row["name"] for row in rows}, path)
     for idx, row in enumerate(rows):
-        if select is not None and row["name"] not in {str(s) for s in select}:
+        if wanted is not None and row["name"] not in wanted:
             continue
         t0 = time.perf_counter()
         rec = CaseRecord(idx, row["name"], "error")

@@ -11,7 +11,8 @@ plain Python threads in parallel (numba's ``prange`` would compile the whole
 kernel a second time for its parallel region, doubling the cold compile).
 
 Tiles. Every tile value owns a flat buffer of its static capacity, allocated
-once at ``core`` entry; the value itself is a C-contiguous view of its valid
+by the module's ``alloc`` (plain Python: numpy makes the arrays, once per
+launcher thread) and passed to ``core``; the value itself is a C-contiguous view of its valid
 shape (``buf[:r*c].reshape(r, c)``), so operations cover exactly the valid
 elements and ``np.dot`` sees contiguous operands. A buffer is written only by
 the op that defines its value; SSA makes that safe inside loops, and

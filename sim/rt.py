@@ -12,7 +12,11 @@ The compiled (``cache=True``) helpers say ``_nrt=True``: generated kernels are
 compiled without numba's NRT (``codegen``), and a helper compiled from such a
 caller would otherwise inherit that flag and fail where it allocates.
 ``dot_into`` is numpy's ``np.dot(a, b, out)`` (BLAS), compiled once per
-machine rather than typed in every kernel.
+machine rather than typed in every kernel. The per-dtype variants (GM row
+readers and writers, skinny matmuls, the called one-argument functions) are
+one body each, compiled per dtype by ``_variant`` as plain functions with
+their converter bound as a global, so numba's cache keeps them across
+processes; their names carry the runtime's source stamp (``stamp``).
 
 ``fexp`` is the vector unit's exp: float32, a Cody-Waite range reduction and a
 degree-6 polynomial, within 1 ulp of the correctly rounded result over the
