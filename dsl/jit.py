@@ -49,7 +49,7 @@ from .passes import run_pipeline
 from .types import BOOL, F32, INDEX, TensorType, dtype_of
 
 __all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "register_backend", "backend", "ORDERS",
-           "record_launches", "LaunchRecord"]
+           "record_launches", "LaunchRecord", "launches_run", "output_array"]
 
 #: the execution orders of the simulator: the sequential kernel, or the programs the chip runs
 ORDERS = ("program", "pipelined")
@@ -105,6 +105,22 @@ class record_launches:
     def __exit__(self, *exc):
         _RECORDERS.remove(self)
         return False
+
+
+def launches_run() -> bool:
+    """Whether a launch made now runs: False inside a ``record_launches(run=False)`` block (the cost model's
+    recording, which needs only the launches)."""
+    return all(rec.run for rec in _RECORDERS)
+
+
+def output_array(shape, dtype, fill=0) -> np.ndarray:
+    """The array an operator API hands its launches to write: ``fill`` in every element (the chip's init) when
+    the launches run; when they are only recorded (``launches_run()`` is False), a read-only zero-stride array of
+    that shape and dtype which takes no memory. Nothing writes it then, and the cost model reads only shapes,
+    dtypes and sizes, so a call whose outputs would not fit in the host's memory is still timed."""
+    if launches_run():
+        return np.zeros(shape, dtype) if fill == 0 else np.full(shape, fill, dtype)
+    return np.broadcast_to(np.full((), fill, dtype), tuple(int(s) for s in shape))
 
 
 class CompiledKernel:

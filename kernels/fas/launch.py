@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...dsl.jit import output_array
 from .host import FasCall, out_shape, stat_shape
 from .kernel import fas_attention
 
@@ -85,10 +86,10 @@ def run_fas(call: FasCall, query, key, value, tiling, platform, *, hooks=None, s
     q = _kernel_view(np.asarray(query), call, call.n1)
     k = _kernel_view(np.asarray(key), call, call.n2)
     v = _kernel_view(np.asarray(value), call, call.n2)
-    out = np.zeros(out_shape(call), dtype=q.dtype)
+    out = output_array(out_shape(call), q.dtype)
     out_k = _kernel_view(out, call, call.n1)
-    smax = np.full(stat_shape(call), -np.inf, np.float32)
-    ssum = np.zeros(stat_shape(call), np.float32)
+    smax = output_array(stat_shape(call), np.float32, -np.inf)
+    ssum = output_array(stat_shape(call), np.float32)
     sm_k, ss_k = (smax.reshape(-1, 8), ssum.reshape(-1, 8)) if call.softmax_layout == "NTD" else (smax, ssum)
     tab, ptr, rows = task_table(call, tiling)
     if not rows:

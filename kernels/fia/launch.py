@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...dsl.jit import output_array
 from ...tiling.platform import get_platform
 from ...tiling.result import FiaTiling
 from ...sim.storage import gather_bytes
@@ -210,14 +211,14 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         out_dtype = BFLOAT16
     elif fullquant is not None:
         out_dtype = np.float16
-    out = np.zeros(out_shape, dtype=out_dtype if out_dtype is not None else query.dtype)
+    out = output_array(out_shape, out_dtype if out_dtype is not None else query.dtype)
     out_k = _as_heads(out, lay.out, n1)
     empty_lse = empty_row_lse(legacy_decode=legacy_route, kv_empty=total_size(key) == 0 or total_size(value) == 0)
     if lay.token:
-        lse = np.full((query.shape[0] if lay.qkv == "TND" else query.shape[1], n1, 1), empty_lse, np.float32)
+        lse = output_array((query.shape[0] if lay.qkv == "TND" else query.shape[1], n1, 1), np.float32, empty_lse)
     else:
         s1_full = q.shape[2] if lay.qkv == "BNSD" else q.shape[1]
-        lse = np.full((b, n1, s1_full, 1), empty_lse, np.float32)
+        lse = output_array((b, n1, s1_full, 1), np.float32, empty_lse)
 
     # masks: one left-up band per batch and/or an explicit [Bm, S1, S2] mask
     decode = (not lay.token) and max(tiling.q_seqlens or [0]) <= 1 and \
@@ -247,8 +248,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                                                  sparse_mode, hooks))
     band, pre, nxt, cores, rows, ptr, tasks, m_cap, hook_args, block_map, height = tables
     nslots = sum(ft.splits for ft in tiling.fd_tasks)
-    ws_o = np.zeros((max(1, nslots), m_cap, dv), np.float32)
-    ws_ml = np.zeros((max(1, nslots), 2, m_cap), np.float32)
+    ws_o = output_array((max(1, nslots), m_cap, dv), np.float32)
+    ws_ml = output_array((max(1, nslots), 2, m_cap), np.float32)
     p_dtype = _p_dtype(query.dtype)
     lse_arg = lse
     pse = pse_shift if pse_shift is not None else np.zeros((1, 1, 1, 1), query.dtype)
@@ -263,8 +264,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         fia_dequant.on(plat)[ncores](
             q, *widened[:2], out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks,
             ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-            *_antiquant_tables(antiquant), qs2, qo2, np.zeros((ncores, s2_tile, d), q.dtype),
-            np.zeros((ncores, s2_tile, dv), q.dtype), *widened[2:],
+            *_antiquant_tables(antiquant), qs2, qo2, output_array((ncores, s2_tile, d), q.dtype),
+            output_array((ncores, s2_tile, dv), q.dtype), *widened[2:],
             int(shared_prefix_len) if prefix else 0,
             _own_params_start(antiquant, k, lay.qkv) if prefix else 0, np.float32(scale), CACHE=cache,
             LAYOUT=kernel_layout(lay.qkv),
@@ -351,7 +352,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     elif rows:
         def attend(tab, tab_ptr, height):
             gm_acc = gm_accumulator(plat, height, dv)
-            ws_acc = np.zeros((ncores, height, dv) if gm_acc else (1, 1, 1), np.float32)
+            ws_acc = output_array((ncores, height, dv) if gm_acc else (1, 1, 1), np.float32)
             args = (q, k, v, out_k, lse_arg, mask, pse, sink, bt, ws_o, ws_ml, ws_acc, tab, tab_ptr, qlen, kvlen, qoff,
                     kvoff, pre, nxt, *hook_args["tensors"], qs2, qo2, kp, vp, int(shared_prefix_len) if prefix else 0,
                     np.float32(scale))
@@ -472,8 +473,8 @@ def msd_constants(int4: bool) -> tuple:
 def _msd_workspaces(cores: int, rows: int, d: int, s2: int, dv: int) -> tuple:
     """Each core's GM workspaces of the MSD hand-offs: the query's and P's stacked int8 digits, and the int32
     products of the two matmuls (the chip's queryPreProcessResGm, vec1ResGm, mm1ResGm, mm2ResGm)."""
-    return (np.zeros((cores, rows, d), np.int8), np.zeros((cores, rows, s2), np.int8),
-            np.zeros((cores, rows, s2), np.int32), np.zeros((cores, rows, dv), np.int32))
+    return (output_array((cores, rows, d), np.int8), output_array((cores, rows, s2), np.int8),
+            output_array((cores, rows, s2), np.int32), output_array((cores, rows, dv), np.int32))
 
 
 def _antiquant_tables(spec) -> tuple:
