@@ -11,7 +11,9 @@ kernel is compiled to IR once per specialisation and run through the passes
 (``passes.run_pipeline``: the IR is verified after each; the memory plan is the
 budget report, a kernel that does not fit raises ``BudgetError``), then handed
 to a backend. The in-process cache key is
-(source hash, constexpr values, argument dtypes and ranks, target); the numba
+(source hash, constexpr values, argument dtypes and ranks, target), and a
+specialisation that fails to compile (``CompilationError``, ``BudgetError``
+included) is kept under its key too and raised again without compiling; the numba
 backend adds an on-disk cache keyed by the generated source, so a second
 process does not recompile.
 
@@ -284,13 +286,21 @@ class JITFunction:
         platform = get_platform(self.target or DEFAULT_TARGET)
         key = (_source_hash(self.fn), tuple(key_parts), platform.name)
         compiled = self._cache.get(key)
+        if isinstance(compiled, CompilationError):   # this specialisation failed before: it fails the same way
+            raise compiled.with_traceback(None)
         if compiled is None:
             from .passes.plan_memory import check_plan
 
-            compilation = run_pipeline(build_kernel(self.fn, bindings, platform, self.__name__), platform)
-            ir = compilation.sequential
-            report = compilation.final.memory
-            check_plan(report, compilation.final)
+            try:
+                compilation = run_pipeline(build_kernel(self.fn, bindings, platform, self.__name__), platform)
+                ir = compilation.sequential
+                report = compilation.final.memory
+                check_plan(report, compilation.final)
+            except CompilationError as exc:
+                # kept like a success: a caller that tries tile sizes until one fits (FIA's row passes) would
+                # otherwise run the whole pass pipeline again on every call for the sizes that do not
+                self._cache[key] = exc
+                raise
             compiled = CompiledKernel(ir, report, platform, key, compilation)
             self._cache[key] = compiled
         return compiled, runtime
