@@ -14,7 +14,10 @@ share kernel specialisations and module-scoped fixtures, so one worker compiles
 and computes them once, and no worker waits on the cache lock for a kernel the
 other is compiling. xdist hands out the files with the most tests first, so the
 run ends on small files and both workers finish together (measured: within 8 s
-of each other on a 22-minute run).
+of each other on a 22-minute run). The exception is ``LONG_FIRST``: a file with few
+tests that runs many corpus cases for minutes would be handed out last and leave
+the tier a long tail, so ``pytest_xdist_make_scheduler`` puts it at the head of
+the queue and the other files fill the second core around it.
 
 ``CVTILE_TEST_TIMELINE=<file>`` appends one tab-separated line per test: the
 xdist worker, its start and end (wall-clock seconds), the CPU seconds of the
@@ -32,6 +35,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+#: test files xdist hands out before the others: few tests, many minutes (the st corpus' feature sample)
+LONG_FIRST = ("tests/kernels/test_st_corpus.py",)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the ``LONG_FIRST`` files at the head of the queue (None: xdist's own choice)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongFilesFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            for scope in [s for s in self.workqueue if s in LONG_FIRST]:
+                self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
+    return LongFilesFirst(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -9,13 +9,15 @@ BSH/BSND/BNSD cases (``standard`` "default") against the executor's fp32 golden 
 classes (NaN equals NaN), the TND cases (``cv_fused_double_benchmark``) by the double benchmark against an
 online-softmax benchmark (:func:`cvtile.kernels.precision.compare_double_benchmark`).
 
-Three tiers, because the corpus' cost is numba compiles (about 60 kernel specialisations at 5-10 s each):
+Three tiers, because the corpus' cost is numba compiles (114 kernel specialisations at 5-30 s each):
 
-* default: two small decode cases;
-* ``slow`` (run by CI): one case per feature set, the smallest of each (43 of 123 cases, about 2-3 minutes
-  on 2 cores);
-* ``corpus``: all 123 cases (measured 2026-11-29 on the 2-core machine: 11.5 minutes), the acceptance run;
-  ``python -m pytest -m corpus`` or ``cvtile cases .../st/fia_v4.json --golden st``.
+* default (CI): the feature sample, one case per feature set, the smallest of each (43 of 123 cases; every
+  feature combination of the corpus once), and the two small decode cases (``FAST``). ``tests/conftest.py``
+  hands this file to an xdist worker first (``LONG_FIRST``), so the sample runs beside the rest of the tier;
+* ``wide``: nothing more of this file (the feature sample was here until the tier had room for it);
+* ``corpus``: all 123 cases, the acceptance run (about 24 minutes on one core, 16 in two processes);
+  ``python -m pytest -m corpus`` or ``cvtile cases .../st/fia_v4.json --golden st``. It does not fit in CI
+  beside the default tier: ``docs/compile_time.md``.
 
 The ratchet: ``passed`` may only go up; the known failures and errors are listed with their causes and may
 only go away.
@@ -46,7 +48,7 @@ from cvtile.kernels.fia.api import fused_infer_attention_score_v4 as v4_api
 #: floor counts it out. On 2026-12-06 (an AVX-512 host, after this stop's compile and call-memo changes): 123 of
 #: 123 again, case 8 included.
 PASSED_FLOOR = 122
-#: passed cases of the feature sample (wide tier): one case per feature set, see ``_feature_sample``; on
+#: passed cases of the feature sample (default tier): one case per feature set, see ``_feature_sample``; on
 #: 2026-12-04 all 43 (the whole-file run above covers them)
 SAMPLE_PASSED_FLOOR = 43
 #: known failures (case id -> cause); a case may leave this list, none may join it
@@ -71,7 +73,7 @@ KNOWN_ERRORS: dict = {
     # the case passes (MLA).
 }
 #: small cases for the default tier: decode GQA 3 (BSH, D 128) with and without kv lengths (one kernel
-#: specialisation; the feature sample is the slow tier, the whole corpus the corpus tier)
+#: specialisation; the whole corpus is the corpus tier)
 FAST = ("3", "4")
 
 SUMMARY = re.compile(r"^cases: (\d+) run, (\d+) passed, (\d+) failed, (\d+) unsupported, (\d+) errors(, (\d+) skipped)?$")
@@ -149,7 +151,6 @@ def test_feature_sample_covers_every_feature_set(fia_path):
         f for c in cases if str(c.id) in ids for f in c.features()}
 
 
-@pytest.mark.wide
 def test_st_corpus_feature_sample(fia_path):
     """CI's share of the corpus: every feature set once (measured 2026-11-29: 43 cases, 17 passed, 25 unsupported, 1 error (70, fixed since))."""
     res = run_st_corpus(fia_path, v4_api, golden=fia_golden_st, select=_feature_sample(fia_path))
