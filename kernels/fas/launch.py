@@ -5,7 +5,8 @@ Model
 ``run_fas`` lays the tensors out as ``fas_attention`` reads them (views: BSH as BSND, SBH as (S, B, N, D)),
 turns the tiling's per-core ``FasTask`` lists into the kernel's task table — a task of query head
 n1 = n2·G + g becomes folded rows ``g·s1 + m_start`` of kv head n2 — allocates the outputs (zero-filled,
-softmax_max -inf, as the chip initialises them) and launches on the tiling's cores.
+softmax_max -inf, as the chip initialises them; zero-stride stand-ins when the launches are only recorded for the
+cost model, ``dsl.jit.output_array``) and launches on the tiling's cores.
 
 Invariants
 ----------

@@ -10,7 +10,8 @@ per-core row tasks and flash-decode tasks into the integer tables the
 kernels read, normalises the mask (sparse modes 2/3/4 and pre/next tokens to
 one left-up band per batch; an explicit mask to [Bm, S1, S2]; the tree mask of
 sparse 9 to [B, W, W] trees and the right-down band), allocates the
-output (zero-filled, as the chip initialises it) and the FD workspace, and
+output (zero-filled, as the chip initialises it; a zero-stride stand-in when the launches are only recorded for
+the cost model, ``dsl.jit.output_array``) and the FD workspace, and
 launches ``fia_attention`` (for an int8 or int4 key/value cache ``fia_antiquant``, the A2/A3 MSD kernel, or on
 Ascend950 ``fia_dequant``, which dequantises K/V before the cube and also takes FP8, HiFloat8 and MXFP4 caches;
 ``fia_fullquant`` for full int8 quantisation, ``fia_mla_quant`` for the A2/A3 MLA FA quant, ``fia_fullquant_gqa``
