@@ -72,7 +72,8 @@ def launch_in_row_passes(launch, tasks: np.ndarray, ptr: np.ndarray, m_cap: int)
     in row passes of the first height of ``row_pass_heights`` that fits (the chip keeps a tall task's
     accumulator in its GM workspace; the simulated kernel takes the task's rows in passes instead: every row's
     arithmetic, its S2 blocks and their order are unchanged, each pass re-reads the task's K/V). The last
-    ``BudgetError`` propagates when none fits."""
+    ``BudgetError`` propagates when none fits. A height that did not fit is not compiled again on a later call:
+    the kernel cache keeps the error under the specialisation's key (``dsl.jit``)."""
     for height in row_pass_heights(m_cap):
         table, table_ptr = (tasks, ptr) if height == m_cap else split_row_passes(tasks, ptr, height)
         try:
