@@ -228,6 +228,35 @@ def _simulate_v1_names(given: dict, learnable_sink=None, overrides=None):
                         given.get("order", "program"), overrides)
 
 
+def _refuse_unplanned_heads(arrays: dict, attrs: dict, tiling) -> None:
+    """The TND split-fuse route (``FAInferTiling``) takes a num_key_value_heads that does not divide num_heads
+    without a check, in aclnn and in op_host alike: its GQA group ``num_heads / num_key_value_heads`` rounds down
+    (to 0 when num_key_value_heads is the larger), so its tasks miss query heads and the chip leaves their rows
+    of attention_out unwritten. Nor does it check that the key and value hold the num_key_value_heads heads it
+    reads. The tiling mirror plans as op_host does; the simulator refuses to run such a call rather than return
+    rows the chip does not define."""
+    if tiling.route != "fai":
+        return
+    n1, n2 = attrs["num_heads"], attrs["num_key_value_heads"]
+    if n2 and n1 % n2:
+        raise UnsupportedParameterError(
+            "num_key_value_heads", n2,
+            f"num_heads={n1} is not a multiple of it: the split-fuse route (FAInferTiling, TND) does not check "
+            f"this, plans GQA groups of {n1 // n2} head(s) and leaves {n1 - n2 * (n1 // n2)} query head(s) "
+            f"unwritten, which is no result to simulate")
+    for name in ("key", "value"):   # a TND cache (T, N2, D) or an NZ paged one (blocks, N2, D/16, bs, 16)
+        x = arrays[name]
+        dense_tnd = np.ndim(x) == 3 and arrays.get("block_table") is None
+        if not (dense_tnd or np.ndim(x) == 5):
+            continue
+        heads = np.shape(x)[1]
+        if np.size(x) and heads < (n2 or n1):
+            raise UnsupportedParameterError(
+                name, x, f"it holds {heads} head(s), fewer than the {n2 or n1} the split-fuse route reads "
+                         f"(num_key_value_heads; aclnn and op_host do not check it there): the chip would read "
+                         f"beyond the {name}")
+
+
 def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = DEFAULT_TARGET,
                  order: str = "program", overrides: dict | None = None, hooks=None, dtypes: dict | None = None):
     """Check, tile and run one call given as the operator's (V1-named) optional inputs and attributes; the
@@ -240,6 +269,7 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     arrays, tiling, sig = prepare_fia(query, key, value, optional, attrs, target, overrides, dtypes,
                                       binding_checked=True, with_signature=True)
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
+    _refuse_unplanned_heads(arrays, attrs, tiling)
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
         out, lse = _empty_outputs(q, k, v, attrs, legacy, paged=arrays.get("block_table") is not None,

@@ -1,0 +1,51 @@
+"""Regression: the TND split-fuse route ran calls whose heads it cannot cover, and returned rows of zeros.
+
+Found by the full fuzz tier (``-m fuzz``, 500 calls): ``num_heads=1, num_key_value_heads=3`` on a TND call was
+accepted and its attention_out came back all zeros, where the golden refuses the call. aclnn and op_host route
+it to ``FAInferTiling`` without checking the head ratio; its GQA group ``num_heads / num_key_value_heads`` is 0,
+it plans no task, and the chip leaves attention_out unwritten. A key or value holding fewer heads than
+num_key_value_heads ran into the simulator's out-of-bounds check (a ``SimulationError``), where the chip reads
+beyond the tensor. The API now refuses both by name (``api._refuse_unplanned_heads``); the tiling mirror still
+plans what op_host plans."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cvtile import UnsupportedParameterError
+from cvtile import npu_fused_infer_attention_score as fia
+from cvtile.kernels.fia.cost import fia_plan
+
+
+def _call(n1, n2, kv_heads):
+    q = np.ones((1, n1, 16), np.float16)
+    k = np.ones((1, kv_heads, 16), np.float16)
+    return (q, k, k.copy()), dict(num_heads=n1, num_key_value_heads=n2, input_layout="TND",
+                                  actual_seq_lengths=[1], actual_seq_lengths_kv=[1])
+
+
+@pytest.mark.parametrize("n1, n2", [(1, 3), (5, 2)])
+def test_a_head_ratio_that_is_not_whole_is_refused_by_name(n1, n2):
+    args, kw = _call(n1, n2, n2)
+    tiling = fia_plan(*args, target="Ascend910B1", **kw)
+    assert tiling.route == "fai"               # op_host's route, planned as op_host plans it
+    with pytest.raises(UnsupportedParameterError) as info:
+        fia(*args, **kw)
+    assert info.value.param == "num_key_value_heads" and "split-fuse" in str(info.value)
+
+
+@pytest.mark.parametrize("n1, n2, kv_heads", [(3, 3, 1), (2, 2, 1), (4, 0, 2)])
+def test_a_cache_with_fewer_heads_than_read_is_refused_by_name(n1, n2, kv_heads):
+    args, kw = _call(n1, n2, kv_heads)
+    with pytest.raises(UnsupportedParameterError) as info:
+        fia(*args, **kw)
+    assert info.value.param == "key" and "fewer than" in str(info.value)
+
+
+@pytest.mark.parametrize("n1, n2, kv_heads", [(4, 2, 2), (4, 0, 4), (2, 1, 2)])
+def test_whole_ratios_still_run(n1, n2, kv_heads):
+    """(2, 1, 2): a key with more heads than num_key_value_heads reads the first, as the chip does."""
+    args, kw = _call(n1, n2, kv_heads)
+    out, _ = fia(*args, **kw)
+    assert out.shape == (1, n1, 16) and np.isfinite(out.astype(np.float32)).all()
