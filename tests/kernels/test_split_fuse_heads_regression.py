@@ -25,22 +25,19 @@ def _call(n1, n2, kv_heads):
                                   actual_seq_lengths=[1], actual_seq_lengths_kv=[1])
 
 
-@pytest.mark.parametrize("n1, n2", [(1, 3), (5, 2)])
-def test_a_head_ratio_that_is_not_whole_is_refused_by_name(n1, n2):
-    args, kw = _call(n1, n2, n2)
-    tiling = fia_plan(*args, target="Ascend910B1", **kw)
-    assert tiling.route == "fai"               # op_host's route, planned as op_host plans it
-    with pytest.raises(UnsupportedParameterError) as info:
-        fia(*args, **kw)
-    assert info.value.param == "num_key_value_heads" and "split-fuse" in str(info.value)
-
-
-@pytest.mark.parametrize("n1, n2, kv_heads", [(3, 3, 1), (2, 2, 1), (4, 0, 2)])
-def test_a_cache_with_fewer_heads_than_read_is_refused_by_name(n1, n2, kv_heads):
+@pytest.mark.parametrize("n1, n2, kv_heads, param, says", [
+    (1, 3, 3, "num_key_value_heads", "split-fuse"),     # a head ratio that is not whole
+    (5, 2, 2, "num_key_value_heads", "split-fuse"),
+    (3, 3, 1, "key", "fewer than"),                     # a cache with fewer heads than the route reads
+    (2, 2, 1, "key", "fewer than"),
+    (4, 0, 2, "key", "fewer than"),
+])
+def test_calls_whose_heads_the_route_cannot_cover_are_refused_by_name(n1, n2, kv_heads, param, says):
     args, kw = _call(n1, n2, kv_heads)
+    assert fia_plan(*args, target="Ascend910B1", **kw).route == "fai"   # planned as op_host plans it
     with pytest.raises(UnsupportedParameterError) as info:
         fia(*args, **kw)
-    assert info.value.param == "key" and "fewer than" in str(info.value)
+    assert info.value.param == param and says in str(info.value)
 
 
 @pytest.mark.parametrize("n1, n2, kv_heads", [(4, 2, 2), (4, 0, 4), (2, 1, 2)])
