@@ -10,7 +10,17 @@ The operator APIs are re-exported here under their torch_npu names.
 
 __version__ = "0.1.0"
 
-from . import sim as _sim  # noqa: E402,F401  (registers the simulator backend)
+try:
+    from . import sim as _sim  # noqa: E402,F401  (registers the simulator backend)
+except ImportError as _exc:
+    if getattr(_exc, "name", None) != __name__:   # a missing dependency of the simulator: say that instead
+        raise
+    # cvtile/ was imported as a plain folder (the checkout's root on sys.path, no working install): its
+    # subpackages dsl/, sim/, kernels/, tiling/ sit beside it and only the install maps them in
+    raise ImportError(f"cvtile was imported from {__path__[0]} without its subpackages (cvtile.sim, cvtile.dsl, "
+                      "cvtile.kernels, cvtile.tiling live beside it in the checkout and the install maps them in): "
+                      "run `pip install -e .` in the checkout, or import cvtile from outside it if an install "
+                      "points elsewhere", name=__name__) from None
 from .kernels import (  # noqa: E402
     UnsupportedParameterError, incre_flash_attention_v3, npu_attention_update, npu_fused_infer_attention_score,
     npu_fused_infer_attention_score_v2, npu_incre_flash_attention, npu_prompt_flash_attention,

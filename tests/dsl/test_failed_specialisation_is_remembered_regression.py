@@ -17,6 +17,8 @@ import cvtile.dsl as ct
 jit = importlib.import_module("cvtile.dsl.jit")   # the module (``cvtile.dsl.jit`` the attribute is the decorator)
 
 
+# the shape of examples/04_budget_error.py's kernel, kept apart: the test counts compilations, and a kernel object
+# another test (the example's) already compiled in this process would have its failure cached before it starts
 @ct.jit
 def resident_rows(x, o, n, R: ct.constexpr, D: ct.constexpr):
     with ct.vector():
