@@ -292,7 +292,11 @@ class JITFunction:
             from .passes.plan_memory import check_plan
 
             try:
-                compilation = run_pipeline(build_kernel(self.fn, bindings, platform, self.__name__), platform)
+                def trace():
+                    return build_kernel(self.fn, bindings, platform, self.__name__)
+
+                compilation = run_pipeline(trace(), platform, texts=False,
+                                           retrace=lambda: run_pipeline(trace(), platform))
                 ir = compilation.sequential
                 report = compilation.final.memory
                 check_plan(report, compilation.final)

@@ -3,9 +3,17 @@
 One op per line: results, the op kind with its attributes and operands, the
 result types, and on the right the scope, pipe and source location. Nested
 blocks are indented; loop-carried values appear as ``iter(...)``.
+
+``format_kernel`` numbers the values of the kernel it prints in the order they first appear
+(``%name.n``), not by their process-wide ids: the same specialisation prints the same text whichever
+kernels the process traced before it, so two traces of one kernel (``passes.Compilation.ir_after``
+prints from a second one) and two runs of a program can be compared line by line. ``format_op`` on its
+own prints the ids.
 """
 
 from __future__ import annotations
+
+import threading
 
 from .ir import Block, Kernel, Op, Value
 
@@ -14,10 +22,18 @@ __all__ = ["format_kernel", "format_op"]
 _SKIP_ATTRS = {"op", "dims", "acc", "channels", "channel", "which", "origin"}
 
 
+#: the value numbering of the ``format_kernel`` running on this thread (value id -> number), if any
+_numbering = threading.local()
+
+
 def _v(v: Value) -> str:
     if v.const is not None and v.owner is not None and v.owner.kind == "const":
         return repr(v.const)
-    return repr(v)
+    numbers = getattr(_numbering, "ids", None)
+    if numbers is None:
+        return repr(v)
+    n = numbers.setdefault(v.id, len(numbers))
+    return f"%{v.name}.{n}" if v.name else f"%{n}"
 
 
 def _attrs(op: Op) -> str:
@@ -98,6 +114,15 @@ def _block(block: Block, indent: int) -> list[str]:
 
 
 def format_kernel(k: Kernel) -> str:
+    outer = getattr(_numbering, "ids", None)
+    _numbering.ids = {}
+    try:
+        return _format_kernel(k)
+    finally:
+        _numbering.ids = outer
+
+
+def _format_kernel(k: Kernel) -> str:
     params = []
     args = iter(k.args)
     for p in k.params:

@@ -6,7 +6,8 @@ order and checks the spec of legal IR (``verify.verify_structure``) after the
 frontend and after every pass; IR that breaks the spec after a pass is that
 pass's bug and is reported as ``PassError`` naming it (a user error found by a
 pass, e.g. a kernel that does not fit, stays a ``CompilationError`` at the
-kernel line). The IR text after every pass is kept for ``ir_after``.
+kernel line). The IR text after every pass is printed for ``ir_after`` (when first asked, for a kernel
+``jit`` compiled: see ``Compilation``).
 
 * ``simplify``: common-subexpression elimination of scalar arithmetic and
   repeated bound checks, then dead-code elimination of unused pure ops.
@@ -33,6 +34,7 @@ kernel line). The IR text after every pass is kept for ``ir_after``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..errors import CompilationError
 from ..ir import Kernel
@@ -67,34 +69,50 @@ PIPELINE = [("simplify", simplify), ("split_cv", split_cv), ("place_handoffs", p
 
 @dataclass
 class Compilation:
-    """The IR of one kernel along the pipeline: the text after each stage and the IR objects."""
+    """The IR of one kernel along the pipeline: the IR objects, and the printed IR after each stage.
+
+    The passes rewrite the IR in place, so the text of a stage exists only while the pipeline is at it.
+    ``run_pipeline(..., texts=False)`` prints nothing (printing every stage was a third of the pipeline's
+    time) and keeps ``retrace``: the first ``ir_after`` traces the kernel again and runs the pipeline once
+    more with the texts kept. The printer numbers values by their first appearance, so those texts are the
+    ones the first run would have printed."""
 
     frontend: Kernel
     sequential: Kernel                          # the IR before split_cv (program order runs it)
     final: Kernel                               # the IR after every pass (pipelined order runs it)
-    texts: dict = field(default_factory=dict)   # stage name -> printed IR
+    texts: dict | None = None                   # stage name -> printed IR (None: not printed yet)
+    retrace: Callable[[], "Compilation"] | None = field(default=None, repr=False)
 
     def ir_after(self, stage: str) -> str:
+        if self.texts is None:
+            if self.retrace is None:
+                raise KeyError("this compilation kept no printed IR (run_pipeline(..., texts=False) without a "
+                               "retrace)")
+            self.texts = self.retrace().texts
         try:
             return self.texts[stage]
         except KeyError:
             raise KeyError(f"no pass named {stage!r} (stages: {', '.join(self.texts)})") from None
 
 
-def run_pipeline(kernel: Kernel, platform, passes=None) -> Compilation:
-    """Verify the frontend's IR, then run ``passes`` (default ``PIPELINE``), verifying after each."""
+def run_pipeline(kernel: Kernel, platform, passes=None, *, texts: bool = True,
+                 retrace: Callable[[], "Compilation"] | None = None) -> Compilation:
+    """Verify the frontend's IR, then run ``passes`` (default ``PIPELINE``), verifying after each; with
+    ``texts`` the IR is printed after each stage (``Compilation.ir_after``), else ``retrace`` (a function
+    that traces the same kernel again and runs this with ``texts``) prints it when first asked."""
     from ..verify import verify_structure
 
     _checked("frontend", kernel, platform, verify_structure)
-    texts = {"frontend": str(kernel)}
+    printed = {"frontend": str(kernel)} if texts else None
     ir = sequential = kernel
     for name, fn in (PIPELINE if passes is None else passes):
         ir = fn(ir, platform)
         _checked(name, ir, platform, verify_structure)
-        texts[name] = str(ir)
+        if printed is not None:
+            printed[name] = str(ir)
         if not ir.programs():
             sequential = ir
-    return Compilation(kernel, sequential, ir, texts)
+    return Compilation(kernel, sequential, ir, printed, None if texts else retrace)
 
 
 def _checked(stage: str, kernel: Kernel, platform, verify_structure) -> None:

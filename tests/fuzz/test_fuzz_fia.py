@@ -8,8 +8,12 @@ minutes), and runs 500 more on the simulator against the golden (``CVTILE_FUZZ_R
 inside four kernel shapes so that they share four compilations (``strategies.RUNTIME_ENVELOPES``). The ``fuzz`` tier (``-m fuzz``, ``CVTILE_FUZZ_EXAMPLES``, default
 10,000) runs the whole call on the simulator and requires an accepted call to match the float64 golden
 within the dtype's tolerance and to be finite where the golden is; each new kernel specialisation costs a
-30-120 s compile, so that tier takes hours on a cold cache. A failure shrinks to a minimal call
-(hypothesis prints it); pin it as a regression test named after the bug.
+30-120 s compile, so that tier takes hours on a cold cache. ``CVTILE_FUZZ_SEED`` (default 20261202) draws another
+sequence of calls, so the tier's calls can be split over processes (one seed each, one kernel cache: each
+process runs the calls of its own seed); ``CVTILE_FUZZ_LOG`` names a file that gets one line per call the
+property checks (the seed, the call's number, and ``ok`` or the refusal's type and parameter), to follow a
+long run. A failure shrinks to a minimal call (hypothesis prints it); pin it as a regression test named after
+the bug.
 """
 
 from __future__ import annotations
@@ -163,8 +167,21 @@ def test_the_runtime_fuzz_ran_every_envelope():
         assert seen["run"] >= 4 * seen["refused"], (name, seen)
 
 
+FUZZ_SEED = int(os.environ.get("CVTILE_FUZZ_SEED", "20261202"))
+_LOGGED = [0]
+
+
+def _log(outcome: str) -> None:
+    """One line of ``CVTILE_FUZZ_LOG`` (when set) for the call just checked."""
+    path = os.environ.get("CVTILE_FUZZ_LOG")
+    if path:
+        _LOGGED[0] += 1
+        with open(path, "a") as f:
+            f.write(f"{FUZZ_SEED} {_LOGGED[0]} {outcome}\n")
+
+
 @pytest.mark.fuzz
-@seed(20261202)
+@seed(FUZZ_SEED)
 @settings(max_examples=int(os.environ.get("CVTILE_FUZZ_EXAMPLES", "10000")), deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(fia_calls(bad=0.15))
@@ -174,6 +191,9 @@ def test_accepted_calls_match_the_golden(kw):
         _matches_the_golden(kw, target)
     except (ParamError, UnsupportedParameterError) as exc:
         assert _typed(exc), f"{type(exc).__name__} without a parameter name: {exc}"
+        _log(f"refused {type(exc).__name__} {exc.param}")
+    else:
+        _log("ok")
 
 
 def test_the_conditioned_rule_excuses_cancellation_only():
