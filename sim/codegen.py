@@ -243,6 +243,7 @@ class _Gen:
         self.owner_block: dict[int, Block] = {}
         self.checked: list[set] = [set()]    # conditions checked on the current path, per nesting level
         self.share: dict[int, Value] = {}    # value id -> the value whose buffer it lives in
+        self._numbers: dict[int, int] = {}   # value id -> its number in the generated names (``number``)
         self._tmp = 0
 
     # -------------------------------------------------------------- driver
@@ -421,9 +422,15 @@ class _Gen:
         self._tmp += 1
         return f"_{base}{self._tmp}"
 
+    def number(self, v: Value) -> int:
+        """The value's number in this program, in the order the generator first names it: the generated
+        text depends on the kernel alone, not on the process-wide value ids (which depend on what the
+        process traced before), so a kernel's module is found in the kernel cache by any process."""
+        return self._numbers.setdefault(v.id, len(self._numbers))
+
     def var_name(self, v: Value) -> str:
         base = _ident(v.name) if v.name else "v"
-        return f"{base}_{v.id}"
+        return f"{base}_{self.number(v)}"
 
     def ref(self, x) -> str:
         """The Python expression of a scalar value (or a literal)."""
@@ -461,13 +468,13 @@ class _Gen:
         while v.id in self.share and v.id not in seen:
             seen.add(v.id)
             v = self.share[v.id]
-        return f"buf_{v.id}"
+        return f"buf_{self.number(v)}"
 
     def buffer(self, v: Value) -> str:
         t: TileType = v.type
         if v.id in self.share:
             return self.bufname(v)
-        name = f"buf_{v.id}"
+        name = f"buf_{self.number(v)}"
         npd = _TILE_NP[t.dtype.name]
         if self.nan_fill and t.dtype.is_float:
             self.buffers.append((name, f"np.full({t.numel}, np.nan, {npd})"))
