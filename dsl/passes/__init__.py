@@ -72,7 +72,7 @@ class Compilation:
     """The IR of one kernel along the pipeline: the IR objects, and the printed IR after each stage.
 
     The passes rewrite the IR in place, so the text of a stage exists only while the pipeline is at it.
-    ``run_pipeline(..., texts=False)`` prints nothing (printing every stage was a third of the pipeline's
+    ``run_pipeline(..., texts=False)`` prints nothing (printing every stage was about a tenth of the pipeline's
     time) and keeps ``retrace``: the first ``ir_after`` traces the kernel again and runs the pipeline once
     more with the texts kept. The printer numbers values by their first appearance, so those texts are the
     ones the first run would have printed."""
