@@ -19,6 +19,11 @@ the op that defines its value; SSA makes that safe inside loops, and
 loop-carried tiles get a buffer of their own that the loop's ``yield`` copies
 into.
 
+Names. Variables and buffers are named after the value's source name and its
+number in the program, in the order the generator first names it (``number``),
+never after the IR's process-wide value ids: the text depends on the kernel
+alone, and the launcher finds a kernel's module in the cache by the text's hash.
+
 Numerics. Floating tiles hold float32 values. An op whose result dtype is
 float16/bfloat16 rounds its float32 result to the 16-bit grid (exact emulation
 for + - * / sqrt, since float32 carries more than 2p+2 bits); a GM load of a
