@@ -826,8 +826,13 @@ class _Gen:
 
     # ------------------------------------------------------------ cube ops
     def tile(self, v: Value) -> str:
-        """The variable of a materialised tile value."""
+        """The variable of a materialised tile value. An inlined value (a broadcast ``expand``, or an elementwise
+        chain with one use) that an op reads whole rather than per element (``insert_rows`` of a broadcast
+        chunk, say) is materialised here, where that op reads it, into a buffer of its own."""
         if v.id in self.tile_var:
+            return self.tile_var[v.id]
+        if v.id in self.inline and v.owner is not None:
+            self._materialise(v.owner)
             return self.tile_var[v.id]
         raise KeyError(f"tile {v!r} is not materialised (codegen ordering bug)")
 
