@@ -1213,17 +1213,22 @@ class _Gen:
         return out
 
     def _shape_from(self, leaves, v: Value, op) -> tuple:
+        """The runtime extents of a fused value: in each dim, its first leaf's that is not broadcast there; the
+        other such leaves must agree (a runtime check). A leaf of static extent 1 counts only where no leaf has
+        more: where the value's capacity is 1 too, the first leaf's runtime extent (0 or 1: an AIV's empty share
+        of a one-row task) is the value's, as ``ValidExtents`` has it."""
         rank = v.type.rank
         cands: list[list[str]] = [[] for _ in range(rank)]
+        ones: list[list[str]] = [[] for _ in range(rank)]
         for leaf, dmap in leaves:
             var = self.tile(leaf)
             for ld, rd in enumerate(dmap):
-                if rd is not None and leaf.type.shape[ld] != 1:
-                    cands[rd].append(f"{var}.shape[{ld}]")
+                if rd is not None:
+                    (cands if leaf.type.shape[ld] != 1 else ones)[rd].append(f"{var}.shape[{ld}]")
         dims = []
         for d in range(rank):
             if not cands[d]:
-                dims.append("1")
+                dims.append(ones[d][0] if ones[d] and v.type.shape[d] == 1 else "1")
                 continue
             first = cands[d][0]
             for other in dict.fromkeys(cands[d][1:]):

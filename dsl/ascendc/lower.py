@@ -21,10 +21,14 @@ backend reads nothing else: not the kernel library, not the tiling mirror.
 * UB tiles are row-major with the capacity's column count as row pitch; the
   rows a vector op touches are the valid rows (``ValidExtents``), the columns
   the whole pitch (the pad columns hold values nobody stores). Row reductions
-  and stores use the valid columns.
+  and stores use the valid columns. A pitch that is not whole 32-byte blocks
+  (a (M, 1) column, a row of 7 floats) is kept: its copies move each row
+  through an aligned scratch row, its row reductions read each row from one,
+  and a column broadcast over it is the scalar loop (slow, exact).
 * The vector API temporaries (the row-broadcast block of ``Brcb``, the
   ``ReduceMax`` work area, the divisor row of a tile/scalar division, the
-  run row of a merged-dim copy, gathered unaligned row chunks) live in a
+  run row of a merged-dim copy, the aligned row of an unaligned-pitch copy or
+  reduction, gathered unaligned row chunks) live in a
   scratch area placed after the planned UB peak; ``AscendCError`` when it
   does not fit.
 * Elementwise ops the vector API has no form for here (compares and bool
@@ -653,7 +657,7 @@ class _Lowering(CubeRules):
         t = self.tile(tile)
         off = self.need_scratch(f"run row {dt} {tile.type.shape[0]}", tile.type.shape[0] * size + _BLOCK)
         scr = self.namer.ident("runRow")
-        i, e, run = self.namer.ident("i"), self.namer.ident("e"), self.namer.ident("run")
+        i, run = self.namer.ident("i"), self.namer.ident("run")
         self.emit(f"LocalTensor<{ct}> {scr} = ub[{off}].ReinterpretCast<{ct}>();")
         self.emit(f"CVT_CHECK({self.ref(d.start)} >= 0 && {self.ref(d.start)} + {n} <= {self.ref(d.bound)}, "
                   f"{c_string(('store' if to_gm else 'load') + ': GM dim 0 access leaves [0, bound)')});")
@@ -666,26 +670,70 @@ class _Lowering(CubeRules):
         self.emit(f"const int64_t {run} = " + (f"cvtMin<int64_t>({inner} - cvtMod({idx}, {inner}), {n} - {i});"
                                                 if inner_stride == "1" else "1;"))
         base = c_sum(self.ref(w.offset), roff)
-        params = f"DataCopyExtParams{{1, static_cast<uint32_t>({run} * {size}), 0, 0, 0}}"
-        if to_gm:
-            self.emit(f"for (int64_t {e} = 0; {e} < {run}; ++{e}) {{")
-            self.emit(f"    {scr}.SetValue({e}, {t}.GetValue({i} + {e}));")
-            self.emit("}")
-            self.emit("PipeBarrier<PIPE_ALL>();")
-            self.emit(f"DataCopyPad({g}[{base}], {scr}, {params});")
-            self.emit("PipeBarrier<PIPE_ALL>();")
-        else:
-            self.emit(f"DataCopyPad({scr}, {g}[{base}], {params}, DataCopyPadExtParams<{ct}>{{false, 0, 0, 0}});")
-            self.emit("PipeBarrier<PIPE_ALL>();")
-            self.emit(f"for (int64_t {e} = 0; {e} < {run}; ++{e}) {{")
-            self.emit(f"    {t}.SetValue({i} + {e}, {scr}.GetValue({e}));")
-            self.emit("}")
-            self.emit("PipeBarrier<PIPE_ALL>();")
+        self._scalar_moved_run(f"{g}[{base}]", scr, t, i, run, ct, size, to_gm)
         self.emit(f"{i} += {run};")
         self.depth -= 1
         self.emit("}")
+
+    def _scalar_moved_run(self, gm: str, scr: str, t: str, at: str, n: str, ct: str, size: int, to_gm: bool):
+        """``n`` elements between ``gm`` and the tile ``t`` from element ``at``, through the aligned scratch row
+        ``scr``: one DataCopyPad between GM and the scratch row, scalar UB accesses between it and the tile,
+        fenced with PipeBarrier<PIPE_ALL> (the scalar unit and the copy engines meet only at barriers)."""
+        e = self.namer.ident("e")
+        params = f"DataCopyExtParams{{1, static_cast<uint32_t>({n} * {size}), 0, 0, 0}}"
+        if to_gm:
+            self.emit(f"for (int64_t {e} = 0; {e} < {n}; ++{e}) {{")
+            self.emit(f"    {scr}.SetValue({e}, {t}.GetValue({c_sum(at, e)}));")
+            self.emit("}")
+            self.emit("PipeBarrier<PIPE_ALL>();")
+            self.emit(f"DataCopyPad({gm}, {scr}, {params});")
+            self.emit("PipeBarrier<PIPE_ALL>();")
+        else:
+            self.emit(f"DataCopyPad({scr}, {gm}, {params}, DataCopyPadExtParams<{ct}>{{false, 0, 0, 0}});")
+            self.emit("PipeBarrier<PIPE_ALL>();")
+            self.emit(f"for (int64_t {e} = 0; {e} < {n}; ++{e}) {{")
+            self.emit(f"    {t}.SetValue({c_sum(at, e)}, {scr}.GetValue({e}));")
+            self.emit("}")
+            self.emit("PipeBarrier<PIPE_ALL>();")
         self.api |= {"DataCopyPad", "DataCopyExtParams", "PipeBarrier", "LocalTensor::GetValue",
                      "LocalTensor::SetValue"}
+        if not to_gm:
+            self.api.add("DataCopyPadExtParams")
+
+    def _copy_rows_scalar(self, op, w: Window, tile: Value, counts: tuple, to_gm: bool):
+        """A 2-D tile whose UB row is not a whole number of 32-byte blocks (a (M, 1) column of per-row values, a
+        row of 7 floats). The tile is dense in UB, and DataCopyPad puts every row it moves at a 32-byte
+        boundary, so each row goes through a scratch row of UB (``_scalar_moved_run``). Slow (scalar moves),
+        but the chip runs it as written."""
+        dims = self._window_rows(w, op)
+        dt = tile.type.dtype
+        size = dt.bits // 8
+        ct = CTYPE[dt.name]
+        g = self.gm[w.tensor.id]
+        t = self.tile(tile)
+        width = _cols(tile.type)
+        rows, cols = counts
+        self._window_checks(w, counts, to_gm)
+        off = self.need_scratch(f"odd row {dt} {width}", width * size + _BLOCK)
+        scr = self.namer.ident("oddRow")
+        self.emit(f"LocalTensor<{ct}> {scr} = ub[{off}].ReinterpretCast<{ct}>();")
+        self.emit("PipeBarrier<PIPE_ALL>();")
+        r = self.namer.ident("row")
+        self.emit(f"for (int64_t {r} = 0; {r} < {rows}; ++{r}) {{")
+        self.depth += 1
+        roff = self._row_offset(dims[0], f"{self.ref(dims[0].start)} + {r}", op)
+        base = c_sum(self.ref(w.offset), roff, self.ref(dims[-1].start))
+        self._scalar_moved_run(f"{g}[{base}]", scr, t, _mul(r, str(width)), cols, ct, size, to_gm)
+        self.depth -= 1
+        self.emit("}")
+
+    def _window_checks(self, w: Window, counts: tuple, to_gm: bool):
+        """The run-time check that every dim of a GM access stays inside the tensor."""
+        for i, (d, n) in enumerate(zip(w.dims, counts)):
+            start, bound = self.ref(d.start), self.ref(d.bound)
+            cond = f"{n} <= {bound}" if start == "0" else f"{start} >= 0 && {start} + {n} <= {bound}"
+            self.emit(f"CVT_CHECK({cond}, "
+                      f"{c_string(('store' if to_gm else 'load') + f': GM dim {i} access leaves [0, bound)')});")
 
     def _copy_ub(self, op, w: Window, tile: Value, counts: tuple, to_gm: bool):
         if len(w.dims) == 1 and (len(w.dims[0].radices) > 1 or any(w.dims[0].lookups or ())):
@@ -695,20 +743,19 @@ class _Lowering(CubeRules):
         dt = tile.type.dtype
         size = dt.bits // 8
         pitch = _cols(tile.type) * size
-        if pitch % _BLOCK:
-            raise AscendCError(f"a UB tile row of {pitch} bytes is not a whole number of 32-byte blocks "
-                               f"(shape {tile.type.shape}, {dt}): DataCopyPad needs 32-byte row pitch", op.loc)
+        one_row = tile.type.rank == 1 or tile.type.shape[0] == 1
+        if not _aligned_rows(tile.type):
+            return self._copy_rows_scalar(op, w, tile, counts, to_gm)
         t = self.tile(tile)
         rows, cols = (counts[0], counts[1]) if len(counts) == 2 else ("1", counts[0])
-        for i, (d, n) in enumerate(zip(w.dims, counts)):
-            start, bound = self.ref(d.start), self.ref(d.bound)
-            cond = f"{n} <= {bound}" if start == "0" else f"{start} >= 0 && {start} + {n} <= {bound}"
-            self.emit(f"CVT_CHECK({cond}, "
-                      f"{c_string(('store' if to_gm else 'load') + f': GM dim {i} access leaves [0, bound)')});")
+        self._window_checks(w, counts, to_gm)
         col0 = self.ref(dims[-1].start)
         blen = _mul(cols, str(size))
-        gap_ub = str((pitch - _ceil(int(blen), _BLOCK)) // _BLOCK) if blen.isdigit() else \
-            f"({pitch} - ({blen} + 31) / 32 * 32) / 32"
+        if one_row:   # one block run: no gap between rows (a UB buffer's size is whole 32-byte blocks)
+            gap_ub = "0"
+        else:
+            gap_ub = str((pitch - _ceil(int(blen), _BLOCK)) // _BLOCK) if blen.isdigit() else \
+                f"({pitch} - ({blen} + 31) / 32 * 32) / 32"
         self.api |= {"DataCopyPad", "DataCopyExtParams"}
         if not to_gm:
             self.api.add("DataCopyPadExtParams")
@@ -833,12 +880,28 @@ class _Lowering(CubeRules):
         wname = self.namer.ident("reduceWork")
         self.emit(f"LocalTensor<{ct}> {wname} = ub[{work}].ReinterpretCast<{ct}>();")
         r = self.namer.ident("r")
+        row = f"{src}[{r} * {pitch}]"
+        if not _aligned_rows(x.type):
+            # a row that starts inside a 32-byte block, which the vector unit cannot address: moved to an
+            # aligned scratch row first (scalar UB accesses, fenced)
+            off = self.need_scratch(f"reduce row {dt} {pitch}", pitch * dt.bits // 8)
+            row = self.namer.ident("reduceRow")
+            self.emit(f"LocalTensor<{ct}> {row} = ub[{off}].ReinterpretCast<{ct}>();")
+            self.api |= {"LocalTensor::GetValue", "LocalTensor::SetValue", "PipeBarrier"}
         self.emit(f"for (int64_t {r} = 0; {r} < {rows}; ++{r}) {{")
+        self.depth += 1
+        if not _aligned_rows(x.type):
+            c = self.namer.ident("c")
+            self.emit("PipeBarrier<PIPE_ALL>();")
+            self.emit(f"for (int64_t {c} = 0; {c} < {cols}; ++{c}) {{")
+            self.emit(f"    {row}.SetValue({c}, {src}.GetValue({r} * {pitch} + {c}));")
+            self.emit("}")
+            self.emit("PipeBarrier<PIPE_ALL>();")
         if kind == "sum":
-            self.emit(f"    {fn}<{ct}>({dst}[{r}], {src}[{r} * {pitch}], {wname}, static_cast<int32_t>({cols}));")
+            self.emit(f"{fn}<{ct}>({dst}[{r}], {row}, {wname}, static_cast<int32_t>({cols}));")
         else:
-            self.emit(f"    {fn}<{ct}>({dst}[{r}], {src}[{r} * {pitch}], {wname}, static_cast<int32_t>({cols}), "
-                      "false);")
+            self.emit(f"{fn}<{ct}>({dst}[{r}], {row}, {wname}, static_cast<int32_t>({cols}), false);")
+        self.depth -= 1
         self.emit("}")
         self.api.add(fn)
 
@@ -1009,6 +1072,8 @@ class _Lowering(CubeRules):
         if len(tiles) == 2:
             bs = [self._bcast(t, out) for t in tiles]
             if "row" in bs or bs == ["col", "col"]:
+                return False
+            if any(bs) and not _aligned_rows(out.type):   # the repeat form walks rows in 32-byte blocks
                 return False
             if bs[1] is None and bs[0] == "col" and kind in ("sub", "div"):
                 return False
@@ -1258,6 +1323,12 @@ def _row_at(base: str, t: TileType, row: str) -> str:
 
 def _cols(t: TileType) -> int:
     return t.shape[-1] if t.rank == 2 else t.shape[0]
+
+
+def _aligned_rows(t: TileType) -> bool:
+    """Whether every row of a UB tile starts at a 32-byte boundary (what the vector unit and DataCopyPad
+    address): a one-row tile, or a row pitch of whole 32-byte blocks."""
+    return t.rank == 1 or t.shape[0] == 1 or (t.shape[1] * t.dtype.bits // 8) % _BLOCK == 0
 
 
 def _ceil(x: int, a: int) -> int:
