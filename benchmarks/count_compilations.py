@@ -15,31 +15,24 @@ import argparse
 import collections
 import time
 
-import numpy as np
-
-from cvtile.dsl.jit import record_launches
-from cvtile.kernels.st_runner import default_api, load_api, load_cases
+from cvtile.kernels.st_runner import corpus_launches
 
 
 def specialisations(path: str):
     """(number of cases, launches, Counter of specialisation keys, Counter of error types)."""
-    cases = load_cases(path)
-    api = load_api(default_api(path))
     keys: collections.Counter = collections.Counter()
     errors: collections.Counter = collections.Counter()
     launches = 0
-    for case in cases:
-        try:
-            kwargs = case.make_inputs(np.random.default_rng(0))
-            with record_launches(run=False) as rec:
-                api(**kwargs)
-        except Exception as e:       # unsupported or rejected cases launch nothing
-            errors[type(e).__name__] += 1
+    n = 0
+    for _, recorded in corpus_launches(path):
+        n += 1
+        if isinstance(recorded, Exception):   # unsupported or rejected cases launch nothing
+            errors[type(recorded).__name__] += 1
             continue
-        for launch in rec.launches:
+        for launch in recorded:
             keys[launch.kernel.key] += 1
             launches += 1
-    return len(cases), launches, keys, errors
+    return n, launches, keys, errors
 
 
 def main(argv=None) -> int:

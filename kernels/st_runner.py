@@ -96,6 +96,7 @@ from .tiny_rdv import is_tiny_rdv_path, load_tiny_rdv
 
 __all__ = ["CaseRecord", "StResult", "StKind", "FIA_KIND", "RAU_KIND", "FAS_KIND", "case_kind", "corpus_kind", "rau_golden",
            "run_st_corpus", "run_case", "golden_api", "is_unsupported", "load_cases", "default_api", "load_api", "check_selected",
+           "corpus_launches",
            "FIA_GOLDENS", "golden_for", "main", "SchedulerUnavailableError", "SchedulerConnectError",
            "SCHEDULER_CONNECT_TIMEOUT"]
 
@@ -187,6 +188,25 @@ def default_api(path) -> str:
     if is_tiny_rdv_path(path):
         return "cvtile.kernels.fia.api:npu_fused_infer_attention_score"
     return "cvtile.kernels.fia.api:fused_infer_attention_score_v4"
+
+
+def corpus_launches(path, api: Callable | None = None):
+    """Each case's launches, recorded without running them (``record_launches(run=False)``: the kernels are
+    specialised, traced and run through the passes, neither compiled by numba nor run): yields ``(case index,
+    launches)`` per case the API takes, ``(case index, exc)`` with the exception of one it refuses or fails on.
+    What the compile count, the backends' coverage sweeps and the generation tests read."""
+    from ..dsl.jit import record_launches
+
+    api = api or load_api(default_api(path))
+    for i, case in enumerate(load_cases(path)):
+        try:
+            kwargs = case.make_inputs(np.random.default_rng(0))
+            with record_launches(run=False) as rec:
+                api(**kwargs)
+        except Exception as e:   # noqa: BLE001  (the caller decides what a refusal or a failure means)
+            yield i, e
+            continue
+        yield i, rec.launches
 
 
 def rau_golden(**kwargs):

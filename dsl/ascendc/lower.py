@@ -1071,7 +1071,7 @@ class _Lowering(CubeRules):
             return False
         if len(tiles) == 2:
             bs = [self._bcast(t, out) for t in tiles]
-            if "row" in bs or bs == ["col", "col"]:
+            if "row" in bs or "both" in bs or bs == ["col", "col"]:
                 return False
             if any(bs) and not _aligned_rows(out.type):   # the repeat form walks rows in 32-byte blocks
                 return False
@@ -1118,7 +1118,8 @@ class _Lowering(CubeRules):
             if a.is_tile and a.owner is not None and a.owner.kind == "expand":
                 src = expand_src(a)
                 t = self.tile(src)
-                idx = r if a.owner.attrs["axis"] == 1 else c
+                dim = 0 if a.owner.attrs["axis"] == 1 else 1     # the result dim the source runs along
+                idx = "0" if src.type.shape[0] == 1 and shape[dim] != 1 else (r if dim == 0 else c)
                 v = f"{t}.GetValue({idx})"
                 vals.append(f"static_cast<float>({v})" if src.type.dtype.name in ("float16", "bfloat16") else v)
             else:
@@ -1140,11 +1141,13 @@ class _Lowering(CubeRules):
         self.api |= {"LocalTensor::GetValue", "LocalTensor::SetValue", "PipeBarrier"}
 
     def _bcast(self, x: Value, out: Value):
-        """None for an operand of the result's shape; 'col' for an (R, 1) operand, 'row' for (1, C)."""
+        """None for an operand of the result's shape; 'col' for an (R, 1) operand of an (R, C) result, 'row'
+        for (1, C); 'both' for a (1, 1) operand of a result of more than one row and column (a per-tensor
+        value: the scalar loop reads its one element)."""
         if x.type.shape == out.type.shape:
             return None
         if x.type.rank == 2 and x.type.shape[1] == 1:
-            return "col"
+            return "col" if x.type.shape[0] == out.type.shape[0] else "both"
         return "row"
 
     def _full_operand(self, x: Value, out: Value, op) -> str:

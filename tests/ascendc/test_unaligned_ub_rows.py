@@ -49,3 +49,29 @@ def test_tiles_with_unaligned_rows_copy_reduce_and_broadcast_on_the_twin(tmp_pat
     report = A.run_project(str(tmp_path), "arch22")
     assert report.count("PASS") == 2, report
     assert "PASS: mx bitwise equal" in report, report     # the max and the copies are exact
+
+
+@ct.jit
+def _per_tensor_scale(x, s, out, N: ct.constexpr):
+    for r0 in range(ct.block_idx() * 16, N, ct.block_num() * 16):
+        n = min(16, N - r0)
+        with ct.vector():
+            a = ct.load(x[ct.ds(r0, 16, valid=n), 0:64])
+            ct.store(out[ct.ds(r0, 16, valid=n), 0:64], a * ct.load(s[0:1])[:, None])
+
+
+@needs_gxx
+def test_a_per_tensor_value_broadcast_over_a_tile_reads_its_one_element(tmp_path):
+    """Regression: a (1, 1) operand (a per-tensor scale, ``load(s[0:1])[:, None]``, as post-quant's quant_scale2)
+    of a 16-row result was lowered as a column broadcast (``Brcb`` of 16 rows from a one-element tile) or, in
+    the scalar loop, read at the row index: rows past the first got garbage (FIA full-quant st cases 44 and 45
+    on the twin: 37-75 % of the int8 outputs wrong). Its one element is read for every row now."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((40, 64)).astype(np.float32)
+    s = np.array([1.75], np.float32)
+    out = np.zeros_like(x)
+    ck = _per_tensor_scale.compile(x, s, out, N=40)
+    res = A.emit(str(tmp_path), [A.Launch(ck, 2, [x, s, out])])
+    A.check_project(str(tmp_path), res["kernels"])
+    report = A.run_project(str(tmp_path), "arch22")
+    assert "PASS: out bitwise equal" in report, report

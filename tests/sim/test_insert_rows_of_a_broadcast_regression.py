@@ -80,19 +80,14 @@ def test_pipelined_order_of_a_chunked_broadcast_matches_program_order():
 def test_every_st_corpus_launch_generates_both_orders(name, corpus_file):
     """Every kernel specialisation an st corpus launches generates its program-order and pipelined-order
     modules (tracing and generation only, no numba compile: about a minute per corpus)."""
-    from cvtile.kernels.st_runner import default_api, load_api, load_cases
+    from cvtile.kernels.st_runner import corpus_launches
 
-    path = str(corpus_file(f"st/{name}"))
-    api = load_api(default_api(path))
     kernels = {}
-    for case in load_cases(path):
-        try:
-            kwargs = case.make_inputs(np.random.default_rng(0))
-            with record_launches(run=False) as rec:
-                api(**kwargs)
-        except (cvtile.ParamError, cvtile.UnsupportedParameterError):
+    for _, recorded in corpus_launches(str(corpus_file(f"st/{name}"))):
+        if isinstance(recorded, (cvtile.ParamError, cvtile.UnsupportedParameterError)):
             continue
-        for launch in rec.launches:
+        assert not isinstance(recorded, Exception), recorded
+        for launch in recorded:
             kernels.setdefault(launch.kernel.key, launch.kernel)
     assert kernels
     for kernel in kernels.values():
