@@ -931,28 +931,39 @@ class _Lowering(CubeRules):
         self.api |= {"LocalTensor::GetValue", "LocalTensor::SetValue", "PipeBarrier"}
 
     def op_insert_rows(self, op):
+        """The chunk's valid rows copied into the full tile at ``row``. A rank-1 chunk copies its valid
+        elements exactly (a tail chunk's capacity may reach past the full tile's end: copying the capacity
+        wrote into the next buffer in UB), by the count form of ``Muls`` by 1 (16/32-bit types), else, and
+        for a chunk that is not whole 32-byte blocks, by scalar stores."""
         full, chunk, row = op.args
         f, c = self.tile(full), self.tile(chunk)
         self.names[op.result.id] = f
         target = _row_at(f, full.type, self.ref(row))
         if c == target:
             return
-        if full.type.rank == 1 and (chunk.type.shape[0] * chunk.type.dtype.bits // 8) % _BLOCK:
+        dt = chunk.type.dtype
+        ct = CTYPE[dt.name]
+        if full.type.rank == 1:
+            n = self.count(chunk)
+            if (chunk.type.shape[0] * dt.bits // 8) % _BLOCK == 0 and dt.name in _MULS_TYPES:
+                self.emit(f"Muls({target}, {c}, static_cast<{ct}>(1), {c_cast('int32_t', n)});")
+                self.api.add("Muls")
+                return
             i = self.namer.ident("i")   # an unaligned rank-1 chunk: scalar stores (see op_slice_rows)
             self.emit("PipeBarrier<PIPE_ALL>();")
-            self.emit(f"for (int64_t {i} = 0; {i} < {self.rows_of(chunk) if chunk.type.rank == 2 else self.extents(chunk)[0]}; ++{i}) {{")
+            self.emit(f"for (int64_t {i} = 0; {i} < {n}; ++{i}) {{")
             self.emit(f"    {f}.SetValue({self.ref(row)} + {i}, {c}.GetValue({i}));")
             self.emit("}")
             self.emit("PipeBarrier<PIPE_ALL>();")
+            self.api |= {"LocalTensor::GetValue", "LocalTensor::SetValue", "PipeBarrier"}
             return
         rows = self.rows_of(chunk)
-        row_bytes = _cols(chunk.type) * chunk.type.dtype.bits // 8
+        row_bytes = _cols(chunk.type) * dt.bits // 8
         n = _mul(rows, str(_cols(chunk.type)))
         if row_bytes % _BLOCK == 0:
             self.emit(f"DataCopy({target}, {c}, {c_cast('uint32_t', n)});")
             self.api.add("DataCopy")
         else:   # an exact element count (a DataCopy would round up to 32 bytes and write past the chunk)
-            ct = CTYPE[chunk.type.dtype.name]
             self.emit(f"Muls({target}, {c}, static_cast<{ct}>(1), {c_cast('int32_t', n)});")
             self.api.add("Muls")
 
@@ -1322,6 +1333,10 @@ def _row_at(base: str, t: TileType, row: str) -> str:
     if row == "0":
         return base
     return f"{base}[{_mul(row, str(t.shape[1]))}]" if t.rank == 2 else f"{base}[{row}]"
+
+
+#: element types ``Muls`` takes (an exact copy by the count form: x * 1 is x, NaN and -0 included)
+_MULS_TYPES = ("float16", "float32", "int16", "int32")
 
 
 def _cols(t: TileType) -> int:
