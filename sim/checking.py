@@ -51,7 +51,7 @@ from .shadow import (AREA, CLOCK, ERR_ROLE, ERR_SITE, ERR_VALUES, KINDS, MAX_BLO
 from .storage import from_storage, to_storage
 from .sync import ROLES
 
-__all__ = ["CheckMode", "checked_launches", "CheckSession", "CheckError", "RaceError", "UninitialisedReadError",
+__all__ = ["CheckMode", "checked_launches", "note_host_initialised", "CheckSession", "CheckError", "RaceError", "UninitialisedReadError",
            "WriteOnceError", "FlagError", "EquivalenceError", "CheckModeError"]
 
 
@@ -172,6 +172,7 @@ class CheckSession:
         self.mode = mode
         self.outputs: dict = {}
         self.read: set = set()        # memory keys of the tensors some launch read
+        self.initialised: list = []   # (start, end) addresses of outputs the host filled before the launches
         self.launches = 0
 
     def record(self, kernel: str, plan, shadows: LaunchShadows, values: dict, storages: dict, sites) -> None:
@@ -209,10 +210,23 @@ class CheckSession:
         """Tensors a launch reads: no launch of the session leaves them pure outputs."""
         self.read.update(_memory_key(v) for v in values)
 
+    def note_initialised(self, *arrays) -> None:
+        """Outputs the operator's host code filled before its launches, where the launches leave elements to
+        that fill by design (the chip's output init: FIA's rows past a batch's actual query length): they are
+        judged for double writes, not for holes."""
+        for a in arrays:
+            a = np.asarray(a)
+            start = a.__array_interface__["data"][0]
+            self.initialised.append((start, start + a.nbytes))
+
+    def _host_filled(self, key) -> bool:
+        return isinstance(key[0], int) and any(lo <= key[0] < hi for lo, hi in self.initialised)
+
     def finish(self) -> None:
-        """Holes: elements of a pure output that no launch of the session wrote, while others were."""
+        """Holes: elements of a pure output that no launch of the session wrote, while others were (an output
+        the host filled for the launches, ``note_initialised``, has none)."""
         for key, o in self.outputs.items():
-            if key in self.read or not o.total.any():
+            if key in self.read or not o.total.any() or self._host_filled(key):
                 continue
             holes = np.flatnonzero(o.total == 0)
             if holes.size:
@@ -243,6 +257,14 @@ def checked_launches(mode=True):
 def active():
     """The innermost ``checked_launches()`` session of this context, or None."""
     return _ACTIVE.get()
+
+
+def note_host_initialised(*arrays) -> None:
+    """Tell the active session (if any) that the host filled these outputs for the launches that follow and
+    that the launches leave some of their elements to that fill (``CheckSession.note_initialised``)."""
+    session = _ACTIVE.get()
+    if session is not None:
+        session.note_initialised(*arrays)
 
 
 def resolve(check):
