@@ -222,11 +222,12 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         s1_full = q.shape[2] if lay.qkv == "BNSD" else q.shape[1]
         lse = output_array((b, n1, s1_full, 1), np.float32, empty_lse)
 
-    # rows no batch computes (past a batch's actual query length, or left padding) keep the init's fill, as the
-    # chip's output init leaves them: checking mode judges those outputs for double writes, not holes
+    # rows no batch computes (past a batch's actual query length, left padding, a batch skipped or with no KV)
+    # keep the init's fill, as the chip's output init leaves them: checking mode judges those outputs for double
+    # writes, not holes
     rows = (query.shape[0] if lay.qkv == "TND" else query.shape[1]) if lay.token else \
         b * (q.shape[2] if lay.qkv == "BNSD" else q.shape[1])
-    if int(np.sum(qlen)) < rows:
+    if int(np.sum(qlen)) < rows or skip.any() or (np.asarray(kvlen) == 0).any():
         note_host_initialised(out, lse)
 
     # masks: one left-up band per batch and/or an explicit [Bm, S1, S2] mask
