@@ -29,20 +29,9 @@ import cvtile
 from cvtile.dsl import ascendc as A
 from cvtile.dsl.jit import record_launches
 from cvtile.kernels.st_cases import load_st_cases
-from cvtile.kernels.st_runner import corpus_launches, default_api, load_api, load_cases
+from cvtile.kernels.st_runner import corpus_launches, default_api, feature_sample, load_api, load_cases
 from cvtile.sim.checking import CheckMode
 from cvtile.sim.codegen import generate
-
-
-def _feature_sample(path) -> list[int]:
-    """Indices of one case per feature set (the fewest input elements), as ``tests/kernels/test_st_corpus``."""
-    st = load_st_cases(path)
-    best: dict = {}
-    for i, case in enumerate(st):
-        key = tuple(sorted(case.features()))
-        if key not in best or case.elements() < st[best[key]].elements():
-            best[key] = i
-    return sorted(best.values())
 
 
 def lowering(path: str):
@@ -130,7 +119,7 @@ def main(argv=None) -> int:
     for i, name, err in bugs:
         print(f"  error: case index {i}, {name}: {err}")
     if args.twin:
-        twin(args.path, args.case or _feature_sample(args.path))
+        twin(args.path, args.case or feature_sample(args.path))
     return 1 if bugs else 0
 
 

@@ -96,7 +96,7 @@ from .tiny_rdv import is_tiny_rdv_path, load_tiny_rdv
 
 __all__ = ["CaseRecord", "StResult", "StKind", "FIA_KIND", "RAU_KIND", "FAS_KIND", "case_kind", "corpus_kind", "rau_golden",
            "run_st_corpus", "run_case", "golden_api", "is_unsupported", "load_cases", "default_api", "load_api", "check_selected",
-           "corpus_launches",
+           "corpus_launches", "feature_sample",
            "FIA_GOLDENS", "golden_for", "main", "SchedulerUnavailableError", "SchedulerConnectError",
            "SCHEDULER_CONNECT_TIMEOUT"]
 
@@ -188,6 +188,18 @@ def default_api(path) -> str:
     if is_tiny_rdv_path(path):
         return "cvtile.kernels.fia.api:npu_fused_infer_attention_score"
     return "cvtile.kernels.fia.api:fused_infer_attention_score_v4"
+
+
+def feature_sample(path) -> list[int]:
+    """Indices of one st case per distinct feature set (the optional inputs a case gives): the one with the
+    fewest input elements, ties to the first. Every feature combination of the corpus, each at its cheapest."""
+    cases = load_st_cases(path)
+    best: dict = {}
+    for i, case in enumerate(cases):
+        key = tuple(sorted(case.features()))
+        if key not in best or case.elements() < cases[best[key]].elements():
+            best[key] = i
+    return sorted(best.values())
 
 
 def corpus_launches(path, api: Callable | None = None):

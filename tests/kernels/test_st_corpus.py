@@ -30,6 +30,7 @@ import re
 import pytest
 
 from cvtile.kernels import run_st_corpus
+from cvtile.kernels.st_runner import feature_sample
 from cvtile.kernels.golden import fia_golden_st
 from cvtile.kernels.st_cases import load_st_cases
 from cvtile.kernels.fia.api import fused_infer_attention_score_v4 as v4_api
@@ -116,14 +117,9 @@ def test_v4_query_quant_mode_is_refused_by_name(fia_path):
 
 
 def _feature_sample(path):
-    """One case per distinct feature set (the optional inputs a case gives): the one with the fewest input
-    elements, ties to the first. Every feature combination of the corpus is run, each at its cheapest."""
-    best = {}
-    for case in load_st_cases(path):
-        key = tuple(sorted(case.features()))
-        if key not in best or case.elements() < best[key].elements():
-            best[key] = case
-    return [str(c.id) for c in best.values()]
+    """The st ids of ``st_runner.feature_sample``: one case per feature set, the cheapest of each."""
+    cases = load_st_cases(path)
+    return [str(cases[i].id) for i in feature_sample(path)]
 
 
 def _check_ratchet(res, floor):
