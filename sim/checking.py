@@ -25,7 +25,9 @@ file:line of every access involved:
 ``npu_fused_infer_attention_score`` launch several kernels and take no ``check`` argument) and judges
 write-once over all of them at the end: an element may be written by any one launch of the session
 (flash-decode writes the rows of split tasks in the combine launch, the others in the attention launch),
-and a tensor that any launch of the session reads is not a pure output. Without a session each checked
+and a tensor that any launch of the session reads is not a pure output; an output the operator's host code filled
+for rows its launches leave to that fill (``note_host_initialised``: FIA's rows past a batch's actual query
+length) is judged for double writes, not holes. Without a session each checked
 launch is its own. Tensors are identified by their memory (address, shape, strides, dtype).
 
 Invariants
