@@ -35,6 +35,9 @@ float64    1e-10        1e-12     cvtile (golden vs golden)
 int8       0            1         cvtile (a quantised output against another
                                   simulation of it, e.g. the Ascend C twin: an fp32
                                   ulp before the rounding moves it by one step)
+int32      0            0         cvtile (integer sums of 8-bit products, e.g. the
+                                  antiquant kernel's MSD workspaces: exact on every
+                                  simulation)
 =========  ===========  ========  ==================================================
 
 An int8 output judged against the float64 golden (``cvtile cases``) takes the
@@ -96,6 +99,7 @@ TOLERANCES = {
     "float32": (2.0 ** -13, 1e-6),
     "float64": (1e-10, 1e-12),
     "int8": (0.0, 1.0),
+    "int32": (0.0, 0.0),
 }
 #: Largest share of not-close elements that still passes (upstream pct_thd).
 MAX_FAIL_RATIO = 0.005

@@ -37,6 +37,8 @@ backend reads nothing else: not the kernel library, not the tiling mirror.
   exact, slow. ``tanh`` / ``sigmoid`` / ``erf`` / ``floor`` / ``pow`` are the
   math library's ``Tanh`` / ``Sigmoid`` / ``Erf`` / ``Floor`` / ``Power`` count
   forms (half and float tiles); the scalar math functions are not lowered.
+  A cast no one ``Cast`` does (fp32 -> int8, int8 -> fp32) is exact steps
+  through half over scratch chunks (``_CAST_VIA``).
   ``gather`` is a fenced loop of scalar GM reads and UB writes, each index
   checked with ``CVT_CHECK``; ``device_print`` is a ``// device_print(...)``
   comment.
@@ -544,7 +546,12 @@ class _Lowering(CubeRules):
                 tmp = self.namer.ident("next")
                 self.emit(f"const {_SCALAR_CTYPE[d.type.dtype.name]} {tmp} = {self.ref(v)};")
                 staged[d.id] = tmp
-        for d, v in self._parallel_copy_order([(d, v) for d, v in pairs if d.is_tile], op):
+        handles = getattr(self, "handles", set())
+        for d, v in pairs:
+            if d.id in handles:      # an if result pointed at the arm's mma pieces (lower_cube.if_result_handle)
+                self.emit(f"{self.names[d.id]} = {self.tile(v)};")
+        for d, v in self._parallel_copy_order([(d, v) for d, v in pairs if d.is_tile and d.id not in handles],
+                                              op):
             self.copy_tile(d, self.tile(d), v, self.tile(v))
         for d, v in pairs:
             if not d.is_tile:
@@ -587,8 +594,12 @@ class _Lowering(CubeRules):
             if r.is_tile and r.id not in self.names and r.id in self.plan.buffer_of:
                 self.tile(r)
             elif r.is_tile and r.id not in self.names:   # plan_memory streams it: each arm's mma result
-                raise AscendCUnsupported("an if whose arms' mma results stream out of L0C to its result's store "
-                                         "(the plan gives them no buffer) is not lowered", op.loc)
+                if self.core != "aic":
+                    raise AscendCUnsupported("an if on the vector side whose tile result has no buffer", op.loc)
+                if self.if_result_handle(op, r):   # each arm's mma leaves it in its own L0C pieces
+                    continue
+                self.defer_if(op)     # lowered at its result's store (lower_cube)
+                return
         self.emit(f"if ({self.ref(op.args[0])}) {{")
         for i, blk in enumerate(op.blocks):
             if i == 1:
@@ -858,8 +869,40 @@ class _Lowering(CubeRules):
         widening = src.is_float and dst.is_float and dst.bits > src.bits
         mode = "RoundMode::CAST_NONE" if widening else _ROUND[op.attrs.get("rounding", "rint")]
         n = self.count(op.result)
+        steps = _CAST_VIA.get((src.name, dst.name))
+        if steps is not None:
+            self._cast_via(op, x, steps, mode, n)
+            return
         self.emit(f"Cast({self.tile(op.result)}, {self.tile(x)}, {mode}, {c_cast('uint32_t', n)});")
         self.api |= {"Cast", mode.split("::")[0]}
+
+    def _cast_via(self, op, x, steps, mode: str, n: str):
+        """A cast the vector unit has no one instruction for, as exact steps through scratch chunks of
+        ``_CAST_CHUNK`` elements (``_CAST_VIA``), each step fenced on the V pipe."""
+        dst, src = self.tile(op.result), self.tile(x)
+        self.emit(f"// {x.type.dtype} -> {op.result.type.dtype}: no one Cast, "
+                  f"{' -> '.join([steps[0][0]] + [t for _, t, _ in steps])} (exact)")
+        tmp = {}
+        for _, t, _ in steps[:-1]:
+            if t not in tmp:
+                off = self.need_scratch(f"cast via {t}", _CAST_CHUNK * _DT_BYTES[t])
+                name = self.namer.ident(f"via{t.capitalize()}")
+                self.emit(f"LocalTensor<{CTYPE[t]}> {name} = ub[{off}].ReinterpretCast<{CTYPE[t]}>();")
+                tmp[t] = name
+        c0, ln = self.namer.ident("c0"), self.namer.ident("len")
+        self.emit(f"for (int64_t {c0} = 0; {c0} < {n}; {c0} += {_CAST_CHUNK}) {{")
+        self.depth += 1
+        self.emit(f"const uint32_t {ln} = static_cast<uint32_t>(cvtMin<int64_t>({_CAST_CHUNK}, {n} - {c0}));")
+        for i, (f, t, m) in enumerate(steps):
+            a = f"{dst}[{c0}]" if i == len(steps) - 1 else tmp[t]
+            b = f"{src}[{c0}]" if i == 0 else tmp[f]
+            rm = mode if m == "op" else m
+            self.emit(f"Cast({a}, {b}, {rm}, {ln});")
+            self.emit("PipeBarrier<PIPE_V>();")
+            self.api |= {"Cast", rm.split("::")[0]}
+        self.depth -= 1
+        self.emit("}")
+        self.api |= {"LocalTensor", "PipeBarrier"}
 
     def op_reduce(self, op):
         (x,) = op.args
@@ -1334,6 +1377,19 @@ def _row_at(base: str, t: TileType, row: str) -> str:
         return base
     return f"{base}[{_mul(row, str(t.shape[1]))}]" if t.rank == 2 else f"{base}[{row}]"
 
+
+#: casts with no one vector instruction on either arch (the declaration header's ``CastOk``): their exact steps
+#: (from, to, round mode; "op" = the op's own rounding). An fp32 -> int8 value is rounded in fp32 first (the
+#: op's mode), then reaches int8 through half, exactly: an integer of at most 2048 in magnitude is a half, and a
+#: larger one saturates to the int8 bound either way (half's inf included)
+_CAST_VIA = {
+    ("float32", "int8"): (("float32", "float32", "op"), ("float32", "float16", "RoundMode::CAST_NONE"),
+                          ("float16", "int8", "RoundMode::CAST_RINT")),
+    ("int8", "float32"): (("int8", "float16", "RoundMode::CAST_NONE"),
+                          ("float16", "float32", "RoundMode::CAST_NONE")),
+}
+_CAST_CHUNK = 2048
+_DT_BYTES = {"float32": 4, "float16": 2}
 
 #: element types ``Muls`` takes (an exact copy by the count form: x * 1 is x, NaN and -0 included)
 _MULS_TYPES = ("float16", "float32", "int16", "int32")

@@ -23,7 +23,13 @@ Model
   ``DataCopy`` of 32-byte blocks, one call per paged row), and ``Mmad`` (``cmatrixInitVal`` on the first K piece unless it accumulates into ``acc``). Its
   result is the planned L0C buffer, or -- a result that is only stored -- the plan's ``mma@<line>.c``
   pieces: when the whole result fits them it waits there for its store; otherwise the mma is lowered at
-  its store (only waits, events and scalars stand between them) and each piece is Fixpiped out when done.
+  its store (only waits, events, checks and scalars stand between them) and each piece is Fixpiped out when
+  done.
+* An ``if`` whose arms each end in an mma whose result only leaves the cube (the plan gives the ``if``
+  result no buffer): when those results exceed their pieces, the whole ``if`` is lowered at its result's
+  store (each arm its scalars, then its mma Fixpiped piece by piece; ``defer_if``); otherwise it stays
+  where it is and its result is a ``LocalTensor`` handle each arm's yield points at that arm's own pieces
+  (``if_result_handle``).
 * A hand-off received into L1 only to be staged (the plan gives it no buffer of its own) is loaded at its
   ``load`` -- where the channel's flags are -- into the consuming mma's ``.stream`` pieces; when it does
   not fit them, the mma itself is lowered at the ``load``, streaming the hand-off from its slot piece by
@@ -133,6 +139,7 @@ class _CubeState:
         self.pos: dict[int, int] = {}
         self.users: dict[int, list] = {}
         self.ops: list = []
+        self.if_of_yield: dict[int, object] = {}     # id(an if arm's yield) -> the if
         self._number(body)
         self.plan = plan
 
@@ -146,7 +153,22 @@ class _CubeState:
             for v in op.operands:
                 self.users.setdefault(v.id, []).append(op)
             for b in op.blocks:
+                if op.kind == "if" and b.ops and b.ops[-1].kind == "yield":
+                    self.if_of_yield[id(b.ops[-1])] = op
                 self._number(b)
+
+    def readers(self, v) -> list:
+        """The ops reading ``v``, through the if it is yielded from: that if's readers of the result instead."""
+        out = []
+        for u in self.users.get(v.id, []):
+            owner = self.if_of_yield.get(id(u)) if u.kind == "yield" else None
+            if owner is None:
+                out.append(u)
+                continue
+            for i, a in enumerate(u.args):
+                if a.id == v.id:
+                    out.extend(self.readers(owner.results[i]))
+        return out
 
 
 class CubeRules:
@@ -482,9 +504,10 @@ class CubeRules:
             self._check_streamed_result(op, ctx["pieces"]["c"], ctx["pos"])
         self._mma_emit(ctx)
 
-    def _mma_prepare(self, op, override: dict | None = None) -> dict:
+    def _mma_prepare(self, op, override: dict | None = None, store=None) -> dict:
         """Validate an mma against the plan and the API subset; what its lowering needs (``override``: operand
-        sources to use instead of the IR's, e.g. a hand-off's GM slot window)."""
+        sources to use instead of the IR's, e.g. a hand-off's GM slot window; ``store``: the store its streamed
+        result goes to, when it is not the result's own user: an if's arm)."""
 
         st = self._cube()
         pos = st.pos[id(op)]
@@ -543,7 +566,9 @@ class CubeRules:
             cbuf = pieces["c"]
             cbytes = cbuf.bytes
             ctx["streamed"] = True
-            if op.result.id in self.plan.streamed_out:     # the plan's rule: more than the two .c pieces hold
+            if store is not None:
+                ctx["defer"] = store
+            elif op.result.id in self.plan.streamed_out:   # the plan's rule: more than the two .c pieces hold
                 ctx["defer"] = self._deferred_store(op)
         else:
             cbuf = self._buffer(op.result)
@@ -559,24 +584,107 @@ class CubeRules:
         return ctx
 
     def _deferred_store(self, op):
-        """The one store of a streamed-out mma result, when only waits, syncs and scalars stand between them."""
+        """The one store of a streamed-out mma result, when only waits, syncs, checks and scalars stand between
+        them."""
+        return self._only_store(op.result, op, "an mma result")
+
+    def _only_store(self, v, after, what: str):
+        """The one store reading ``v`` (a streamed-out mma result, or an if's result that its arms' mmas stream
+        out), in the block of ``after`` (the op making ``v``) with only waits, syncs, checks and pure scalars
+        between them: where the mma is lowered, each piece Fixpiped out as it is done. A check between them
+        (a bound of the store's window) then runs before the mma rather than after it; the mma's result is seen
+        only at its store either way."""
 
         st = self._cube()
-        users = st.users.get(op.result.id, [])
+        users = st.users.get(v.id, [])
         if len(users) != 1 or users[0].kind != "store":
-            raise AscendCUnsupported(f"an mma result of {op.result.type.shape} (more than the L0C pieces hold) "
-                                     f"read by {len(users)} ops: it streams out only to one store", op.loc)
+            raise AscendCUnsupported(f"{what} of {v.type.shape} (more than the L0C pieces hold) read by "
+                                     f"{len(users)} ops: it streams out only to one store", after.loc)
         store = users[0]
-        block = next((b for b in _blocks_of(self.k.programs()["aic"]) if op in b.ops), None)
+        block = next((b for b in _blocks_of(self.k.programs()["aic"]) if after in b.ops), None)
         if block is None or store not in block.ops:
-            raise AscendCUnsupported("a streamed-out mma result stored in another block", op.loc)
-        i, j = block.ops.index(op), block.ops.index(store)
+            raise AscendCUnsupported(f"a streamed-out {what} stored in another block", after.loc)
+        i, j = block.ops.index(after), block.ops.index(store)
         for mid in block.ops[i + 1:j]:
-            if not (mid.kind in ("event_set", "event_wait", "flag_wait", "barrier") or
+            if not (mid.kind in ("event_set", "event_wait", "flag_wait", "barrier", "check") or
                     (mid.defn.category == "scalar" and mid.defn.pure)):
-                raise AscendCUnsupported(f"a streamed-out mma result whose store follows a {mid.kind} (the mma is "
-                                         "computed piece by piece at its store)", op.loc)
+                raise AscendCUnsupported(f"a streamed-out {what} whose store follows a {mid.kind} (the mma is "
+                                         "computed piece by piece at its store)", after.loc)
         return store
+
+    def defer_if(self, op):
+        """An if whose arms each end in an mma whose result streams out of L0C (the plan gives the if's result no
+        buffer), stored once after the if: the whole if is lowered at that store (``_only_store``'s rule for
+        what may stand between), each arm's mma Fixpiped into the store's window piece by piece."""
+
+        why = "an if whose arms' mma results stream out of L0C to its result's store"
+        if len(op.results) != 1 or not op.results[0].is_tile or len(op.blocks) != 2:
+            raise AscendCUnsupported(f"{why}, with other results or one arm, is not lowered", op.loc)
+        r = op.results[0]
+        for arm in op.blocks:
+            y = arm.ops[-1]
+            mma = y.args[0].owner if y.kind == "yield" and y.args else None
+            if mma is None or mma.kind != "mma" or mma.attrs.get("acc") or mma not in arm.ops:
+                raise AscendCUnsupported(f"{why}: an arm yields a value no mma of its own made", op.loc)
+            for o in arm.ops:
+                if not (o is mma or o is y or (o.kind == "copy" and o.attrs.get("staged")) or
+                        (o.defn.category == "scalar" and o.defn.pure)):
+                    raise AscendCUnsupported(f"{why}: an arm also holds a {o.kind}", o.loc)
+            if "c" not in self._mma_pieces(mma):
+                raise AscendCUnsupported(f"{why}: an arm's mma result has a buffer of its own", mma.loc)
+        store = self._only_store(r, op, "if result")
+        self.deferred_ifs = getattr(self, "deferred_ifs", {})
+        self.deferred_ifs[r.id] = op
+        self.emit(f"// if (line {op.loc.line if op.loc else '?'}): its arms' mmas stream out of L0C, so it runs at "
+                  f"its result's store (line {store.loc.line if store.loc else '?'})")
+
+    def _other_arms_pieces(self, op) -> list:
+        """The L0C pieces of the mmas of the other arms of the if ``op`` (an mma) yields its result from: never
+        live at the same time as ``op``'s."""
+        st = self._cube()
+        out = []
+        for u in st.users.get(op.result.id, []):
+            owner = st.if_of_yield.get(id(u)) if u.kind == "yield" else None
+            for arm in owner.blocks if owner is not None else ():
+                for o in arm.ops:
+                    if o.kind == "mma" and o is not op:
+                        c = self._mma_pieces(o).get("c")
+                        out += [c] if c is not None else []
+        return out
+
+    def if_result_handle(self, op, r) -> bool:
+        """An if's tile result that its arms' mmas leave in their own L0C pieces (no buffer of its own): a
+        LocalTensor handle declared before the if, each arm's yield pointing it at its pieces (``op_yield``).
+        False when an arm's result streams out piece by piece at its store instead (``defer_if``)."""
+        for arm in op.blocks:
+            y = arm.ops[-1]
+            i = op.results.index(r)
+            mma = y.args[i].owner if y.kind == "yield" else None
+            if mma is None or mma.kind != "mma" or mma not in arm.ops or mma.attrs.get("acc") or \
+                    mma.result.id in self.plan.streamed_out or "c" not in self._mma_pieces(mma):
+                return False
+        name = self.namer.ident(r.name or "ifResult")
+        self.emit(f"LocalTensor<{CTYPE[r.type.dtype.name]}> {name};   // the arm's mma result in its L0C pieces")
+        self.api.add("LocalTensor")
+        self.names[r.id] = name
+        self.handles = getattr(self, "handles", set()) | {r.id}
+        return True
+
+    def _deferred_if_at(self, dif, store):
+        """The if ``defer_if`` left for ``store``: each arm's scalars, then its mma Fixpiped into the store."""
+        self.emit(f"if ({self.ref(dif.args[0])}) {{")
+        for i, arm in enumerate(dif.blocks):
+            if i:
+                self.emit("} else {")
+            self.depth += 1
+            for o in arm.ops:
+                if o.kind == "mma":
+                    self._mma_emit(self._mma_prepare(o, store=store), store=store)
+                elif o.kind != "yield":
+                    self.note(o)
+                    getattr(self, "op_" + o.kind)(o)
+            self.depth -= 1
+        self.emit("}")
 
     def _mma_emit(self, ctx: dict, store=None):
         """The mma's pieces: (row block, column piece) x K pieces; with ``store`` each finished piece is Fixpiped
@@ -767,9 +875,9 @@ class CubeRules:
         """A result streamed out of L0C stays in the mma's pieces until its last store."""
 
         st = self._cube()
-        users = st.users.get(op.result.id, [])
-        last = max((st.pos[id(u)] for u in users), default=pos)
-        bad = self._clobbered("L0C", cbuf.offset, cbuf.offset + cbuf.bytes, pos, last, skip=[cbuf])
+        last = max((st.pos[id(u)] for u in st.readers(op.result)), default=pos)
+        bad = self._clobbered("L0C", cbuf.offset, cbuf.offset + cbuf.bytes, pos, last,
+                              skip=[cbuf] + self._other_arms_pieces(op))
         if bad:
             raise AscendCUnsupported(f"the mma result's L0C pieces are reused by {bad[0].name} before its store",
                                      op.loc)
@@ -830,6 +938,7 @@ class CubeRules:
             raise AscendCUnsupported(f"a Fixpipe store of {t.dtype} to a {gdt} tensor", op.loc)
         self._cube()
         deferred = getattr(self, "deferred", {}).pop(tile.id, None)
+        deferred_if = getattr(self, "deferred_ifs", {}).pop(tile.id, None)
         mv, nv = self.extents(tile)
         wcounts = self._window_counts(op, w, "store")
         for i, (n, wn) in enumerate(zip((mv, nv), wcounts)):
@@ -837,8 +946,11 @@ class CubeRules:
                 self.emit(f"CVT_CHECK({n} <= {wn}, "
                           f"{c_string(f'store: the tile valid dim {i} exceeds the window valid extent')});")
         self.api |= {"Fixpipe", "FixpipeParamsV220", "QuantMode_t", "CFG_ROW_MAJOR"}
-        if deferred is not None:
-            self._mma_emit(deferred, store=op)
+        if deferred_if is not None or deferred is not None:
+            if deferred_if is not None:
+                self._deferred_if_at(deferred_if, op)
+            else:
+                self._mma_emit(deferred, store=op)
             for fs in getattr(self, "postponed", {}).pop(id(op), []):
                 self.op_flag_set(fs, postponed=True)
             return

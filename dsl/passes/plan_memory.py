@@ -64,7 +64,8 @@ the budget is judged on the split programs).
   already stream through the ping-pong staging pieces below.
 * Lifetimes are ``liveness.Liveness``; a buffer lives over the union of its
   values' ranges (a ping-pong buffer over its loop, a stage's buffer over its
-  pipelined loop, as above); a result may take the place of an operand it reads for the
+  pipelined loop, as above; an L1 tile staged into an mma up to that mma
+  inclusive: the mma reads it piece by piece, beside its own stream pieces); a result may take the place of an operand it reads for the
   last time only with the same size and element width (in place, never a
   partial overlap). Addresses are assigned first-fit in order of first use, each
   aligned as the platform table says (UB 32 B, L1 512 B, L0A/L0B 512 B, L0C
@@ -367,6 +368,14 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
                                                      for u in lv.users.get(src.id, [])):
                 skip.add(src.id)
                 staged.setdefault(id(op), []).append(which)
+    # an L1 tile staged into an mma is read by the mma itself, piece by piece, after its staged copy: it lives
+    # until the mma (inclusive), so the mma's own stream pieces never take its place
+    held: dict[int, int] = {}
+    for op in walk(body):
+        if op.kind == "mma":
+            for _, src in _mma_sources(op):
+                if src is not None:
+                    held[src.id] = max(held.get(src.id, 0), lv.pos[id(op)] + 1)
     # buffers from groups
     members: dict[int, list] = {}
     for vid, v in lv.values.items():
@@ -385,7 +394,7 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
         if any(v.owner is not None and v.owner.kind in _VIEWS for v in [rep]) and len(vals) > 1:
             rep = next((v for v in vals if v.owner is None or v.owner.kind not in _VIEWS), rep)
         start = min(lv.def_pos.get(v.id, 0) for v in vals)
-        end = max(lv.end.get(v.id, lv.def_pos.get(v.id, 0) + 1) for v in vals)
+        end = max(max(lv.end.get(v.id, lv.def_pos.get(v.id, 0) + 1), held.get(v.id, 0)) for v in vals)
         origin = _origin(rep, lv)
         pong = ponged.get(root)
         copies = 2 if pong else 1
