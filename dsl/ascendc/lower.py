@@ -64,7 +64,7 @@ from ..ir import Block, Kernel, Op, Value, Window
 from ..shapes import ValidExtents
 from ..types import ScalarType, TensorType, TileType
 from .c_syntax import CTYPE, SPACE_VAR, AscendCError, AscendCUnsupported, c_cast, c_sum
-from .lower_cube import CubeRules
+from .lower_cube import CubeRules, _const
 from .names import Namer, c_string, comment
 
 __all__ = ["AscendCError", "AscendCUnsupported", "LoweredKernel", "lower_kernel", "CTYPE"]
@@ -974,10 +974,11 @@ class _Lowering(CubeRules):
         self.api |= {"LocalTensor::GetValue", "LocalTensor::SetValue", "PipeBarrier"}
 
     def op_insert_rows(self, op):
-        """The chunk's valid rows copied into the full tile at ``row``. A rank-1 chunk copies its valid
-        elements exactly (a tail chunk's capacity may reach past the full tile's end: copying the capacity
-        wrote into the next buffer in UB), by the count form of ``Muls`` by 1 (16/32-bit types), else, and
-        for a chunk that is not whole 32-byte blocks, by scalar stores."""
+        """The chunk's valid rows copied into the full tile at ``row``: by ``DataCopy`` when its rows are whole
+        32-byte blocks; otherwise its valid elements exactly (a rank-1 tail chunk's capacity may reach past the
+        full tile's end: copying the capacity wrote into the next buffer in UB), by the count form of ``Muls``
+        by 1 (16/32-bit types) where the chunk lands on a 32-byte block (a runtime row: checked at run time;
+        (M, 1) columns of 4-row chunks land on 16-byte offsets), else by scalar stores."""
         full, chunk, row = op.args
         f, c = self.tile(full), self.tile(chunk)
         self.names[op.result.id] = f
@@ -987,28 +988,41 @@ class _Lowering(CubeRules):
         dt = chunk.type.dtype
         ct = CTYPE[dt.name]
         if full.type.rank == 1:
-            n = self.count(chunk)
-            if (chunk.type.shape[0] * dt.bits // 8) % _BLOCK == 0 and dt.name in _MULS_TYPES:
-                self.emit(f"Muls({target}, {c}, static_cast<{ct}>(1), {c_cast('int32_t', n)});")
-                self.api.add("Muls")
+            n, unit, base = self.count(chunk), dt.bits // 8, self.ref(row)
+            whole = (chunk.type.shape[0] * dt.bits // 8) % _BLOCK == 0
+        else:
+            rows, cols = self.rows_of(chunk), _cols(chunk.type)
+            unit = cols * dt.bits // 8
+            n, base, whole = _mul(rows, str(cols)), _mul(self.ref(row), str(cols)), True
+            if unit % _BLOCK == 0:
+                self.emit(f"DataCopy({target}, {c}, {c_cast('uint32_t', n)});")
+                self.api.add("DataCopy")
                 return
-            i = self.namer.ident("i")   # an unaligned rank-1 chunk: scalar stores (see op_slice_rows)
-            self.emit("PipeBarrier<PIPE_ALL>();")
-            self.emit(f"for (int64_t {i} = 0; {i} < {n}; ++{i}) {{")
-            self.emit(f"    {f}.SetValue({self.ref(row)} + {i}, {c}.GetValue({i}));")
-            self.emit("}")
-            self.emit("PipeBarrier<PIPE_ALL>();")
-            self.api |= {"LocalTensor::GetValue", "LocalTensor::SetValue", "PipeBarrier"}
-            return
-        rows = self.rows_of(chunk)
-        row_bytes = _cols(chunk.type) * dt.bits // 8
-        n = _mul(rows, str(_cols(chunk.type)))
-        if row_bytes % _BLOCK == 0:
-            self.emit(f"DataCopy({target}, {c}, {c_cast('uint32_t', n)});")
-            self.api.add("DataCopy")
-        else:   # an exact element count (a DataCopy would round up to 32 bytes and write past the chunk)
-            self.emit(f"Muls({target}, {c}, static_cast<{ct}>(1), {c_cast('int32_t', n)});")
+        # an exact element count (a DataCopy would round up to 32 bytes and write past the chunk): Muls by 1
+        # where the chunk lands on a 32-byte block (a runtime row: checked at run time), else scalar stores
+        vector = whole and dt.name in _MULS_TYPES
+        at = _const(self.ref(row))
+        muls = f"Muls({target}, {c}, static_cast<{ct}>(1), {c_cast('int32_t', n)});"
+        if vector and at is not None and (at * unit) % _BLOCK == 0:
+            self.emit(muls)
             self.api.add("Muls")
+            return
+        if vector:
+            self.emit(f"if ((({self.ref(row)}) * {unit}) % {_BLOCK} == 0) {{")
+            self.emit("    " + muls)
+            self.emit("} else {")
+            self.depth += 1
+            self.api.add("Muls")
+        i = self.namer.ident("i")   # scalar stores (see op_slice_rows)
+        self.emit("PipeBarrier<PIPE_ALL>();")
+        self.emit(f"for (int64_t {i} = 0; {i} < {n}; ++{i}) {{")
+        self.emit(f"    {f}.SetValue({base} + {i}, {c}.GetValue({i}));")
+        self.emit("}")
+        self.emit("PipeBarrier<PIPE_ALL>();")
+        self.api |= {"LocalTensor::GetValue", "LocalTensor::SetValue", "PipeBarrier"}
+        if vector:
+            self.depth -= 1
+            self.emit("}")
 
     def op_ewise(self, op):
         kind = op.attrs["op"]

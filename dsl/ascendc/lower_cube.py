@@ -543,9 +543,14 @@ class CubeRules:
                                      "LoadDataWithTranspose, outside the API subset)", op.loc)
         if not trans and dt.itemsize == 1:
             k_rows = src["b"][3][0] if src["b"][0] == "l1" else bk
+            # each column piece must be whole 32-column squares once padded to 16-column fractals (the L1
+            # blocks hold 32 columns, padded with zeros past N): pieces of min(bn, N) and of N's tail
+            sizes = {min(bn, N), N - (-(-N // bn) - 1) * bn}
+            odd = bn % 32 or any((-(-x // 16)) % 2 for x in sizes)
             why = ("on Ascend950 (its transposing load is outside the API subset)" if self.arch35 else
-                   f"whose N ({N}) or N piece ({bn}) is not a multiple of 32, or whose stored K rows ({k_rows}) or K "
-                   f"piece ({bk}) are not" if N % 32 or bn % 32 or bk % 32 or (-(-k_rows // 16)) % 2 else None)
+                   f"whose N pieces ({N} columns by {bn}) are not whole 32-column squares, or whose stored K rows "
+                   f"({k_rows}) or K piece ({bk}) are not multiples of 32"
+                   if odd or bk % 32 or (-(-k_rows // 16)) % 2 else None)
             if why:
                 raise AscendCUnsupported(f"mma with a non-transposed B of {dt} {why} (LoadDataWithTranspose "
                                          "transposes 32 x 32 squares)", op.loc)

@@ -206,15 +206,19 @@ class MemoryPlan:
 
 
 def plan_mma(m: int, n: int, k: int, in_bytes: int, platform) -> tuple[int, int, int]:
-    """Ping-pong base tiles (baseM, baseN, baseK) of a block matmul: each L0 buffer half holds one piece."""
+    """Ping-pong base tiles (baseM, baseN, baseK) of a block matmul: each L0 buffer half holds one piece.
+    baseK is whole fractals of the operands' type (a multiple of 16 and of the 32-byte block: 32 for 8-bit
+    operands), halved and rounded up to that unit until the pieces fit (K 80 of fp16 beside a 256-column B: 48,
+    not 40)."""
     half_a, half_b, half_c = platform.l0a // 2, platform.l0b // 2, platform.l0c // 2
     base_m = min(_align(m, 16), 128)
     base_n = min(_align(n, 16), 256)
     while base_m * base_n * 4 > half_c and base_n > 16:
         base_n //= 2
-    base_k = min(_align(k, 16), 256)
-    while (base_m * base_k * in_bytes > half_a or base_k * base_n * in_bytes > half_b) and base_k > 16:
-        base_k //= 2
+    unit = max(16, 32 // in_bytes)
+    base_k = min(_align(k, unit), 256)
+    while (base_m * base_k * in_bytes > half_a or base_k * base_n * in_bytes > half_b) and base_k > unit:
+        base_k = max(unit, _align(base_k // 2, unit))
     return base_m, base_n, base_k
 
 

@@ -277,11 +277,12 @@ def test_arch35_loads_l0a_in_nz_order():
 
 # ---------------------------------------------------------------------- unsupported constructs
 @needs_gxx
-@pytest.mark.parametrize("k, n", [(64, 32), (96, 64)])
+@pytest.mark.parametrize("k, n", [(64, 32), (96, 64), (64, 31), (64, 120)])
 def test_int8_non_transposed_b_runs_on_the_twin(tmp_path, k, n):
     """B stored [K, N] int8: L1 -> L0B by LoadDataWithTranspose (32 x 32 squares, two L0B fractals each); the
     int32 result is exact, so the twin's equals the simulator's bit for bit; K 96 is three squares per column
-    block."""
+    block; N 31 and 120 (the FIA antiquant kernel's odd head dims) fill their last square with the L1 block's
+    zero padding."""
     rng = np.random.default_rng(7)
     a = rng.integers(-128, 128, (32, k)).astype(np.int8)
     b = rng.integers(-128, 128, (k, n)).astype(np.int8)
@@ -295,6 +296,14 @@ def test_int8_non_transposed_b_runs_on_the_twin(tmp_path, k, n):
     assert "LoadDataWithTranspose(" in A.lowered(launches[0].kernel).source
     report = _run(tmp_path, launches, atol=0, rtol=0)
     assert "bitwise equal" in report, report
+
+
+def test_int8_non_transposed_b_with_a_half_square_piece_is_unsupported():
+    """N 48: its one column piece is three 16-column fractals, a square and a half."""
+    ck = mm_b.compile(np.ones((32, 64), np.int8), np.ones((64, 48), np.int8), np.zeros((32, 48), np.int32),
+                      M=32, N=48, K=64)
+    with pytest.raises(A.AscendCUnsupported, match=r"are not whole 32-column squares"):
+        A.lowered(ck)
 
 
 def test_int8_non_transposed_b_on_ascend950_is_unsupported():

@@ -77,13 +77,12 @@ def _twin(tmp_path, launches, tol: float) -> str:
 
 
 @needs_gxx
-@pytest.mark.parametrize("s2, plen, mode", [
-    (2048, 1, "at the store"),      # 16 x 2048 fp32: more than the two L0C pieces hold
-    (2048, 0, "at the store"),
-    (128, 1, "a handle"),          # 16 x 128: it stays in the arm's pieces
-    (128, 0, "a handle"),
+@pytest.mark.parametrize("s2, plen, mode, target", [
+    (2048, 1, "at the store", "Ascend910B1"),      # 16 x 2048 fp32: more than the two L0C pieces hold
+    (128, 0, "a handle", "Ascend910B1"),          # 16 x 128: it stays in the arm's pieces
+    (2048, 0, "at the store", "Ascend950"),
+    pytest.param(128, 1, "a handle", "Ascend950", marks=pytest.mark.slow),
 ])
-@pytest.mark.parametrize("target", ["Ascend910B1", "Ascend950"])
 def test_an_if_of_two_streamed_mmas_runs_on_the_twin(tmp_path, s2, plen, mode, target):
     rng = np.random.default_rng(1)
     M, D = 16, 128
@@ -117,8 +116,10 @@ def test_a_streamed_mma_stored_after_a_bounds_check_runs_on_the_twin(tmp_path):
 
 
 @needs_gxx
-@pytest.mark.parametrize("mode", ["round", "rint", "trunc"])
-@pytest.mark.parametrize("target", ["Ascend910B1", "Ascend950"])
+@pytest.mark.parametrize("mode, target", [
+    ("round", "Ascend910B1"), ("rint", "Ascend910B1"), ("round", "Ascend950"),
+    pytest.param("trunc", "Ascend910B1", marks=pytest.mark.slow),
+])
 def test_int8_casts_go_through_half_exactly(tmp_path, mode, target):
     rng = np.random.default_rng(3)
     M, N = 8, 640        # 5120 elements: two whole chunks of 2048 and a partial one
