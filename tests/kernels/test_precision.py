@@ -20,8 +20,9 @@ def test_tolerance_classes():
     assert r32 < 0.005 and a32 < 2.5e-5
     assert tolerance("float64")[0] < r32
     assert tolerance(np.int8) == (0.0, 1.0)    # one int8 step (a quantised output against another simulation)
+    assert tolerance(np.int32) == (0.0, 0.0)   # exact integer sums (the antiquant kernel's MSD workspaces)
     with pytest.raises(ValueError, match="tolerance class"):
-        tolerance(np.int32)
+        tolerance(np.int64)
 
 
 def test_identical_and_half_ulp_pass():
