@@ -738,6 +738,31 @@ class _Lowering(CubeRules):
         self.depth -= 1
         self.emit("}")
 
+    def _load_strided(self, op, w: Window, tile: Value, counts: tuple):
+        """A load whose window's last dim is strided (a column of a row-major tensor: RingAttentionUpdate's
+        ``m[rows, 0]`` of its 8-lane softmax statistics): element by element, scalar GM reads
+        (``GlobalTensor::GetValue``) into UB, fenced like the gather. Slow, exact; the inputs are only read, so
+        no data cache stands between an earlier GM write and these reads."""
+        g, t = self.gm[w.tensor.id], self.tile(tile)
+        *lead, last = w.dims
+        self._window_checks(w, counts, False)
+        ivars = [self.namer.ident(n) for n in ("r", "c")[-len(w.dims):]]
+        self.emit("PipeBarrier<PIPE_ALL>();")
+        for k, (iv, n) in enumerate(zip(ivars, counts)):
+            self.emit("    " * k + f"for (int64_t {iv} = 0; {iv} < {n}; ++{iv}) {{")
+        self.depth += len(ivars)
+        parts = [self.ref(w.offset)]
+        if lead:
+            parts.append(self._row_offset(lead[0], f"{self.ref(lead[0].start)} + {ivars[0]}", op))
+        parts.append(_mul(f"({self.ref(last.start)} + {ivars[-1]})", self.ref(last.strides[0])))
+        at = ivars[-1] if not lead else c_sum(_mul(ivars[0], str(_cols(tile.type))), ivars[-1])
+        self.emit(f"{t}.SetValue({at}, {g}.GetValue({c_sum(*parts)}));")
+        self.depth -= len(ivars)
+        for k in reversed(range(len(ivars))):
+            self.emit("    " * k + "}")
+        self.emit("PipeBarrier<PIPE_ALL>();")
+        self.api |= {"GlobalTensor::GetValue", "LocalTensor::SetValue", "PipeBarrier"}
+
     def _window_checks(self, w: Window, counts: tuple, to_gm: bool):
         """The run-time check that every dim of a GM access stays inside the tensor."""
         for i, (d, n) in enumerate(zip(w.dims, counts)):
@@ -749,6 +774,9 @@ class _Lowering(CubeRules):
     def _copy_ub(self, op, w: Window, tile: Value, counts: tuple, to_gm: bool):
         if len(w.dims) == 1 and (len(w.dims[0].radices) > 1 or any(w.dims[0].lookups or ())):
             return self._copy_runs(op, w, tile, counts[0], to_gm)
+        last = w.dims[-1]
+        if not to_gm and len(last.radices) == 1 and not any(last.lookups or ()) and self.ref(last.strides[0]) != "1":
+            return self._load_strided(op, w, tile, counts)
         dims = self._window_rows(w, op)
         g = self.gm[w.tensor.id]
         dt = tile.type.dtype
