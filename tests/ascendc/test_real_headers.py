@@ -3,9 +3,9 @@
 Where ``ASC_DEVKIT_DIR`` and ``ASC_TOOLS_DIR`` name local copies of the public repositories asc-devkit
 (GitHub mirror ``mirror-cann/asc-devkit``) and asc-tools (``hicann/asc-tools``), the kernels the backend
 emits (examples 01, 02, 03 and 05, the FIA attention and flash-decode combine kernels of a decode and a
-prefill call, on Ascend910B1 and, for the cube examples and FIA, Ascend950, and the A2/A3 MLA FA-quant and
-full-quant kernels of their tests' module calls) are each syntax-checked with
-``g++ -std=c++17 -fsyntax-only`` for the four macro sets (arch22 / arch35 x AIC / AIV), with the stub
+prefill call, on Ascend910B1 and, for the cube examples and FIA, Ascend950, the A2/A3 MLA FA-quant and
+full-quant kernels of their tests' module calls, the system-prefix kernel and RingAttentionUpdate's) are each
+syntax-checked with ``g++ -std=c++17 -fsyntax-only`` for the four macro sets (arch22 / arch35 x AIC / AIV), with the stub
 header ``cvtile.dsl.ascendc.real_headers`` generates from those headers at test time. A kernel the
 backend does not lower today (``AscendCUnsupported``) is skipped with the reason. Slow (about 10 s and
 400 MB per check), so marked ``slow`` as well; one g++ at a time.
@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import cvtile
 from cvtile.dsl import ascendc as A
 from cvtile.dsl.ascendc import real_headers as R
 from cvtile.dsl.ascendc.check import syntax_check
@@ -57,6 +58,8 @@ CASES = {
     ("fia_prefill", T35): ["fia_attention", "fia_fd_combine"],
     ("fia_mla_quant", T22): ["fia_mla_quant"],
     ("fia_fullquant", T22): ["fia_fullquant"],
+    ("fia_prefix", T22): ["fia_attention"],
+    ("ring_attention_update", T22): ["ring_attention_update_kernel"],
 }
 SETS = list(A.MACROS)
 
@@ -102,6 +105,15 @@ def _launches(case: str, target: str) -> list:
         args = [q, k, np.zeros((rows, N), np.float32), np.zeros((rows, N), np.float16), D ** -0.5]
         ck = _example("05_cube_vector_subblocks").scores_softmax.on(target).compile(*args, M=M, N=N, D=D)
         return [A.Launch(ck, 2, args)]
+    if case == "fia_prefix":      # the system prefix's if between two streamed matmuls (its kernel test's call)
+        q, k, v, kw = _kernel_test("test_fia_shared_prefix")._call(rng)
+        with record_launches() as rec:
+            cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+        return [A.Launch.of(r) for r in rec.launches]
+    if case == "ring_attention_update":    # its strided lane-0 loads
+        with record_launches() as rec:
+            cvtile.npu_ring_attention_update(**_kernel_test("test_ring_attention_update").make("SBH", np.float16))
+        return [A.Launch.of(r) for r in rec.launches]
     from cvtile.cases import DEFAULT_CASES, CaseSpec, make_inputs, with_options
     from cvtile.kernels.fia.api import fused_infer_attention_score_v4, npu_fused_infer_attention_score
 
