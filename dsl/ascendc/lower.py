@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 from ..ir import Block, Kernel, Op, Value, Window
 from ..shapes import ValidExtents
-from ..types import ScalarType, TensorType, TileType
+from ..types import DTYPES, ScalarType, TensorType, TileType
 from .c_syntax import CTYPE, SPACE_VAR, AscendCError, AscendCUnsupported, c_cast, c_sum
 from .lower_cube import CubeRules, _const
 from .names import Namer, c_string, comment
@@ -913,7 +913,7 @@ class _Lowering(CubeRules):
         tmp = {}
         for _, t, _ in steps[:-1]:
             if t not in tmp:
-                off = self.need_scratch(f"cast via {t}", _CAST_CHUNK * _DT_BYTES[t])
+                off = self.need_scratch(f"cast via {t}", _CAST_CHUNK * DTYPES[t].itemsize)
                 name = self.namer.ident(f"via{t.capitalize()}")
                 self.emit(f"LocalTensor<{CTYPE[t]}> {name} = ub[{off}].ReinterpretCast<{CTYPE[t]}>();")
                 tmp[t] = name
@@ -1431,7 +1431,6 @@ _CAST_VIA = {
                           ("float16", "float32", "RoundMode::CAST_NONE")),
 }
 _CAST_CHUNK = 2048
-_DT_BYTES = {"float32": 4, "float16": 2}
 
 #: element types ``Muls`` takes (an exact copy by the count form: x * 1 is x, NaN and -0 included)
 _MULS_TYPES = ("float16", "float32", "int16", "int32")

@@ -47,12 +47,14 @@ Model
 * On the 950 a hand-off's slots are read and written where the simulator keeps them (the workspace slot
   area, through GM); the plan's on-chip slot buffers stay unused.
 * What the plan or the API subset cannot express raises ``AscendCUnsupported`` naming the construct and
-  the line: a non-transposed B of 32-bit type, or of 8-bit type on the 950 or off the 32 x 32 squares, an
+  the line: a non-transposed B of 32-bit type, or of 8-bit type on the 950 or whose column pieces are not
+  whole 32 x 32 squares once padded, an
   L1 / L0C tile whose
-  fractal layout exceeds its planned buffer, an L1 operand the plan lets another buffer (the mma's own
-  stream pieces included, when it has several pieces) overwrite before the mma read it, a streamed-out
-  result read by more than one store or by an op other than a store, resident L0A/L0B tiles (copies that
-  are not staged) and the 950's L0C -> L1 copy.
+  fractal layout exceeds its planned buffer, an L1 operand the plan lets another buffer overwrite before
+  the mma read it (the plan keeps a staged operand until its mma, so the mma's own stream pieces never
+  do), a streamed-out result read by more than one store or by an op other than a store, an ``if`` of
+  streamed mmas whose arms hold other ops and whose results exceed their pieces, resident L0A/L0B tiles
+  (copies that are not staged) and the 950's L0C -> L1 copy.
 """
 
 from __future__ import annotations
@@ -627,21 +629,28 @@ class CubeRules:
             raise AscendCUnsupported(f"{why}, with other results or one arm, is not lowered", op.loc)
         r = op.results[0]
         for arm in op.blocks:
-            y = arm.ops[-1]
-            mma = y.args[0].owner if y.kind == "yield" and y.args else None
-            if mma is None or mma.kind != "mma" or mma.attrs.get("acc") or mma not in arm.ops:
-                raise AscendCUnsupported(f"{why}: an arm yields a value no mma of its own made", op.loc)
+            mma = self._arm_mma(arm, 0)
+            if mma is None:
+                raise AscendCUnsupported(f"{why}: an arm yields a value no streamed mma of its own made", op.loc)
             for o in arm.ops:
-                if not (o is mma or o is y or (o.kind == "copy" and o.attrs.get("staged")) or
+                if not (o is mma or o is arm.ops[-1] or (o.kind == "copy" and o.attrs.get("staged")) or
                         (o.defn.category == "scalar" and o.defn.pure)):
                     raise AscendCUnsupported(f"{why}: an arm also holds a {o.kind}", o.loc)
-            if "c" not in self._mma_pieces(mma):
-                raise AscendCUnsupported(f"{why}: an arm's mma result has a buffer of its own", mma.loc)
         store = self._only_store(r, op, "if result")
         self.deferred_ifs = getattr(self, "deferred_ifs", {})
         self.deferred_ifs[r.id] = op
         self.emit(f"// if (line {op.loc.line if op.loc else '?'}): its arms' mmas stream out of L0C, so it runs at "
                   f"its result's store (line {store.loc.line if store.loc else '?'})")
+
+    def _arm_mma(self, arm, i: int):
+        """The mma of ``arm`` (an if's block) whose result the arm yields as the if's result ``i``, when it is
+        the arm's own, does not accumulate and streams out through the plan's ``.c`` pieces; else None."""
+        y = arm.ops[-1]
+        mma = y.args[i].owner if y.kind == "yield" and len(y.args) > i else None
+        if mma is None or mma.kind != "mma" or mma not in arm.ops or mma.attrs.get("acc") or \
+                "c" not in self._mma_pieces(mma):
+            return None
+        return mma
 
     def _other_arms_pieces(self, op) -> list:
         """The L0C pieces of the mmas of the other arms of the if ``op`` (an mma) yields its result from: never
@@ -661,12 +670,10 @@ class CubeRules:
         """An if's tile result that its arms' mmas leave in their own L0C pieces (no buffer of its own): a
         LocalTensor handle declared before the if, each arm's yield pointing it at its pieces (``op_yield``).
         False when an arm's result streams out piece by piece at its store instead (``defer_if``)."""
+        i = op.results.index(r)
         for arm in op.blocks:
-            y = arm.ops[-1]
-            i = op.results.index(r)
-            mma = y.args[i].owner if y.kind == "yield" else None
-            if mma is None or mma.kind != "mma" or mma not in arm.ops or mma.attrs.get("acc") or \
-                    mma.result.id in self.plan.streamed_out or "c" not in self._mma_pieces(mma):
+            mma = self._arm_mma(arm, i)
+            if mma is None or mma.result.id in self.plan.streamed_out:
                 return False
         name = self.namer.ident(r.name or "ifResult")
         self.emit(f"LocalTensor<{CTYPE[r.type.dtype.name]}> {name};   // the arm's mma result in its L0C pieces")

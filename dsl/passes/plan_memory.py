@@ -65,7 +65,8 @@ the budget is judged on the split programs).
 * Lifetimes are ``liveness.Liveness``; a buffer lives over the union of its
   values' ranges (a ping-pong buffer over its loop, a stage's buffer over its
   pipelined loop, as above; an L1 tile staged into an mma up to that mma
-  inclusive: the mma reads it piece by piece, beside its own stream pieces); a result may take the place of an operand it reads for the
+  inclusive: the mma reads it piece by piece, beside its own stream pieces);
+  a result may take the place of an operand it reads for the
   last time only with the same size and element width (in place, never a
   partial overlap). Addresses are assigned first-fit in order of first use, each
   aligned as the platform table says (UB 32 B, L1 512 B, L0A/L0B 512 B, L0C
