@@ -434,19 +434,39 @@ class _TileStep:
         return ext, tuple(pieces)
 
 
-def _held_mmas(block, launch) -> dict:
-    """id(store) -> (mma op, (base_m, base_n)) for the mmas of ``block`` the memory plan streams out at their one
-    store (``MemoryPlan.streamed_out``): the chip computes such an mma piece by piece where its store is."""
+def _held_mmas(block, launch) -> tuple[dict, set]:
+    """(held, deferred) of ``block``'s matmuls that the memory plan streams out of L0C at their one store
+    (``MemoryPlan.streamed_out``): the chip computes such an mma piece by piece where its store is, so the mma
+    (``deferred``) is timed at the store (``held``: id(store) -> (mma, (base_m, base_n))). An ``if`` whose arms
+    each yield such an mma (the system prefix's KV step: the prefix's keys or the batch's own), its result
+    stored once after it, is timed whole at that store, each arm's mma streamed into it, as the Ascend C
+    lowering emits it (``lower_cube.defer_if``): held[id(store)] = (the if, None)."""
     plan = launch.kernel.memory
     streamed = plan.streamed_out if plan is not None else {}
-    held = {}
+    held, deferred = {}, set()
+    if not streamed:
+        return held, deferred
     for i, op in enumerate(block.ops):
         if op.kind == "mma" and op.results[0].id in streamed:
             rid = op.results[0].id
-            store = next((o for o in block.ops[i + 1:] if o.kind == "store" and o.args[0].id == rid), None)
-            if store is not None:
-                held[id(store)] = (op, streamed[rid])
-    return held
+        elif op.kind == "if" and len(op.results) == 1 and len(op.blocks) == 2 and \
+                all(_arm_stream(arm, streamed) is not None for arm in op.blocks):
+            rid = op.results[0].id
+        else:
+            continue
+        stores = [o for o in block.ops[i + 1:] if any(a.id == rid for a in o.args)]
+        if len(stores) == 1 and stores[0].kind == "store" and stores[0].args[0].id == rid:
+            held[id(stores[0])] = (op, streamed.get(rid))
+            deferred.add(id(op))
+    return held, deferred
+
+
+def _arm_stream(arm, streamed: dict):
+    """The mma of an if's ``arm`` that makes the value the arm yields, when the plan streams it out, else None."""
+    y = arm.ops[-1]
+    mma = y.args[0].owner if y.kind == "yield" and y.args else None
+    ok = mma is not None and mma.kind == "mma" and any(o is mma for o in arm.ops) and mma.results[0].id in streamed
+    return mma if ok else None
 
 
 class _IterationMemo:
@@ -499,18 +519,30 @@ def _group_loop(op, launch, relevant: set):
     return None if got is None else (name, *got, head_inputs(op, relevant))
 
 
-def _compile_block(block, launch, relevant: set) -> list:
+def _compile_block(block, launch, relevant: set, into=None) -> list:
+    """The steps of ``block``. ``into``: (store, the if's result id) when ``block`` is an arm of an if timed at
+    its result's store (``_held_mmas``): the arm's streamed mma goes out through that store."""
     steps = []
-    held = _held_mmas(block, launch)
-    deferred = {id(mma) for mma, _ in held.values()}
+    held, deferred = _held_mmas(block, launch)
+    streamed = launch.kernel.memory.streamed_out if into is not None else {}
+    arm_mma = _arm_stream(block, streamed) if into is not None else None
     for op in block.ops:
         kind = op.kind
         cat = op.defn.category
         if id(op) in deferred:
             continue       # timed at its store (below)
+        if op is arm_mma:
+            store, rid = into
+            steps.append((_S_STREAM, _TileStep(op, launch), _TileStep(store, launch), streamed[op.results[0].id],
+                          rid))
+            continue
         if id(op) in held:
             mma, bases = held[id(op)]
-            steps.append((_S_STREAM, _TileStep(mma, launch), _TileStep(op, launch), bases))
+            if mma.kind == "if":
+                arms = [_compile_block(arm, launch, relevant, (op, mma.results[0].id)) for arm in mma.blocks]
+                steps.append((_S_IF, _getter(mma.args[0]), arms[0], arms[1], (mma.results[0].id,)))
+            else:
+                steps.append((_S_STREAM, _TileStep(mma, launch), _TileStep(op, launch), bases, None))
             continue
         if cat == "scalar":
             cycles = math.ceil(scalar_cost(op, launch.cost))
@@ -584,7 +616,7 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
                 clock.t += loop_cycles
                 _run_pieces(step.op, pieces)
             elif tag == _S_STREAM:
-                _streamed_out(st[1], st[2], st[3])
+                _streamed_out(st[1], st[2], st[3], st[4])
             elif tag == _S_FOR:
                 glo, ghi, gstep = st[1]
                 iv, carried, inits, body, results, memo = st[2], st[3], st[4], st[5], st[6], st[7]
@@ -704,14 +736,17 @@ def _program_gen(launch: Launch, steps: list, role: str, sub: int, blk: int, gro
             earliest = end - cycles + -(-cycles // overlap) if overlap > 1 else end
         return prev, m_start, m_cycles
 
-    def _streamed_out(mstep, sstep, bases):
+    def _streamed_out(mstep, sstep, bases, alias):
         """An mma streamed out of L0C at its store, as the Ascend C lowering emits it: a FIX -> M fence (an
         earlier Fixpipe may still read L0C), the mma's pieces, and each (base_m, base_n) piece Fixpiped out
         when done while the next is computed in the other L0C copy. The drain starts after the first of the
         p pieces and ends no sooner than one piece's drain after the last Mmad; with p > 2 the Mmad of piece
-        i + 2 waits for the drain of piece i (two copies), which holds M when the drain is the slower."""
+        i + 2 waits for the drain of piece i (two copies), which holds M when the drain is the slower.
+        ``alias``: the id of the if result the store writes (an arm's mma, ``_held_mmas``), or None."""
         ext, pieces = mstep.resolve(vals)
         vals[mstep.rid] = ext
+        if alias is not None:
+            vals[alias] = ext
         clock.t += loop_cycles
         prev, m_start, m_cycles = _run_pieces(mstep.op, pieces, m_fence=True)
         m_end = m_start + m_cycles
