@@ -13,7 +13,9 @@ Model
   ``Mmad`` runs on whole 16-row / 16-column fractals (the rows and columns past the valid extents hold
   values nobody stores) and sums over exactly the valid K. B stored [K, N] reaches L0B transposed: 16-bit
   fractals by ``LoadData`` with ``ifTranspose``, 8-bit ones by ``LoadDataWithTranspose`` per 32 x 32 square
-  (A2/A3; N, its pieces and the K rows stored in multiples of 32).
+  (A2/A3; N, its pieces and the K rows stored in multiples of 32), 32-bit ones by ``LoadDataWithTranspose``
+  per 16 x 16 square of a Zz stream piece (A2/A3; a GM operand only: its stream piece is copied to L1 as 16-row
+  NZ bands, ``_zz_bands``, so a square's two 16 x 8 fractals are consecutive).
 * ``copy{staged}`` (L1 -> L0A/L0B feeding one mma) prints nothing: L0A/L0B hold the mma's ping-pong base
   tiles (``mma@<line>.a`` / ``.b`` of the plan), which the mma fills itself piece by piece.
 * ``mma`` walks the plan's base tiles: row blocks, column pieces of ``base_n`` (a loop when they are equal)
@@ -47,8 +49,8 @@ Model
 * On the 950 a hand-off's slots are read and written where the simulator keeps them (the workspace slot
   area, through GM); the plan's on-chip slot buffers stay unused.
 * What the plan or the API subset cannot express raises ``AscendCUnsupported`` naming the construct and
-  the line: a non-transposed B of 32-bit type, or of 8-bit type on the 950 or whose column pieces are not
-  whole 32 x 32 squares once padded, an
+  the line: a non-transposed B of 32-bit type on the 950 or staged in L1, or of 8-bit type on the 950 or
+  whose column pieces are not whole 32 x 32 squares once padded, an
   L1 / L0C tile whose
   fractal layout exceeds its planned buffer, an L1 operand the plan lets another buffer overwrite before
   the mma read it (the plan keeps a staged operand until its mma, so the mma's own stream pieces never
@@ -541,8 +543,11 @@ class CubeRules:
         bm, bk = pieces["a"].shape
         bk2, bn = pieces["b"].shape
         if not trans and dt.itemsize == 4:
-            raise AscendCUnsupported(f"mma with a non-transposed B of {dt} (L1 -> L0B needs the 32-bit "
-                                     "LoadDataWithTranspose, outside the API subset)", op.loc)
+            why = ("on Ascend950 (its transposing load is outside the API subset)" if self.arch35 else
+                   "staged in L1 (an L1 tile is NZ; the 32-bit LoadDataWithTranspose reads 16-row Zz bands, which "
+                   "only a GM operand's stream pieces are copied as)" if src["b"][0] != "gm" else None)
+            if why:
+                raise AscendCUnsupported(f"mma with a non-transposed B of {dt} {why}", op.loc)
         if not trans and dt.itemsize == 1:
             k_rows = src["b"][3][0] if src["b"][0] == "l1" else bk
             # each column piece must be whole 32-column squares once padded to 16-column fractals (the L1
@@ -843,6 +848,8 @@ class CubeRules:
                     self._nd2nz(op, t, w, str(m0), _clamp(mv, m0, mrows, M), kk0, kp, 16 * M1, c0)
                 elif trans:
                     self._nd2nz(op, t, w, n0, _clamp(nv, n0, npc, N), kk0, kp, 16 * N1p, c0)
+                elif fe == _FRACTAL // 4:
+                    self._zz_bands(op, t, w, kk0, kp, n0, _clamp(nv, n0, npc, N), N1p)
                 else:
                     self._nd2nz(op, t, w, kk0, kp, n0, _clamp(nv, n0, npc, N), bk, c0)
             self.emit(f"SetFlag<HardEvent::MTE2_MTE1>({ev});")
@@ -917,10 +924,33 @@ class CubeRules:
                   f"LoadData2DParams(0, {N1p}, 1, 0, 0, false, 0));")
         self.emit("}")
 
+    def _zz_bands(self, op, dst: str, w, row0: str, nrows: str, col0: str, ncols: str, N1p: int):
+        """Rows [row0, row0 + nrows) x columns [col0, col0 + ncols) of a 32-bit GM window into L1 as Zz: one NZ
+        band of 16 rows per 16 rows of K (``_nd2nz`` with R = 16), band j at j * 16 * 16 * N1p elements, so the
+        two 16 x 8 fractals of each 16-column square are consecutive (what the 32-bit LoadDataWithTranspose
+        joins)."""
+        j = self.namer.ident("band")
+        self.emit(f"for (int64_t {j} = 0; {j} * 16 < {nrows}; ++{j}) {{   // Zz: a 16-row NZ band each")
+        self.depth += 1
+        self._nd2nz(op, _at(dst, f"{j} * {16 * 16 * N1p}"), w, c_sum(row0, f"{j} * 16"),
+                    f"cvtMin<int64_t>(16, {nrows} - {j} * 16)", col0, ncols, 16, 8)
+        self.depth -= 1
+        self.emit("}")
+
     def _load_b(self, dst: str, src: str, kr0: str, kp: str, N1p: int, K1L: int, nb0: str, fe: int):
         """B stored [K, N] (NZ in L1, 16 * K1L rows): each 16 x 16 fractal transposed into L0B's Zn; 8-bit B
         (32-column blocks in L1) per 32 rows of K: each 32 x 32 square (two 16 x 32 fractals of one column block)
-        transposed into the two L0B fractals of its 32 columns (LoadDataWithTranspose)."""
+        transposed into the two L0B fractals of its 32 columns (LoadDataWithTranspose); 32-bit B (Zz in L1,
+        ``_zz_bands``: a stream piece only) per 16-row band: each 16 x 16 square (two 16 x 8 fractals side by
+        side) transposed into L0B fractals (2j, n) and (2j + 1, n), N1p fractals apart (LoadDataWithTranspose)."""
+        if fe == _FRACTAL // 4:     # four-byte elements
+            j = self.namer.ident("kb")
+            self.api |= {"LoadDataWithTranspose", "LoadData2dTransposeParams"}
+            self.emit(f"for (int64_t {j} = 0; {j} < ({kp} + 15) / 16; ++{j}) {{")
+            self.emit(f"    LoadDataWithTranspose({dst}[{j} * {2 * N1p * fe}], {src}[{j} * {16 * 16 * N1p}], "
+                      f"LoadData2dTransposeParams(0, {N1p}, 1, 0, {N1p - 1}));")
+            self.emit("}")
+            return
         if fe == _FRACTAL:          # one-byte elements
             j = self.namer.ident("kb")
             self.api |= {"LoadDataWithTranspose", "LoadData2dTransposeParams"}

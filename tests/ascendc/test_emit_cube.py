@@ -298,6 +298,35 @@ def test_int8_non_transposed_b_runs_on_the_twin(tmp_path, k, n):
     assert "bitwise equal" in report, report
 
 
+@needs_gxx
+@pytest.mark.parametrize("k, n", [(64, 32), (40, 24), (608, 48), (64, 300)])
+def test_float_non_transposed_b_runs_on_the_twin(tmp_path, k, n):
+    """B stored [K, N] float (FlashAttentionScore's fp32 P @ V): its GM stream pieces go to L1 as Zz (16-row NZ
+    bands), and L1 -> L0B is the 32-bit LoadDataWithTranspose, each 16 x 16 square (two 16 x 8 fractals side by
+    side) into two L0B fractals. K 40 ends in a half band, N 24 in a half square, K 608 runs K pieces, N 300
+    column pieces."""
+    rng = np.random.default_rng(11)
+    a = rng.uniform(-1, 1, (32, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    c = np.zeros((32, n), np.float32)
+    from cvtile.dsl.jit import record_launches
+
+    with record_launches() as rec:
+        mm_b[1](a, b, c, M=32, N=n, K=k)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+    launches = [A.Launch.of(r) for r in rec.launches]
+    src = A.lowered(launches[0].kernel).source
+    assert "LoadDataWithTranspose(" in src and "Zz" in src
+    _run(tmp_path, launches, atol=1e-4, rtol=1e-4)
+
+
+def test_float_non_transposed_b_on_ascend950_is_unsupported():
+    ck = mm_b.on("Ascend950").compile(np.ones((32, 64), np.float32), np.ones((64, 32), np.float32),
+                                      np.zeros((32, 32), np.float32), M=32, N=32, K=64)
+    with pytest.raises(A.AscendCUnsupported, match=r"non-transposed B of float32 on Ascend950"):
+        A.lowered(ck)
+
+
 def test_int8_non_transposed_b_with_a_half_square_piece_is_unsupported():
     """N 48: its one column piece is three 16-column fractals, a square and a half."""
     ck = mm_b.compile(np.ones((32, 64), np.int8), np.ones((64, 48), np.int8), np.zeros((32, 48), np.int32),

@@ -4,7 +4,8 @@ Where ``ASC_DEVKIT_DIR`` and ``ASC_TOOLS_DIR`` name local copies of the public r
 (GitHub mirror ``mirror-cann/asc-devkit``) and asc-tools (``hicann/asc-tools``), the kernels the backend
 emits (examples 01, 02, 03 and 05, the FIA attention and flash-decode combine kernels of a decode and a
 prefill call, on Ascend910B1 and, for the cube examples and FIA, Ascend950, the A2/A3 MLA FA-quant and
-full-quant kernels of their tests' module calls, the system-prefix kernel and RingAttentionUpdate's) are each
+full-quant kernels of their tests' module calls, the system-prefix kernel, RingAttentionUpdate's and an fp32
+FlashAttentionScore's) are each
 syntax-checked with ``g++ -std=c++17 -fsyntax-only`` for the four macro sets (arch22 / arch35 x AIC / AIV), with the stub
 header ``cvtile.dsl.ascendc.real_headers`` generates from those headers at test time. A kernel the
 backend does not lower today (``AscendCUnsupported``) is skipped with the reason. Slow (about 10 s and
@@ -60,6 +61,7 @@ CASES = {
     ("fia_fullquant", T22): ["fia_fullquant"],
     ("fia_prefix", T22): ["fia_attention"],
     ("ring_attention_update", T22): ["ring_attention_update_kernel"],
+    ("fas_fp32", T22): ["fas_attention"],
 }
 SETS = list(A.MACROS)
 
@@ -109,6 +111,13 @@ def _launches(case: str, target: str) -> list:
         q, k, v, kw = _kernel_test("test_fia_shared_prefix")._call(rng)
         with record_launches() as rec:
             cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+        return [A.Launch.of(r) for r in rec.launches]
+    if case == "fas_fp32":                 # FlashAttentionScore in fp32: P @ V through the 32-bit transposing load
+        from cvtile.kernels.fas.api import flash_attention_score
+
+        q, k, v = (rng.uniform(-1, 1, (1, 2, 100, 64)).astype(np.float32) for _ in range(3))
+        with record_launches() as rec:
+            flash_attention_score(q, k, v, head_num=2, input_layout="BNSD", scale=0.125)
         return [A.Launch.of(r) for r in rec.launches]
     if case == "ring_attention_update":    # its strided lane-0 loads
         with record_launches() as rec:

@@ -1188,16 +1188,19 @@ template <typename T>
 inline CVT_ENABLE(cvtile_api::IsLoadT<T>::value) LoadDataWithTranspose(const LocalTensor<T>& dst,
     const LocalTensor<T>& src, const LoadData2dTransposeParams& loadDataParams)
 {
-    // The LoadDataWithTranspose page: int8/uint8 only here. Each repeat i joins the two consecutive 16 x 32
-    // fractals of src at square startIndex + i * srcStride (squares of 32 x 32 bytes) into one 32 x 32 matrix,
-    // transposes it and writes its two 16 x 32 halves: the first at dst + i * (1 + dstGap) fractals (512 B),
-    // the second 1 + dstFracGap fractals after the first.
+    // The LoadDataWithTranspose page: 8-bit and 32-bit types here. Each repeat i reads the two consecutive
+    // fractals of src at square startIndex + i * srcStride (squares of 1024 bytes) and writes the two halves of
+    // their transposed square: the first at dst + i * (1 + dstGap) fractals (512 B), the second 1 + dstFracGap
+    // fractals after the first. 8-bit: two 16 x 32 fractals one above the other make a 32 x 32 square, and its
+    // transpose's rows 0-15 and 16-31 are the halves. 32-bit: two 16 x 8 fractals side by side make a 16 x 16
+    // square (columns 0-7 from the first), and its transpose's columns 0-7 and 8-15 are the halves (16 x 8
+    // each): so src must hold a square's two fractals consecutively (Zz in L1, not Nz).
     using namespace ::cvtile_twin;
     const char* api = "LoadDataWithTranspose(L1->L0, LoadData2dTransposeParams)";
     Core* c = NeedAic(api);
     const LoadData2dTransposeParams& p = loadDataParams;
-    if (sizeof(T) != 1) {
-        Fail(api, "the twin models the 8-bit form only (got %zu-byte elements)", sizeof(T));
+    if (sizeof(T) != 1 && sizeof(T) != 4) {
+        Fail(api, "the twin models the 8-bit and 32-bit forms only (got %zu-byte elements)", sizeof(T));
     }
     if (p.addrMode != 0) {
         Fail(api, "addrMode %u is not modelled (0 only)", static_cast<unsigned>(p.addrMode));
@@ -1214,9 +1217,19 @@ inline CVT_ENABLE(cvtile_api::IsLoadT<T>::value) LoadDataWithTranspose(const Loc
         uint8_t* d1 = SpacePtr(c, api, "dst", dh, dst.cvtAddr_ + static_cast<uint32_t>(second), 512);
         uint8_t square[1024];
         std::memcpy(square, s, 1024);
-        for (int r = 0; r < 32; ++r) {
-            for (int q = 0; q < 32; ++q) {
-                (r < 16 ? d0 : d1)[(r % 16) * 32 + q] = square[q * 32 + r];
+        if (sizeof(T) == 1) {
+            for (int r = 0; r < 32; ++r) {
+                for (int q = 0; q < 32; ++q) {
+                    (r < 16 ? d0 : d1)[(r % 16) * 32 + q] = square[q * 32 + r];
+                }
+            }
+            continue;
+        }
+        // 32-bit: element (r, q) of the 16 x 16 square is element (r, q % 8) of fractal q / 8; the transpose's
+        // element (q, r) lands in half r / 8 at row q, column r % 8
+        for (int r = 0; r < 16; ++r) {
+            for (int q = 0; q < 16; ++q) {
+                std::memcpy((r < 8 ? d0 : d1) + (q * 8 + r % 8) * 4, square + ((q / 8) * 128 + r * 8 + q % 8) * 4, 4);
             }
         }
     }
