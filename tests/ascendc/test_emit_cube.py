@@ -276,6 +276,20 @@ def test_arch35_loads_l0a_in_nz_order():
 
 
 # ---------------------------------------------------------------------- unsupported constructs
+def _non_transposed_b_on_twin(tmp_path, a, b, tol: float) -> str:
+    """mm_b of a by B stored [K, N] in the simulator (against float64 within ``tol``), then on the twin: the
+    source transposes B into L0B with LoadDataWithTranspose; the twin's report."""
+    from cvtile.dsl.jit import record_launches
+
+    c = np.zeros((a.shape[0], b.shape[1]), np.int32 if a.dtype == np.int8 else np.float32)
+    with record_launches() as rec:
+        mm_b[1](a, b, c, M=a.shape[0], N=b.shape[1], K=a.shape[1])
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=tol, atol=tol)
+    launches = [A.Launch.of(r) for r in rec.launches]
+    assert "LoadDataWithTranspose(" in A.lowered(launches[0].kernel).source
+    return _run(tmp_path, launches, atol=tol, rtol=tol)
+
+
 @needs_gxx
 @pytest.mark.parametrize("k, n", [(64, 32), (96, 64), (64, 31), (64, 120)])
 def test_int8_non_transposed_b_runs_on_the_twin(tmp_path, k, n):
@@ -284,17 +298,8 @@ def test_int8_non_transposed_b_runs_on_the_twin(tmp_path, k, n):
     block; N 31 and 120 (the FIA antiquant kernel's odd head dims) fill their last square with the L1 block's
     zero padding."""
     rng = np.random.default_rng(7)
-    a = rng.integers(-128, 128, (32, k)).astype(np.int8)
-    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
-    c = np.zeros((32, n), np.int32)
-    from cvtile.dsl.jit import record_launches
-
-    with record_launches() as rec:
-        mm_b[1](a, b, c, M=32, N=n, K=k)
-    assert np.array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
-    launches = [A.Launch.of(r) for r in rec.launches]
-    assert "LoadDataWithTranspose(" in A.lowered(launches[0].kernel).source
-    report = _run(tmp_path, launches, atol=0, rtol=0)
+    a, b = rng.integers(-128, 128, (32, k)).astype(np.int8), rng.integers(-128, 128, (k, n)).astype(np.int8)
+    report = _non_transposed_b_on_twin(tmp_path, a, b, 0)
     assert "bitwise equal" in report, report
 
 
@@ -306,18 +311,8 @@ def test_float_non_transposed_b_runs_on_the_twin(tmp_path, k, n):
     side) into two L0B fractals. K 40 ends in a half band, N 24 in a half square, K 608 runs K pieces, N 300
     column pieces."""
     rng = np.random.default_rng(11)
-    a = rng.uniform(-1, 1, (32, k)).astype(np.float32)
-    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-    c = np.zeros((32, n), np.float32)
-    from cvtile.dsl.jit import record_launches
-
-    with record_launches() as rec:
-        mm_b[1](a, b, c, M=32, N=n, K=k)
-    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
-    launches = [A.Launch.of(r) for r in rec.launches]
-    src = A.lowered(launches[0].kernel).source
-    assert "LoadDataWithTranspose(" in src and "Zz" in src
-    _run(tmp_path, launches, atol=1e-4, rtol=1e-4)
+    a, b = rng.uniform(-1, 1, (32, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    _non_transposed_b_on_twin(tmp_path, a, b, 1e-4)
 
 
 def test_float_non_transposed_b_on_ascend950_is_unsupported():
