@@ -4,7 +4,10 @@
 FusedInferAttentionScore call launches (the attention kernel and, with flash-decode, its combine
 kernel) on the case the options describe (the ``cvtile run`` options), and writes them as one project
 in DIR; with no case option, each of ``cvtile run``'s default cases into ``DIR/<case name>``. ``cvtile emit FILE.py -o DIR`` does the same for whatever the
-file's ``main()`` launches (every example has one). ``--check`` runs the declaration-header syntax check
+file's ``main()`` launches (every example has one); ``cvtile emit CORPUS.json --case ID -o DIR`` for the
+operator call of one case of an st corpus or a tiny_rdv file (FusedInferAttentionScore, FlashAttentionScore or
+RingAttentionUpdate; the inputs ``cvtile cases`` draws for it with the same ``--seed``; a tiny_rdv file's one
+case needs no ``--case``). ``--check`` runs the declaration-header syntax check
 (arch22 and arch35, AIC and AIV macro sets), ``--run`` builds the project against the CPU twin, runs it
 and compares every output with the simulator's pipelined-order result, printing PASS/FAIL per output.
 Exit status: 0 all good, 1 a check or comparison failed, 2 a user error or an unsupported kernel (one
@@ -26,9 +29,11 @@ __all__ = ["add_emit_parser", "run_emit"]
 def add_emit_parser(sub):
     p = sub.add_parser("emit", help="write a kernel or an operator call as an Ascend C project",
                        description=__doc__.split("\n\n")[1])
-    p.add_argument("what", help="'fia' (the FusedInferAttentionScore call of the case options) or a .py file "
-                                "whose main() launches cvtile kernels")
+    p.add_argument("what", help="'fia' (the FusedInferAttentionScore call of the case options), a .py file "
+                                "whose main() launches cvtile kernels, or an st corpus / tiny_rdv .json file")
     add_case_options(p)
+    p.add_argument("--case", dest="st_case", metavar="ID",
+                   help="with a .json corpus: the id or name of the case whose call to emit")
     p.add_argument("-o", "--output", required=True, type=Path, help="the project directory to write")
     p.add_argument("--check", action="store_true", help="syntax-check every kernel file (arch22 and arch35)")
     p.add_argument("--run", action="store_true", help="build on the CPU twin, run, compare with the simulator")
@@ -88,6 +93,24 @@ def _record_file(path: Path):
     return rec.launches, tolerance, str(path)
 
 
+def _record_st_case(path: Path, wanted: str | None, seed: int):
+    """The launches of one st / tiny_rdv case's operator call (``st_runner.find_case``, ``case_inputs``)."""
+    from .dsl.jit import record_launches
+    from .kernels.precision import tolerance
+    from .kernels.st_runner import case_inputs, default_api, find_case, load_api
+
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        index, case = find_case(path, wanted)
+    except ValueError as e:
+        raise _UserError(str(e)) from None
+    kwargs = case_inputs(case, seed)
+    with record_launches() as rec:
+        load_api(default_api(path))(**kwargs)
+    return rec.launches, tolerance, f"{path} case {case.id} (index {index})"
+
+
 def run_emit(args) -> int:
     from .dsl.errors import CompilationError
     from .kernels.errors import UnsupportedParameterError
@@ -98,8 +121,13 @@ def run_emit(args) -> int:
             jobs = [(lambda spec=spec: _record_fia(spec, args.seed), out) for spec, out in _fia_specs(args)]
         elif args.what.endswith(".py"):
             jobs = [(lambda: _record_file(Path(args.what)), args.output)]
+        elif args.what.endswith(".json"):
+            jobs = [(lambda: _record_st_case(Path(args.what), args.st_case, args.seed), args.output)]
         else:
-            return _fail(f"unknown kernel or operator {args.what!r}: give 'fia' or a .py file with a main()")
+            return _fail(f"unknown kernel or operator {args.what!r}: give 'fia', a .py file with a main() or an "
+                         "st corpus .json file with --case ID")
+        if args.st_case is not None and not args.what.endswith(".json"):
+            return _fail(f"--case {args.st_case!r} names a case of an st corpus: give the corpus .json file")
         failed = False
         for record, out in jobs:
             failed |= _emit_one(args, record, out)

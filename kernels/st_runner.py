@@ -97,7 +97,7 @@ from .tiny_rdv import is_tiny_rdv_path, load_tiny_rdv
 __all__ = ["CaseRecord", "StResult", "StKind", "FIA_KIND", "RAU_KIND", "FAS_KIND", "case_kind", "corpus_kind", "rau_golden",
            "run_st_corpus", "run_case", "golden_api", "is_unsupported", "load_cases", "default_api", "load_api", "check_selected",
            "corpus_launches", "feature_sample",
-           "FIA_GOLDENS", "golden_for", "main", "SchedulerUnavailableError", "SchedulerConnectError",
+           "FIA_GOLDENS", "golden_for", "main", "case_inputs", "find_case", "SchedulerUnavailableError", "SchedulerConnectError",
            "SCHEDULER_CONNECT_TIMEOUT"]
 
 STATUSES = ("passed", "failed", "unsupported", "error", "skipped")
@@ -341,8 +341,7 @@ def run_case(case: StCase, api: Callable, *, golden: Callable = fia_golden_lowp,
     rec = CaseRecord(id=case.id, name=case.name, status="error", features=case.features(),
                      elements=case.elements())
     try:
-        rng = np.random.default_rng([int(seed), _case_seed(case.id)])
-        kwargs = case.make_inputs(rng)
+        kwargs = case_inputs(case, seed)
         rec.target = str(kwargs.get("target", ""))
     except Exception as exc:  # noqa: BLE001 - every failure is a record
         if is_unsupported(exc):
@@ -412,6 +411,28 @@ def _case_context(golden: Callable, case) -> dict:
 
 def _as_tuple(result) -> tuple:
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def case_inputs(case, seed: int = 0) -> dict:
+    """The API keywords of one case as the runner draws them (the run's seed and the case's id seed the
+    generator), so ``cvtile emit`` of a case builds the call ``cvtile cases`` ran."""
+    return case.make_inputs(np.random.default_rng([int(seed), _case_seed(case.id)]))
+
+
+def find_case(path, wanted: str | None):
+    """(index, case) of the case of the corpus at ``path`` whose id or name is ``wanted`` (None: the corpus'
+    only case); ``ValueError`` naming what was wanted and what there is otherwise."""
+    cases = load_cases(path)
+    if wanted is None:
+        if len(cases) == 1:
+            return 0, cases[0]
+        raise ValueError(f"{path} holds {len(cases)} cases: name one with --case ID (a case id or name)")
+    for i, case in enumerate(cases):
+        if str(case.id) == str(wanted) or case.name == wanted:
+            return i, case
+    ids = [str(c.id) for c in cases]
+    shown = ", ".join(ids[:5]) + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
+    raise ValueError(f"--case {wanted!r}: no case of {path} has that id or name (ids: {shown})")
 
 
 def _case_seed(case_id) -> int:

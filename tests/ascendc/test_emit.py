@@ -195,6 +195,39 @@ def test_cli_emit_runs_an_example_and_user_errors_exit_2(tmp_path):
 
 
 @needs_gxx
+def test_cli_emit_of_an_st_case_runs_on_the_twin(tmp_path, capsys, corpus_file):
+    """``cvtile emit CORPUS.json --case ID``: the operator call of one st case (RingAttentionUpdate's case 1, the
+    inputs ``cvtile cases`` draws for it) as a project, built and run on the twin against the simulator."""
+    from cvtile.cli import main
+
+    path = corpus_file("st/ring_attention_update.json")
+    assert main(["emit", str(path), "--case", "1", "-o", str(tmp_path / "rau"), "--run"]) == 0
+    out = capsys.readouterr().out
+    assert "case 1 (index 0)" in out and out.count("PASS: ") == 3 and out.strip().endswith("PASS")
+    assert (tmp_path / "rau" / "op_kernel" / "ring_attention_update_kernel.cpp").is_file()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--case", "0"], "no case of"),                 # the corpus' ids start at 1
+    ([], "holds 152 cases: name one with --case ID"),
+])
+def test_cli_emit_of_an_st_case_user_errors_exit_2(tmp_path, capsys, corpus_file, argv, needle):
+    from cvtile.cli import main
+
+    path = corpus_file("st/ring_attention_update.json")
+    assert main(["emit", str(path), *argv, "-o", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err
+
+
+def test_cli_emit_case_without_a_corpus_exits_2(tmp_path, capsys):
+    from cvtile.cli import main
+
+    assert main(["emit", "fia", "--case", "3", "-o", str(tmp_path / "p")]) == 2
+    assert "give the corpus .json file" in capsys.readouterr().err
+
+
+@needs_gxx
 @pytest.mark.slow
 def test_cli_emit_runs_the_variant_example_on_the_twin(tmp_path):
     """A score_mod (tanh soft-cap) and a mask_mod compiled into the FIA kernel emit, compile and run on the
