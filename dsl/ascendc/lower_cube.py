@@ -286,9 +286,7 @@ class CubeRules:
         if not plain:
             per_row()
             return
-        stride = self.ref(d0.strides[0])
-        r0 = _fold(c_sum(self.ref(d0.start), row0))
-        base = c_sum(self.ref(w.offset), "0" if r0 == "0" else f"({r0}) * {stride}", cstart)
+        stride, base = self._row_base(w, row0, cstart)
         one = (f"DataCopy({dst}, {g}[{base}], Nd2NzParams(1, {u16(nrows)}, {u16(ncols)}, 0, {u16(stride)}, "
                f"{R}, 1, 0));")
         s = _const(stride)
@@ -304,6 +302,13 @@ class CubeRules:
         per_row()
         self.depth -= 1
         self.emit("}")
+
+    def _row_base(self, w, row0: str, cstart: str) -> tuple:
+        """(row stride, element offset of row ``row0`` at column ``cstart``) of a GM window with one row stride."""
+        d0 = w.dims[0]
+        stride = self.ref(d0.strides[0])
+        r0 = _fold(c_sum(self.ref(d0.start), row0))
+        return stride, c_sum(self.ref(w.offset), "0" if r0 == "0" else f"({r0}) * {stride}", cstart)
 
     def _nz2nz(self, op, dst: str, w, row0: str, nrows: str, col0: str, ncols: str, R: int, c0: int):
         """Rows [row0, row0 + nrows) x columns [col0, col0 + ncols) of a GM window whose columns are NZ
@@ -926,9 +931,49 @@ class CubeRules:
 
     def _zz_bands(self, op, dst: str, w, row0: str, nrows: str, col0: str, ncols: str, N1p: int):
         """Rows [row0, row0 + nrows) x columns [col0, col0 + ncols) of a 32-bit GM window into L1 as Zz: one NZ
-        band of 16 rows per 16 rows of K (``_nd2nz`` with R = 16), band j at j * 16 * 16 * N1p elements, so the
-        two 16 x 8 fractals of each 16-column square are consecutive (what the 32-bit LoadDataWithTranspose
-        joins)."""
+        band of 16 rows per 16 rows of K, band j at j * 16 * 16 * N1p elements, so the two 16 x 8 fractals of each
+        16-column square are consecutive (what the 32-bit LoadDataWithTranspose joins). A window with one row
+        stride takes, when 16 rows of it fit Nd2Nz's 16-bit source stride (checked at run time unless the stride
+        is a constant), one Nd2Nz for its whole bands (ndNum of them) and one for the rest; otherwise, and for
+        any other window, a loop of ``_nd2nz`` per band."""
+        d0 = w.dims[0]
+        plain = _nz_columns(w, self.ref) is None and len(d0.radices) == 1 and not any(d0.lookups or ())
+        stride = self.ref(d0.strides[0])
+        s_ = _const(stride)
+        fits = f"{stride} >= 1 && 16 * {stride} <= 65535"
+        if plain and (s_ is None or 1 <= 16 * s_ <= 65535):
+            if s_ is None:
+                self.emit(f"if ({fits}) {{")
+                self.depth += 1
+            self._zz_whole_bands(w, dst, row0, nrows, col0, ncols, N1p)
+            if s_ is None:
+                self.depth -= 1
+                self.emit("} else {")
+                self.depth += 1
+                self._zz_band_loop(op, dst, w, row0, nrows, col0, ncols, N1p)
+                self.depth -= 1
+                self.emit("}")
+            return
+        self._zz_band_loop(op, dst, w, row0, nrows, col0, ncols, N1p)
+
+    def _zz_whole_bands(self, w, dst: str, row0: str, nrows: str, col0: str, ncols: str, N1p: int):
+        """Zz by two Nd2Nz: ndNum = nrows / 16 ND matrices of 16 rows (one band each), then the rest."""
+        g = self.gm[w.tensor.id]
+        stride, base = self._row_base(w, row0, c_sum(self.ref(w.dims[1].start), col0))
+        u16 = lambda e: c_cast("uint16_t", e)  # noqa: E731
+        bands, rest = _fold(f"({nrows}) / 16"), _fold(f"({nrows}) % 16")
+        self.api |= {"DataCopy", "Nd2NzParams"}
+        self.emit(f"if ({bands} > 0) {{   // Zz: a 16-row NZ band per 16 rows of K")
+        self.emit(f"    DataCopy({dst}, {g}[{base}], Nd2NzParams({u16(bands)}, 16, {u16(ncols)}, "
+                  f"{u16(f'16 * {stride}')}, {u16(stride)}, 16, 1, {16 * 16 * N1p}));")
+        self.emit("}")
+        self.emit(f"if ({rest} > 0) {{")
+        self.emit(f"    DataCopy({_at(dst, f'({bands}) * {16 * 16 * N1p}')}, {g}[{c_sum(base, f'({bands}) * 16 * {stride}')}], "
+                  f"Nd2NzParams(1, {u16(rest)}, {u16(ncols)}, 0, {u16(stride)}, 16, 1, 0));")
+        self.emit("}")
+
+    def _zz_band_loop(self, op, dst: str, w, row0: str, nrows: str, col0: str, ncols: str, N1p: int):
+        """Zz by one ``_nd2nz`` (R = 16) per band."""
         j = self.namer.ident("band")
         self.emit(f"for (int64_t {j} = 0; {j} * 16 < {nrows}; ++{j}) {{   // Zz: a 16-row NZ band each")
         self.depth += 1

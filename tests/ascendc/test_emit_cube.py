@@ -276,15 +276,17 @@ def test_arch35_loads_l0a_in_nz_order():
 
 
 # ---------------------------------------------------------------------- unsupported constructs
-def _non_transposed_b_on_twin(tmp_path, a, b, tol: float) -> str:
-    """mm_b of a by B stored [K, N] in the simulator (against float64 within ``tol``), then on the twin: the
-    source transposes B into L0B with LoadDataWithTranspose; the twin's report."""
+def _non_transposed_b_on_twin(tmp_path, a, b, tol: float, n: int | None = None) -> str:
+    """mm_b of a by the first n columns of B stored [K, N] (all of them by default) in the simulator (against
+    float64 within ``tol``), then on the twin: the source transposes B into L0B with LoadDataWithTranspose; the
+    twin's report."""
     from cvtile.dsl.jit import record_launches
 
-    c = np.zeros((a.shape[0], b.shape[1]), np.int32 if a.dtype == np.int8 else np.float32)
+    n = n or b.shape[1]
+    c = np.zeros((a.shape[0], n), np.int32 if a.dtype == np.int8 else np.float32)
     with record_launches() as rec:
-        mm_b[1](a, b, c, M=a.shape[0], N=b.shape[1], K=a.shape[1])
-    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=tol, atol=tol)
+        mm_b[1](a, b, c, M=a.shape[0], N=n, K=a.shape[1])
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b[:, :n].astype(np.float64), rtol=tol, atol=tol)
     launches = [A.Launch.of(r) for r in rec.launches]
     assert "LoadDataWithTranspose(" in A.lowered(launches[0].kernel).source
     return _run(tmp_path, launches, atol=tol, rtol=tol)
@@ -304,15 +306,17 @@ def test_int8_non_transposed_b_runs_on_the_twin(tmp_path, k, n):
 
 
 @needs_gxx
-@pytest.mark.parametrize("k, n", [(64, 32), (40, 24), (608, 48), (64, 300)])
-def test_float_non_transposed_b_runs_on_the_twin(tmp_path, k, n):
+@pytest.mark.parametrize("k, n, width", [(64, 32, 32), (40, 24, 24), (608, 48, 48), (64, 300, 300),
+                                          (40, 24, 5000)])
+def test_float_non_transposed_b_runs_on_the_twin(tmp_path, k, n, width):
     """B stored [K, N] float (FlashAttentionScore's fp32 P @ V): its GM stream pieces go to L1 as Zz (16-row NZ
-    bands), and L1 -> L0B is the 32-bit LoadDataWithTranspose, each 16 x 16 square (two 16 x 8 fractals side by
-    side) into two L0B fractals. K 40 ends in a half band, N 24 in a half square, K 608 runs K pieces, N 300
-    column pieces."""
+    bands: one Nd2Nz for the whole bands and one for the rest, or, for rows 5000 elements apart, whose 16 rows
+    exceed Nd2Nz's 16-bit source stride, one per band), and L1 -> L0B is the 32-bit LoadDataWithTranspose, each
+    16 x 16 square (two 16 x 8 fractals side by side) into two L0B fractals. K 40 ends in a half band, N 24 in a
+    half square, K 608 runs K pieces, N 300 column pieces."""
     rng = np.random.default_rng(11)
-    a, b = rng.uniform(-1, 1, (32, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
-    _non_transposed_b_on_twin(tmp_path, a, b, 1e-4)
+    a, b = rng.uniform(-1, 1, (32, k)).astype(np.float32), rng.uniform(-1, 1, (k, width)).astype(np.float32)
+    _non_transposed_b_on_twin(tmp_path, a, b, 1e-4, n)
 
 
 def test_float_non_transposed_b_on_ascend950_is_unsupported():
