@@ -76,7 +76,7 @@ def twin(path: str, indices: list[int]) -> None:
             with record_launches() as rec:
                 api(**cases[i].make_inputs(np.random.default_rng(0)))
         except (cvtile.ParamError, cvtile.UnsupportedParameterError) as e:
-            print(f"case {st[i].id}: not run ({type(e).__name__})")
+            print(f"case {st[i].id} (index {i}): not run ({type(e).__name__})")
             continue
         chosen, refused = [], []
         for r in rec.launches:
@@ -86,7 +86,7 @@ def twin(path: str, indices: list[int]) -> None:
             except A.AscendCError:
                 refused.append(r.kernel.name)
         if not chosen:
-            print(f"case {st[i].id}: no launch lowers ({', '.join(refused)})")
+            print(f"case {st[i].id} (index {i}): no launch lowers ({', '.join(refused)})")
             continue
         with tempfile.TemporaryDirectory() as d:
             try:
@@ -99,14 +99,15 @@ def twin(path: str, indices: list[int]) -> None:
                 verdict = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
         names = ", ".join(c.kernel.name for c in chosen)
         skipped = f" (not lowered: {', '.join(refused)})" if refused else ""
-        print(f"case {st[i].id} [{names}]{skipped}: {verdict} [{time.perf_counter() - t0:.0f} s]", flush=True)
+        print(f"case {st[i].id} (index {i}) [{names}]{skipped}: {verdict} [{time.perf_counter() - t0:.0f} s]", flush=True)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path")
     ap.add_argument("--twin", action="store_true", help="run the feature sample's lowered launches on the twin")
-    ap.add_argument("--case", type=int, action="append", help="with --twin: these case indices instead")
+    ap.add_argument("--case", type=int, action="append",
+                    help="with --twin: these case indices (positions in the file, from 0; not case ids) instead")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     n, outcomes, bugs = lowering(args.path)
