@@ -71,6 +71,7 @@ __all__ = ["CubeRules"]
 #: event ids the mma lowering uses for its own steps (one per ping-pong copy)
 _EV = (6, 7)
 _FRACTAL = 512                  # bytes of one L1 / L0A / L0B fractal
+_FRACTAL_B32 = _FRACTAL // 4     # elements of a fractal of a 32-bit type (16 x 8)
 _QUANT = {("float32", "float32"): "NoQuant", ("float32", "float16"): "F322F16",
           ("float32", "bfloat16"): "F322BF16", ("int32", "int32"): "NoQuant"}
 
@@ -853,7 +854,7 @@ class CubeRules:
                     self._nd2nz(op, t, w, str(m0), _clamp(mv, m0, mrows, M), kk0, kp, 16 * M1, c0)
                 elif trans:
                     self._nd2nz(op, t, w, n0, _clamp(nv, n0, npc, N), kk0, kp, 16 * N1p, c0)
-                elif fe == _FRACTAL // 4:
+                elif fe == _FRACTAL_B32:
                     self._zz_bands(op, t, w, kk0, kp, n0, _clamp(nv, n0, npc, N), N1p)
                 else:
                     self._nd2nz(op, t, w, kk0, kp, n0, _clamp(nv, n0, npc, N), bk, c0)
@@ -988,7 +989,7 @@ class CubeRules:
         transposed into the two L0B fractals of its 32 columns (LoadDataWithTranspose); 32-bit B (Zz in L1,
         ``_zz_bands``: a stream piece only) per 16-row band: each 16 x 16 square (two 16 x 8 fractals side by
         side) transposed into L0B fractals (2j, n) and (2j + 1, n), N1p fractals apart (LoadDataWithTranspose)."""
-        if fe == _FRACTAL // 4:     # four-byte elements
+        if fe == _FRACTAL_B32:
             j = self.namer.ident("kb")
             self.api |= {"LoadDataWithTranspose", "LoadData2dTransposeParams"}
             self.emit(f"for (int64_t {j} = 0; {j} < ({kp} + 15) / 16; ++{j}) {{")

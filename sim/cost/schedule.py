@@ -31,7 +31,9 @@ MTE1, M, FIX, V, MTE3; S is the issue unit itself), as on the chip:
   lowering emits it: after a FIX -> M fence, its pieces, and the drain of its
   p base tiles overlapping them (from the end of the first piece's Mmad to
   one piece's drain after the last; M held while the slower drain frees the
-  two L0C copies).
+  two L0C copies). An ``if`` whose two arms each yield such an mma (the
+  system prefix's KV step), its result stored once after it, is timed whole
+  at that store, each arm's mma streamed into it (``lower_cube.defer_if``).
 
 A core group (one AIC, two AIVs) runs its three programs as coroutines that
 meet only at flags: a program runs until it waits on a flag nobody has set
