@@ -24,7 +24,7 @@ module.
 """
 
 from .builtins import (BUILTINS, abs, block_idx, block_num, cast, constexpr, copy, cube, device_print, ds, erf, exp,
-                       floor, full, gather, iota, load, log, maximum, minimum, mma, pow, relu, rowmax, rowmin, rowsum,
+                       floor, full, gather, iota, load, log, maximum, minimum, mma, pow, through_gm, relu, rowmax, rowmin, rowsum,
                        rsqrt, sigmoid, sqrt, static_assert, static_range, store, subblock_idx, subblock_num, tanh,
                        vector, where, zeros)
 from .errors import BudgetError, CompilationError, SimulationError
@@ -38,7 +38,7 @@ __all__ = [
     "jit", "inline", "constexpr", "cube", "vector", "JITFunction", "CompiledKernel", "CompilationError",
     "BudgetError", "SimulationError", "GM", "L1", "L0A", "L0B", "L0C", "UB", "DType", "Space", "float16",
     "bfloat16", "float32", "int8", "int16", "int32", "int64", "uint8", "bool_", "block_idx", "block_num",
-    "subblock_idx", "subblock_num", "load", "store", "copy", "mma", "zeros", "full", "iota", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "pow", "abs",
+    "subblock_idx", "subblock_num", "load", "store", "copy", "through_gm", "mma", "zeros", "full", "iota", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "pow", "abs",
     "relu", "maximum", "minimum", "where", "gather", "cast", "rowmax", "rowsum", "rowmin", "device_print", "ds", "static_assert",
     "static_range", "inf",
 ]

@@ -134,6 +134,13 @@ def copy(tile, space):
 
 
 @_builtin
+def through_gm(tile):
+    """through_gm(tile) -> tile: the same tile, marked to cross to the other core type through the GM workspace
+    on every target. On A2/A3 every hand-off does; on the 950 hand-offs stay on chip (L0C->UB, UB->L1) and their
+    slots are buffers of the receiving core, so a tile whose slots would not fit there is marked."""
+
+
+@_builtin
 def mma(a, b, trans_b=False, acc=None):
     """mma(a, b, trans_b=False, acc=None) -> L0C tile: a @ b (or a @ b.T), fp32/int32 accumulation."""
 

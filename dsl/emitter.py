@@ -18,6 +18,9 @@ the AIC and the AIVs. ``use`` inserts a ``handoff`` op at the first such use
 for later uses it dominates. On targets without on-chip cube<->vector paths
 (A2/A3) the hand-off's route goes through the GM workspace; later passes (CV
 split, sync insertion) turn each hand-off into workspace traffic and flags.
+A tile the kernel marked with ``through_gm`` takes the GM route on every
+target (on the 950 too, where the other hand-offs stay on chip): its slots
+are GM, not buffers of the receiving core.
 
 Invariants
 ----------
@@ -67,6 +70,8 @@ class Builder:
         self.blocks: list[Block] = [self.root]
         self._handoffs: list[dict] = [{}]
         self.value_scope: dict[int, str | None] = {}
+        #: tiles ``through_gm`` marked: their hand-offs take the GM route on every target
+        self.through_gm_ids: set[int] = set()
         self.scopes_seen: set[str] = set()
         #: explicit sub-blocks (``subblock_idx()``): None on the first walk; on the second walk the number of
         #: vector cores each ``with vector():`` section runs on, one after the other (see frontend.build_kernel)
@@ -265,15 +270,28 @@ class Builder:
             if (v.id, dst) in cache:
                 return cache[(v.id, dst)]
         space = UB if dst == "vector" else L1
-        route = self._handoff_route(v.type.space, space)
+        route = self._handoff_route(v.type.space, space, v.id in self.through_gm_ids)
         t = v.type.with_(space=space)
         out = self.emit("handoff", [v], [t], {"src": v.type.space.name, "dst": space.name, "route": route},
                         names=[v.name]).result
         self._handoffs[-1][(v.id, dst)] = out
         return out
 
-    def _handoff_route(self, src: Space, dst: Space) -> str:
-        on_chip = self.platform.cube_to_vector_on_chip
+    def through_gm(self, v: Value) -> Value:
+        """Mark tile ``v`` (made in the current scope) to cross to the other core type through the GM
+        workspace on every target; returns ``v``."""
+        if self.scope is None:
+            self.error("through_gm marks a tile made in a cube() or vector() scope; it is outside both")
+        if not isinstance(v, Value) or not v.is_tile:
+            self.error(f"through_gm takes a tile, got {_describe(v)}")
+        if self.value_scope.get(v.id) != self.scope:
+            self.error(f"through_gm: the tile was not made in this `with {self.scope}():` scope; mark it where "
+                       f"it is made, before it crosses")
+        self.through_gm_ids.add(v.id)
+        return v
+
+    def _handoff_route(self, src: Space, dst: Space, through_gm: bool = False) -> str:
+        on_chip = self.platform.cube_to_vector_on_chip and not through_gm
         if src is L0C and dst is UB:
             return "FIX L0C->UB" if on_chip else "FIX L0C->GM(workspace), MTE2 GM->UB"
         if src is UB and dst is L1:

@@ -848,6 +848,9 @@ class FunctionCompiler(ast.NodeVisitor):
     def bi_copy(self, tile, space):
         return self.b.copy(tile, space)
 
+    def bi_through_gm(self, tile):
+        return self.b.through_gm(tile)
+
     def bi_mma(self, a, b, trans_b=False, acc=None):
         a = self._window(a, "mma operand a") if isinstance(a, GMView) else a
         b = self._window(b, "mma operand b") if isinstance(b, GMView) else b

@@ -894,8 +894,11 @@ class _Lowering(CubeRules):
     def op_cast(self, op):
         (x,) = op.args
         src, dst = x.type.dtype, op.result.type.dtype
-        widening = src.is_float and dst.is_float and dst.bits > src.bits
-        mode = "RoundMode::CAST_NONE" if widening else _ROUND[op.attrs.get("rounding", "rint")]
+        # exact conversions take no rounding mode: the vector unit's Cast accepts only CAST_NONE for them
+        # (int8/uint8 -> half on both arches)
+        exact = (src.is_float and dst.is_float and dst.bits > src.bits) or \
+            (src.name in ("int8", "uint8") and dst.is_float)
+        mode = "RoundMode::CAST_NONE" if exact else _ROUND[op.attrs.get("rounding", "rint")]
         n = self.count(op.result)
         steps = _CAST_VIA.get((src.name, dst.name))
         if steps is not None:

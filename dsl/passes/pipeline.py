@@ -39,10 +39,13 @@ C2(i) (ascendc_backend.md §3: "C1(i) | V1(i-1), C2(i-1) | V2(i-2)").
   buffer (the ping-pong of pipelined buffers).
 * Scalar work of the body (addresses, counts) is recomputed in each stage
   from that stage's iteration index; runtime checks run in the first stage.
-* Slots. A loop of S stages lets a producer run S-1 iterations ahead, so each
-  channel it carries keeps up to S tiles in flight; place_handoffs gave it
-  ``depth`` slots (the preload depth); fewer slots than stages is a
-  compile-time error.
+* Slots. A channel sent at stage a and received at stage b lets its producer
+  run b - a iterations ahead of its consumer, so it keeps up to b - a + 1
+  tiles in flight; place_handoffs gave it ``depth`` slots (the preload depth);
+  fewer is a compile-time error. (A kernel whose vector section feeds the
+  cube's first matmul, such as the 950 dequant kernel's V0 -> C1, has one
+  round trip more than the non-quant kernel's, so its loop has more stages,
+  but no channel spans more than the preload depth.)
 
 A loop is pipelined only when its step is a positive constant and every op in
 it belongs to one program's stage; otherwise it is left as it is (still
@@ -83,9 +86,11 @@ def pipeline(kernel: Kernel, platform) -> Kernel:
         if stages is None:
             continue
         _check_slots(pair, stages, channels)
-        for (loop, block, index), core in zip(pair, ("aic", "aiv")):
+        for (loop, block, _), core in zip(pair, ("aic", "aiv")):
             st = stages[id(loop)]
             if max(st.values(), default=0) > 0:
+                # found now: an earlier loop of the same block rewritten into several ops moved it
+                index = next(i for i, o in enumerate(block.ops) if o is loop)
                 block.ops[index:index + 1] = _pipelined(loop, st)
     return kernel
 
@@ -201,8 +206,32 @@ def _stages(pair, depth: int):
         st = {id(op): max(0, (phase[id(op)] - q) // 2) * (depth - 1) for op in tiles}
         if not _fix_recurrences(body, st):
             return None
+        _sink_receives(body, st)
         out[id(loop)] = st
     return out
+
+
+def _sink_receives(body: Block, st: dict) -> None:
+    """A hand-off's receive (the load of its slot, and the staged copies of what it loaded) runs at the stage
+    of its earliest reader, not earlier: a tile received one round trip before its matmul reads it would be
+    carried across stages in L1 / L0 (a cube that receives the dequantised V of the 950 dequant kernel at C1's
+    stage, for C2 two stages later). The slot holds it meanwhile (``_check_slots`` counts the stages between
+    its send and its receive). A value the loop carries stays where it is made."""
+    ops = body.ops[:-1]
+    maker = {r.id: op for op in ops for r in op.results}
+    carried = {y.id for y in body.ops[-1].args}
+    readers: dict = {}
+    for op in ops:
+        if id(op) in st:
+            for x in _reads(op, maker):
+                readers.setdefault(x.id, []).append(op)
+    for op in reversed(ops):
+        receive = (op.kind == "load" and op.attrs.get("handoff")) or (op.kind == "copy" and op.attrs.get("staged"))
+        if not receive or id(op) not in st or any(r.id in carried for r in op.results):
+            continue
+        later = [st[id(u)] for r in op.results for u in readers.get(r.id, []) if u is not op]
+        if later and min(later) > st[id(op)]:
+            st[id(op)] = min(later)
 
 
 def _staged(op: Op) -> bool:
@@ -274,16 +303,27 @@ def _fix_recurrences(body: Block, st: dict) -> bool:
 
 
 def _check_slots(pair, stages, channels):
-    """A pipelined loop of S stages lets a producer run S-1 iterations ahead of its consumer, so every data
-    channel it carries needs at least S slots (the preload depth place_handoffs gave it)."""
-    nstages = 1 + max(max(stages[id(loop)].values(), default=0) for loop, _, _ in pair)
-    seen = {cid for loop, _, _ in pair for op in loop.blocks[0].ops for cid, _, _ in _roles(op)}
-    for cid in sorted(seen):
+    """A data channel whose send runs at stage a and whose recv runs at stage b >= a holds the tiles of
+    b - a + 1 iterations at once (the producer runs b - a iterations ahead of the consumer, and the tile being
+    read is one more), so it needs that many slots (the preload depth place_handoffs gave it)."""
+    stage_of: dict = {}
+    for loop, _, _ in pair:
+        st = stages[id(loop)]
+        for op in loop.blocks[0].ops:
+            for cid, role, _ in _roles(op):
+                if id(op) in st:
+                    stage_of[(cid, role)] = st[id(op)]
+    for cid in sorted({c for c, _ in stage_of}):
         ch = channels[cid]
-        if ch.kind == "data" and ch.depth < nstages:
-            raise CompilationError(f"the loop is pipelined in {nstages} stages, so hand-off {ch.name} has up to "
-                                   f"{nstages} tiles in flight, but it has {ch.depth} workspace slot(s): the "
-                                   f"preload depth exceeds the slots", pair[0][0].loc)
+        a, b = stage_of.get((cid, "produce")), stage_of.get((cid, "consume"))
+        if ch.kind != "data" or a is None or b is None:
+            continue
+        need = b - a + 1
+        if ch.depth < need:
+            raise CompilationError(f"the loop is pipelined so that hand-off {ch.name} is sent at stage {a} and "
+                                   f"received at stage {b}: it has up to {need} tiles in flight, but it has "
+                                   f"{ch.depth} workspace slot(s): the preload depth exceeds the slots",
+                                   pair[0][0].loc)
 
 
 # ------------------------------------------------------------------ the rewrite

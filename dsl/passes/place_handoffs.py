@@ -71,7 +71,7 @@ def place_handoffs(kernel: Kernel, platform) -> Kernel:
     data = [ch for ch in kernel.channels if ch.kind == "data"]
     for ch in data:
         ch.depth = depth if loops.get(ch.id) is not None else 1
-        ch.route = "onchip" if platform.cube_to_vector_on_chip else "gm"
+        ch.route = ch.route or ("onchip" if platform.cube_to_vector_on_chip else "gm")
         ch.slot_bytes = ch.tile.nbytes
     offset = 0
     for route in ("gm", "onchip"):     # the GM workspace first, then the modelled on-chip slots

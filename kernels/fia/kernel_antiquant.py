@@ -151,6 +151,18 @@ def param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFS
 
 
 @ct.inline
+def softmax_block(s, gm, gl, a, m, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ORDER, G, M, S2, PSE,
+                  PSE_ONE_ROW, BAND, MASK):
+    """V1 of a quantised kernel's step: the scaled fp32 scores s of the attended positions a.. (m of them) plus
+    pse, banded and masked, through the online softmax (no sink); returns (P in fp32, dm, gl, gm)."""
+    if PSE:
+        pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
+        s = s + ct.cast(ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)]), ct.float32)
+    s = band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2, BAND, MASK)
+    return sink_softmax_step(s, gm, gl, 0.0, False, False)
+
+
+@ct.inline
 def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scale, b, n2, s1, q0, k0, m0, mrows, lo,
             hi, mask, pse, ks, ko, vs, vo, wsc1, wsp, wsc2, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK,
             PER_TOKEN, PER_HEAD, OFFSET, ITER, PREFIX, MSD):
@@ -174,12 +186,8 @@ def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scal
             if OFFSET:
                 s = s + qsum[:, None] * token_params(ko, k0 + a, m, S2)[None, :]
             s = s * token_params(ks, k0 + a, m, S2)[None, :]
-        s = s * scale
-        if PSE:
-            pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
-            s = s + ct.cast(ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)]), ct.float32)
-        s = band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2, BAND, MASK)
-        p, dm, gl, gm = sink_softmax_step(s, gm, gl, 0.0, False, False)
+        p, dm, gl, gm = softmax_block(s * scale, gm, gl, a, m, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse,
+                                      ORDER, G, M, S2, PSE, PSE_ONE_ROW, BAND, MASK)
         if PER_TOKEN:
             p = p * token_params(vs, k0 + a, m, S2)[None, :]
             psum = ct.zeros((M,), ct.float32, valid=mrows)

@@ -14,6 +14,14 @@ the dequantised block to the cube, which then runs the non-quant flow:
     C2  o = P · V'
     V2  go = go · dm + o;  at the row's end  out = go / gl
 
+The dequantised blocks K' and V' are hand-offs (vector -> cube) like the scores and P, so the pipeline pass
+overlaps the steps as on the chip: the vector dequantises the blocks of later steps while the cube multiplies
+earlier ones (five hand-offs, ten of the 950's eleven cross-core flags). They take the GM route
+(``ct.through_gm``): a 512 x 128 block in the query's dtype is 128 KB, and the 950's on-chip UB -> L1 route
+would need three such slots for K and three for V in the cube's 512 KB L1. The chip's template instead moves
+them on chip in sub-blocks, so this kernel's GM round trip (the vector's store, the cube's read) is traffic the
+chip does not have; the cost model times what this kernel does.
+
 V0 per cache: int8 or int4 values cast exactly to the query's dtype (an int4 cache reaches the kernel as its
 int8 values, ``golden.int4``), then plus the offset, times the scale, each step rounded to the query's dtype,
 per-token parameters (fp32) first rounded to it; FP8 E4M3 values (already widened to the query's dtype,
@@ -40,7 +48,8 @@ op_host's S of key, not their S': the tables the kernel gets are then the tensor
 System prefix (PREFIX, dense caches: op_host takes no prefix with a paged one): a batch attends to the plen
 prefix positions (batch 0 of key/value_shared_prefix, quantised as the cache is), then its own KV, as
 ``fia_attention`` walks them (the rows' S2 blocks span both, a block straddling plen is two steps); the
-prefix's blocks dequantise with the same parameters. Per-token parameters are read as the 950 template reads
+prefix's blocks dequantise with the same parameters. These steps read one of two caches (``prefix_step``), so
+their blocks reach the cube through the kernel's own GM workspaces wsk / wsv, in program order: not pipelined. Per-token parameters are read as the 950 template reads
 them: the prefix's positions at [0, plen) of the table, the own KV's S' - S of key into it (``pbase``, whatever
 plen is), where the A2/A3 MSD kernel reads them right after the prefix's.
 
@@ -58,9 +67,9 @@ from __future__ import annotations
 
 import cvtile.dsl as ct
 
-from .kernel import band_and_mask, batch_extent, fold_rows, kv_rows, normalised, row_block_start, \
-    prefix_cut, prefix_part, pse_rows, row_epilogue, sink_softmax_step, task_fields, task_span
-from .kernel_antiquant import cache_rows, param_rows
+from .kernel import batch_extent, fold_rows, kv_rows, normalised, prefix_cut, prefix_part, row_block_start, \
+    row_epilogue, task_fields, task_span
+from .kernel_antiquant import cache_rows, param_rows, softmax_block
 
 __all__ = ["fia_dequant"]
 
@@ -93,49 +102,76 @@ def block_params(table, n2, a, m, S2, COLS, QT, PER_TOKEN):
 
 
 @ct.inline
-def stage_block(ws, core, kv, kpv, plen, pbase, k0, a, m, n2, ps, po, S2, COLS, QT, PER_TOKEN, OFFSET, GROUP, PREFIX):
-    """Dequantise the m cache rows of positions a.. of the batch's attended sequence into the core's workspace
-    ws[core] (``dequantised``). Without PREFIX the batch's own rows at a, their per-token parameters at k0 + a;
-    with it (the block lies on one side of plen: ``prefix_cut``) the prefix's rows kpv at a, parameters at a, or
-    the own rows at a - plen, parameters at k0 + pbase + a - plen (the chip's own-KV parameters start S' - S of
-    key into the table: ``launch._own_params_start``)."""
-    rows = ct.ds(0, S2, valid=m)
-    if PREFIX:
-        if a < plen:
-            ct.store(ws[core, rows, 0:COLS], dequantised(ct.load(kpv[ct.ds(a, S2, valid=m), 0:COLS]), ps, po, n2,
-                                                         a, m, S2, COLS, QT, PER_TOKEN, OFFSET, GROUP))
-        else:
-            ct.store(ws[core, rows, 0:COLS], dequantised(ct.load(kv[ct.ds(a - plen, S2, valid=m), 0:COLS]), ps, po,
-                                                         n2, k0 + pbase + a - plen, m, S2, COLS, QT, PER_TOKEN,
-                                                         OFFSET, GROUP))
-    else:
-        ct.store(ws[core, rows, 0:COLS], dequantised(ct.load(kv[ct.ds(a, S2, valid=m), 0:COLS]), ps, po, n2, k0 + a,
-                                                     m, S2, COLS, QT, PER_TOKEN, OFFSET, GROUP))
+def staged_block(view, row, at, m, n2, ps, po, S2, COLS, QT, PER_TOKEN, OFFSET, GROUP):
+    """The dequantised (S2, COLS) block (``dequantised``) of the m cache rows of ``view`` from ``row``, their
+    per-token parameters at position ``at`` of the tables, marked to reach the cube through the GM workspace
+    (``ct.through_gm``: its slots, a block of S2 x COLS in the query's dtype per preload stage for K and for V,
+    do not fit the cube's L1 beside the other operands)."""
+    x = ct.load(view[ct.ds(row, S2, valid=m), 0:COLS])
+    return ct.through_gm(dequantised(x, ps, po, n2, at, m, S2, COLS, QT, PER_TOKEN, OFFSET, GROUP))
 
 
 @ct.inline
-def dq_step(q1, kv, vv, kpv, vpv, plen, pbase, wsk, wsv, core, a, m, gm, gl, go, scale, b, n2, s1, q0, k0, m0, mrows,
-            lo, hi, mask, pse, ks, ko, vs, vo, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET,
-            GROUP, P_DTYPE, PREFIX):
-    """One KV step over the m positions from position a of the batch's attended sequence (the system prefix's
-    first when PREFIX: ``stage_block``; k0: the batch's first position in its tensor, where the masks, pse
-    and per-token parameters start too): V0, C1, V1, V0', C2, V2; returns the updated (gm, gl, go). The
-    dequantised blocks reach the cube through the core's workspaces wsk / wsv."""
+def dq_step(q1, kv, vv, row, at, a, m, gm, gl, go, scale, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ks, ko,
+            vs, vo, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP, P_DTYPE):
+    """One KV step over the m rows of kv / vv from ``row`` (their per-token parameters at ``at``), which are the
+    positions a.. of the batch's attended sequence (k0: the batch's first position in its tensor, where the
+    masks and pse start): V0, C1, V1, V0', C2, V2; returns the updated (gm, gl, go). The dequantised blocks are
+    hand-offs like the scores and P, so the pipeline pass overlaps the steps as it does the non-quant kernel's
+    (V0 of a later step while the cube runs C1 and C2 of earlier ones)."""
     with ct.vector():
-        stage_block(wsk, core, kv, kpv, plen, pbase, k0, a, m, n2, ks, ko, S2, D, q1.dtype, PER_TOKEN, OFFSET, GROUP,
-                    PREFIX)
+        kd = staged_block(kv, row, at, m, n2, ks, ko, S2, D, q1.dtype, PER_TOKEN, OFFSET, GROUP)
+    with ct.cube():
+        s = ct.mma(q1, kd, trans_b=True)
+    with ct.vector():
+        p, dm, gl, gm = softmax_block(s * scale, gm, gl, a, m, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse,
+                                      ORDER, G, M, S2, PSE, PSE_ONE_ROW, BAND, MASK)
+        p = ct.cast(p, P_DTYPE)
+        vd = staged_block(vv, row, at, m, n2, vs, vo, S2, DV, q1.dtype, PER_TOKEN, OFFSET, GROUP)
+    with ct.cube():
+        o = ct.mma(p, vd)
+    with ct.vector():
+        go = go * dm[:, None] + o
+    return gm, gl, go
+
+
+@ct.inline
+def stage_prefix_block(ws, core, kv, kpv, plen, pbase, k0, a, m, n2, ps, po, S2, COLS, QT, PER_TOKEN, OFFSET,
+                       GROUP):
+    """With a system prefix: dequantise the m rows of positions a.. of the batch's attended sequence into the
+    core's workspace ws[core] (the block lies on one side of plen: ``prefix_cut``): the prefix's rows kpv at a,
+    parameters at a, or the own rows at a - plen, parameters at k0 + pbase + a - plen (the chip's own-KV
+    parameters start S' - S of key into the table: ``launch._own_params_start``)."""
+    rows = ct.ds(0, S2, valid=m)
+    if a < plen:
+        ct.store(ws[core, rows, 0:COLS], dequantised(ct.load(kpv[ct.ds(a, S2, valid=m), 0:COLS]), ps, po, n2, a, m,
+                                                     S2, COLS, QT, PER_TOKEN, OFFSET, GROUP))
+    else:
+        ct.store(ws[core, rows, 0:COLS], dequantised(ct.load(kv[ct.ds(a - plen, S2, valid=m), 0:COLS]), ps, po, n2,
+                                                     k0 + pbase + a - plen, m, S2, COLS, QT, PER_TOKEN, OFFSET,
+                                                     GROUP))
+
+
+@ct.inline
+def prefix_step(q1, kv, vv, kpv, vpv, plen, pbase, wsk, wsv, core, a, m, gm, gl, go, scale, b, n2, s1, q0, k0, m0,
+                mrows, lo, hi, mask, pse, ks, ko, vs, vo, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK,
+                PER_TOKEN, OFFSET, GROUP, P_DTYPE):
+    """``dq_step`` with a system prefix, whose steps read the prefix's rows or the batch's own: the dequantised
+    blocks go through the core's GM workspaces wsk / wsv, which the kernel writes and the cube reads in program
+    order (a hand-off's tile would be a branch result whose rows each AIV's load counts inside the branch; two
+    loops, one per source, would need twice the cross-core flags the 950 has). So these steps are not
+    pipelined: the loop carries a GM-order channel."""
+    with ct.vector():
+        stage_prefix_block(wsk, core, kv, kpv, plen, pbase, k0, a, m, n2, ks, ko, S2, D, q1.dtype, PER_TOKEN, OFFSET,
+                           GROUP)
     with ct.cube():
         s = ct.mma(q1, wsk[core, ct.ds(0, S2, valid=m), 0:D], trans_b=True)
     with ct.vector():
-        s = s * scale
-        if PSE:
-            pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
-            s = s + ct.cast(ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)]), ct.float32)
-        s = band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2, BAND, MASK)
-        p, dm, gl, gm = sink_softmax_step(s, gm, gl, 0.0, False, False)
+        p, dm, gl, gm = softmax_block(s * scale, gm, gl, a, m, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse,
+                                      ORDER, G, M, S2, PSE, PSE_ONE_ROW, BAND, MASK)
         p = ct.cast(p, P_DTYPE)
-        stage_block(wsv, core, vv, vpv, plen, pbase, k0, a, m, n2, vs, vo, S2, DV, q1.dtype, PER_TOKEN, OFFSET,
-                    GROUP, PREFIX)
+        stage_prefix_block(wsv, core, vv, vpv, plen, pbase, k0, a, m, n2, vs, vo, S2, DV, q1.dtype, PER_TOKEN,
+                           OFFSET, GROUP)
     with ct.cube():
         o = ct.mma(p, wsv[core, ct.ds(0, S2, valid=m), 0:DV])
     with ct.vector():
@@ -169,21 +205,24 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
             kpv = kv_rows(kp, 0, n2, plen, 0, LAYOUT)
             vpv = kv_rows(vp, 0, n2, plen, 0, LAYOUT)
         q1, gm, gl, go, lo, hi = row_block_start(qv, pre, nxt, b, m0, mrows, s1, M, D, DV, ORDER, G, BAND)
-        for jj in range(j0, j1):
-            kv0 = kbase + jj * step
-            n = min(step, kend - kv0)
-            if PREFIX:   # a block straddling plen is two steps, the prefix's rows then the own KV's
+        if PREFIX:   # a block straddling plen is two steps, the prefix's rows then the own KV's
+            for jj in range(j0, j1):
+                kv0 = kbase + jj * step
+                n = min(step, kend - kv0)
                 cut, straddle = prefix_cut(kv0, n, plen)
                 for h in range(1 + straddle):
                     a, m = prefix_part(kv0, n, cut, straddle, h)
-                    gm, gl, go = dq_step(q1, kv, vv, kpv, vpv, plen, pbase, wsk, wsv, core, a, m, gm, gl, go, scale,
-                                         b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, ORDER,
-                                         G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP,
-                                         P_DTYPE, PREFIX)
-            else:
-                gm, gl, go = dq_step(q1, kv, vv, kv, vv, 0, 0, wsk, wsv, core, kv0, n, gm, gl, go, scale, b, n2, s1,
-                                     q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, ORDER, G, M, S2, D,
-                                     DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP, P_DTYPE, PREFIX)
+                    gm, gl, go = prefix_step(q1, kv, vv, kpv, vpv, plen, pbase, wsk, wsv, core, a, m, gm, gl, go,
+                                             scale, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr,
+                                             vor, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN,
+                                             OFFSET, GROUP, P_DTYPE)
+        else:
+            for jj in range(j0, j1):
+                kv0 = kbase + jj * step
+                n = min(step, kend - kv0)
+                gm, gl, go = dq_step(q1, kv, vv, kv0, k0 + kv0, kv0, n, gm, gl, go, scale, b, n2, s1, q0, k0, m0,
+                                     mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, ORDER, G, M, S2, D, DV, PSE,
+                                     PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP, P_DTYPE)
         with ct.vector():
             ok, glsafe, res = normalised(go, gl)
             row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, 0, b, n2, s1,

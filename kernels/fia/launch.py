@@ -274,8 +274,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         fia_dequant.on(plat)[ncores](
             q, *widened[:2], out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks,
             ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-            *_antiquant_tables(antiquant), qs2, qo2, output_array((ncores, s2_tile, d), q.dtype),
-            output_array((ncores, s2_tile, dv), q.dtype), *widened[2:],
+            *_antiquant_tables(antiquant), qs2, qo2,
+            *(output_array((ncores, s2_tile if prefix else 1, c), q.dtype) for c in (d, dv)), *widened[2:],
             int(shared_prefix_len) if prefix else 0,
             _own_params_start(antiquant, k, lay.qkv) if prefix else 0, np.float32(scale), CACHE=cache,
             LAYOUT=kernel_layout(lay.qkv),
