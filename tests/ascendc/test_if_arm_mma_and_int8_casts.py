@@ -65,17 +65,6 @@ def _launches(kernel, *args, target="Ascend910B1", **consts):
     return [A.Launch.of(r) for r in rec.launches]
 
 
-def _twin(tmp_path, launches, tol: float) -> str:
-    """Emit, check, build and run on the twin, every output within ``tol`` (atol and rtol); the kernel source."""
-    d = str(tmp_path / "proj")
-    res = A.emit(d, launches, atol=tol, rtol=tol)
-    A.check_project(d, res["kernels"])
-    report = A.run_project(d, A.arch_of(launches[0].kernel.platform))
-    lines = [ln for ln in report.splitlines() if ln.strip()]
-    assert lines and all(ln.startswith("PASS") for ln in lines), report
-    return (tmp_path / "proj" / "op_kernel").joinpath(f"{launches[0].kernel.name}_kernel.cpp").read_text()
-
-
 @needs_gxx
 @pytest.mark.parametrize("s2, plen, mode, target", [
     (2048, 1, "at the store", "Ascend910B1"),      # 16 x 2048 fp32: more than the two L0C pieces hold
@@ -83,7 +72,7 @@ def _twin(tmp_path, launches, tol: float) -> str:
     (2048, 0, "at the store", "Ascend950"),
     pytest.param(128, 1, "a handle", "Ascend950", marks=pytest.mark.slow),
 ])
-def test_an_if_of_two_streamed_mmas_runs_on_the_twin(tmp_path, s2, plen, mode, target):
+def test_an_if_of_two_streamed_mmas_runs_on_the_twin(twin, s2, plen, mode, target):
     rng = np.random.default_rng(1)
     M, D = 16, 128
     q = rng.uniform(-1, 1, (M, D)).astype(np.float16)
@@ -93,7 +82,7 @@ def test_an_if_of_two_streamed_mmas_runs_on_the_twin(tmp_path, s2, plen, mode, t
     launches = _launches(_pick_keys(), q, kp, k, out, plen, target=target, M=M, N=s2, D=D)
     want = q.astype(np.float64) @ (kp if plen else k).T.astype(np.float64) * 0.5
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
-    src = _twin(tmp_path, launches, 1e-5)
+    src = twin(launches, 1e-5)
     if mode == "at the store":
         assert "so it runs at its result's store" in src
     else:
@@ -101,7 +90,7 @@ def test_an_if_of_two_streamed_mmas_runs_on_the_twin(tmp_path, s2, plen, mode, t
 
 
 @needs_gxx
-def test_a_streamed_mma_stored_after_a_bounds_check_runs_on_the_twin(tmp_path):
+def test_a_streamed_mma_stored_after_a_bounds_check_runs_on_the_twin(twin):
     rng = np.random.default_rng(2)
     M, S2, D = 16, 2048, 64
     q = rng.uniform(-1, 1, (M, D)).astype(np.float16)
@@ -111,7 +100,7 @@ def test_a_streamed_mma_stored_after_a_bounds_check_runs_on_the_twin(tmp_path):
     ir = launches[0].kernel.ir_after("insert_sync")
     assert "check{" in ir
     np.testing.assert_allclose(out[1], q.astype(np.float64) @ k.T.astype(np.float64), rtol=1e-5, atol=1e-5)
-    src = _twin(tmp_path, launches, 1e-5)
+    src = twin(launches, 1e-5)
     assert "streamed out of L0C piece by piece at its store" in src
 
 
@@ -120,7 +109,7 @@ def test_a_streamed_mma_stored_after_a_bounds_check_runs_on_the_twin(tmp_path):
     ("round", "Ascend910B1"), ("rint", "Ascend910B1"), ("round", "Ascend950"),
     pytest.param("trunc", "Ascend910B1", marks=pytest.mark.slow),
 ])
-def test_int8_casts_go_through_half_exactly(tmp_path, mode, target):
+def test_int8_casts_go_through_half_exactly(twin, mode, target):
     rng = np.random.default_rng(3)
     M, N = 8, 640        # 5120 elements: two whole chunks of 2048 and a partial one
     x = rng.uniform(-130, 130, (M, N)).astype(np.float32)
@@ -132,5 +121,5 @@ def test_int8_casts_go_through_half_exactly(tmp_path, mode, target):
                "trunc": np.trunc(x)}[mode]
     np.testing.assert_array_equal(d8, np.clip(rounded, -128, 127).astype(np.int8))
     np.testing.assert_array_equal(back, d8.astype(np.float32))
-    src = _twin(tmp_path, launches, 0.0)
+    src = twin(launches, 0.0)
     assert "float32 -> int8: no one Cast" in src and "int8 -> float32: no one Cast" in src

@@ -45,16 +45,6 @@ def _dequant_then_mma(q, k, scale, out, M: ct.constexpr, S2: ct.constexpr, D: ct
             ct.store(out[0:M, ct.ds(j * S2, S2)], s * 2.0)
 
 
-def _twin(tmp_path, launches, tol: float = 0.0) -> None:
-    """Emit, check, build and run on the twin: every output within ``tol`` of the simulator's (0: bitwise)."""
-    d = str(tmp_path / "proj")
-    res = A.emit(d, launches, atol=tol, rtol=tol)
-    A.check_project(d, res["kernels"])
-    report = A.run_project(d, A.arch_of(launches[0].kernel.platform))
-    lines = [ln for ln in report.splitlines() if ln.strip()]
-    assert lines and all(ln.startswith("PASS") for ln in lines), report
-
-
 @pytest.mark.parametrize("target", ["Ascend910B1", "Ascend950"])
 def test_an_exact_int8_to_half_cast_takes_cast_none(target):
     x = np.arange(-128, 128, dtype=np.int8).reshape(8, 32)
@@ -66,17 +56,17 @@ def test_an_exact_int8_to_half_cast_takes_cast_none(target):
 
 @needs_gxx
 @pytest.mark.parametrize("target", ["Ascend910B1", "Ascend950"])
-def test_int8_to_half_runs_on_the_twin(tmp_path, target):
+def test_int8_to_half_runs_on_the_twin(twin, target):
     x = np.arange(-128, 128, dtype=np.int8).reshape(8, 32)
     out = np.zeros((8, 32), np.float16)
     with record_launches() as rec:
         _widen.on(target)[1](x, out, M=8, N=32)
     np.testing.assert_array_equal(out, (x.astype(np.float32) * 0.5).astype(np.float16))
-    _twin(tmp_path, [A.Launch.of(r) for r in rec.launches])
+    twin([A.Launch.of(r) for r in rec.launches])
 
 
 @needs_gxx
-def test_a_dequantised_block_through_gm_runs_pipelined_on_the_950_twin(tmp_path):
+def test_a_dequantised_block_through_gm_runs_pipelined_on_the_950_twin(twin):
     rng = np.random.default_rng(5)
     M, S2, D, blocks = 16, 128, 64, 4
     q = rng.uniform(-1, 1, (M, D)).astype(np.float16)
@@ -91,4 +81,4 @@ def test_a_dequantised_block_through_gm_runs_pipelined_on_the_950_twin(tmp_path)
     assert "pipelined(" in ck.ir_after("pipeline")
     kd = (k.astype(np.float16) * scale).astype(np.float64)
     np.testing.assert_allclose(out, q.astype(np.float64) @ kd.T * 2.0, rtol=1e-5, atol=1e-5)
-    _twin(tmp_path, launches, 1e-5)
+    twin(launches, 1e-5)
