@@ -63,10 +63,11 @@ def _record_fia(spec, seed):
     from .kernels.fia.api import npu_fused_infer_attention_score
     from .kernels.precision import twin_tolerance
 
-    if spec.kv_dtype in ("int4", "float8_e4m3fn", "hifloat8"):   # the kernels read a widened cache, the chip as is
-        raise _UserError(f"kv_dtype={spec.kv_dtype!r}: the cache is simulated widened (int4 as int8, FP8 and HiF8 as "
-                         "the query's dtype); the Ascend C backend does not lower the chip's narrow loads, so it emits "
-                         "no such kernel (use --kv-dtype int8)")
+    if spec.kv_dtype in ("int4", "float8_e4m3fn", "hifloat8"):   # narrow caches: widened, or an FP8 tensor
+        raise _UserError(f"kv_dtype={spec.kv_dtype!r}: the Ascend C backend does not lower the chip's narrow KV loads "
+                         "(int4 and HiF8 caches are simulated widened, int4 as int8 and HiF8 as the query's dtype; an "
+                         "FP8 cache is a float8_e4m3fn tensor its declaration header has no type for), so it emits no "
+                         "such kernel (use --kv-dtype int8)")
     q, k, v, kw = make_inputs(spec, seed)
     with record_launches() as rec:
         npu_fused_infer_attention_score(q, k, v, target=spec.target, **kw)

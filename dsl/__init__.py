@@ -19,8 +19,8 @@ with ``kernel[grid](*args)``. Inside a kernel:
   (unrolled); ``if`` on constexpr (resolved) or runtime scalars (a branch).
 
 Memory spaces ``GM, L1, L0A, L0B, L0C, UB`` and dtypes ``float16, bfloat16,
-float32, int8, int16, int32, int64, uint8, bool_`` are attributes of this
-module.
+float32, int8, int16, int32, int64, uint8, bool_`` (and ``float8_e4m3fn``, for
+FP8 tensors kernels read and cast) are attributes of this module.
 """
 
 from .builtins import (BUILTINS, abs, block_idx, block_num, cast, constexpr, copy, cube, device_print, ds, erf, exp,
@@ -29,14 +29,15 @@ from .builtins import (BUILTINS, abs, block_idx, block_num, cast, constexpr, cop
                        vector, where, zeros)
 from .errors import BudgetError, CompilationError, SimulationError
 from .jit import CompiledKernel, JITFunction, inline, jit
-from .types import (GM, L0A, L0B, L0C, L1, UB, DType, Space, bfloat16, bool_, float16, float32, int8, int16, int32,
-                    int64, uint8)
+from .types import (GM, L0A, L0B, L0C, L1, UB, DType, Space, bfloat16, bool_, float8_e4m3fn, float16, float32, int8,
+                    int16, int32, int64, uint8)
 
 inf = float("inf")
 
 __all__ = [
     "jit", "inline", "constexpr", "cube", "vector", "JITFunction", "CompiledKernel", "CompilationError",
     "BudgetError", "SimulationError", "GM", "L1", "L0A", "L0B", "L0C", "UB", "DType", "Space", "float16",
+    "float8_e4m3fn",
     "bfloat16", "float32", "int8", "int16", "int32", "int64", "uint8", "bool_", "block_idx", "block_num",
     "subblock_idx", "subblock_num", "load", "store", "copy", "through_gm", "mma", "zeros", "full", "iota", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "pow", "abs",
     "relu", "maximum", "minimum", "where", "gather", "cast", "rowmax", "rowsum", "rowmin", "device_print", "ds", "static_assert",

@@ -37,7 +37,7 @@ from .ir import Block, Loc, Lookup, Op, Value, WDim, Window
 from .ops import SCALAR_BINARY
 from .shapes import ValidExtents
 from .types import (BOOL, F32, GM, INDEX, L0A, L0B, L0C, L1, UB, DType, ScalarType, Space, TileType, bfloat16,
-                    bool_, float16, float32, int8, int32, dtype_of, space_of)
+                    bool_, float8_e4m3fn, float16, float32, int8, int32, dtype_of, space_of)
 
 __all__ = ["Builder", "WDim", "Window", "Lookup", "is_const"]  # the address types live in ir; re-exported
 
@@ -323,10 +323,21 @@ class Builder:
         self._check_tile_dtype(t.dtype, space)
         return self.emit("load", [], [t], windows={"window": window}).result
 
+    def _read_only_fp8(self, tiles, what: str):
+        """An FP8 tile is only cast (to a wider float): the language reads FP8 tensors and computes in wider
+        types, as the 950 dequantises its FP8 cache before any arithmetic."""
+        for t in tiles:
+            if isinstance(t, Value) and t.is_tile and t.type.dtype is float8_e4m3fn:
+                self.error(f"{what} of a float8_e4m3fn tile: an FP8 tile is only cast (to float16, bfloat16 or "
+                           f"float32) before any other op")
+
     def store(self, window: Window, tile) -> None:
         tile = self.use(self._tile(tile, "store's tile"))
         src = tile.type.space
         gdt = window.tensor.type.dtype
+        if gdt is float8_e4m3fn:
+            self.error("store into a float8_e4m3fn GM tensor: FP8 tensors are read only (kernels load and cast "
+                       "them)")
         if src is UB:
             self._require_scope("store from UB", "vector")
             if tile.type.dtype != gdt:
@@ -351,6 +362,7 @@ class Builder:
 
     def copy(self, tile, space) -> Value:
         tile = self.use(self._tile(tile, "copy's source"))
+        self._read_only_fp8([tile], "copy")
         dst = space_of(space)
         src = tile.type.space
         legal = {(L1, L0A): "cube", (L1, L0B): "cube"}
@@ -467,6 +479,7 @@ class Builder:
         self._require_scope(_OPNAME.get(op, op), "vector")
         tiles = [self.use(a) for a in args]
         tile_args = [a for a in tiles if isinstance(a, Value) and a.is_tile]
+        self._read_only_fp8(tile_args, _OPNAME.get(op, op))
         for a in tiles:
             if not (is_const(a) or isinstance(a, Value)):
                 self.error(f"operand of {_OPNAME.get(op, op)} must be a tile or scalar, got {_describe(a)}")
@@ -557,6 +570,9 @@ class Builder:
         self._require_scope("cast", "vector")
         x = self.use(self._tile(x, "cast's operand"))
         dt = dtype_of(dtype)
+        if dt is float8_e4m3fn:
+            self.error("cast to float8_e4m3fn: FP8 tiles come only from loads of FP8 tensors (the language does "
+                       "not round to FP8)")
         if x.type.space is not UB:
             self.error(f"cast reads a UB tile, got a {x.type.space} tile")
         if rounding not in ("rint", "round", "trunc", "floor", "ceil"):
@@ -572,6 +588,7 @@ class Builder:
     def reduce(self, op: str, x) -> Value:
         self._require_scope(f"row{op}", "vector")
         x = self.use(self._tile(x, f"row{op}'s operand"))
+        self._read_only_fp8([x], f"row{op}")
         if x.type.rank != 2:
             self.error(f"row{op} reduces the columns of a rank-2 tile, got rank {x.type.rank}")
         if x.type.space is not UB:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
-    "DType", "float16", "bfloat16", "float32", "int8", "int16", "int32", "int64", "uint8", "bool_",
+    "DType", "float16", "bfloat16", "float8_e4m3fn", "float32", "int8", "int16", "int32", "int64", "uint8", "bool_",
     "DTYPES", "dtype_of", "Space", "GM", "L1", "L0A", "L0B", "L0C", "UB", "SPACES", "space_of",
     "ScalarType", "TensorType", "TileType", "INDEX", "F32", "BOOL",
 ]
@@ -66,6 +66,8 @@ class DType:
 
 float16 = DType("float16", 16, "float")
 bfloat16 = DType("bfloat16", 16, "float")
+#: the 950's FP8 KV cache (1 sign, 4 exponent, 3 mantissa bits, no infinities): a GM tensor kernels read and cast
+float8_e4m3fn = DType("float8_e4m3fn", 8, "float")
 float32 = DType("float32", 32, "float")
 int8 = DType("int8", 8, "int")
 int16 = DType("int16", 16, "int")
@@ -74,7 +76,7 @@ int64 = DType("int64", 64, "int")
 uint8 = DType("uint8", 8, "uint")
 bool_ = DType("bool", 8, "bool")
 
-DTYPES = {d.name: d for d in (float16, bfloat16, float32, int8, int16, int32, int64, uint8, bool_)}
+DTYPES = {d.name: d for d in (float16, bfloat16, float8_e4m3fn, float32, int8, int16, int32, int64, uint8, bool_)}
 _DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32",
                   "bool_": "bool", "int": "int64"}
 

@@ -77,12 +77,15 @@ from .stamp import source_stamp
 __all__ = ["generate", "GeneratedSource", "STORAGE"]
 
 #: numba/numpy storage dtype of each tile dtype on chip and in GM.
-_TILE_NP = {"float16": "np.float32", "bfloat16": "np.float32", "float32": "np.float32", "int8": "np.int32",
+_TILE_NP = {"float16": "np.float32", "bfloat16": "np.float32", "float8_e4m3fn": "np.float32", "float32": "np.float32",
+            "int8": "np.int32",
             "int16": "np.int32", "int32": "np.int32", "int64": "np.int64", "uint8": "np.int32", "bool": "np.bool_"}
-STORAGE = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.float32, "int8": np.int8, "int16": np.int16,
+STORAGE = {"float16": np.uint16, "bfloat16": np.uint16, "float8_e4m3fn": np.uint8, "float32": np.float32,
+           "int8": np.int8, "int16": np.int16,
            "int32": np.int32, "int64": np.int64, "uint8": np.uint8, "bool": np.bool_}
-_DECODE = {"float16": "f16_bits_to_f32", "bfloat16": "bf16_bits_to_f32"}
-_KIND = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}  # suffix of the runtime GM copies
+_DECODE = {"float16": "f16_bits_to_f32", "bfloat16": "bf16_bits_to_f32", "float8_e4m3fn": "f8e4m3_bits_to_f32"}
+#: suffix of the runtime GM copies (an FP8 tensor has a reader only: the language refuses its stores)
+_KIND = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float8_e4m3fn": "f8e4m3"}
 _ENCODE = {"float16": "f32_to_f16_bits", "bfloat16": "f32_to_bf16_bits"}
 _ROUND = {"float16": "round_to_f16", "bfloat16": "round_to_bf16"}
 _BIN_FMT = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
@@ -218,7 +221,8 @@ def _module_header(kernel: Kernel) -> list:
         "                           write_rows_f32, write_rows_raw, fexp_call, flog_call, fsqrt_call,",
         "                           frsqrt_call, round_f16_call, round_bf16_call, dot_rows_t, axpy_rows,",
         "                           ftanh, fsigmoid, ferf, ffloor, fpow, ftanh_call, fsigmoid_call, ferf_call,",
-        "                           ffloor_call, fpow_call, dot_into, dot_int_into, mm_bt_i8, mm_b_i8, sel)",
+        "                           ffloor_call, fpow_call, dot_into, dot_int_into, mm_bt_i8, mm_b_i8, sel,",
+        "                           f8e4m3_bits_to_f32, read_rows_f8e4m3)",
     ] + (["from cvtile.sim.sync import abort_group, finish_turn, take_turn, wait_turn"] if len(kernel.programs()) == 2
          else []) + [""]
 

@@ -126,6 +126,7 @@ __all__ = [
     "u32_as_f32",
     "f16_bits_to_f32",
     "bf16_bits_to_f32",
+    "f8e4m3_bits_to_f32",
     "f32_to_f16_bits",
     "f32_to_bf16_bits",
     "round_to_f16",
@@ -232,6 +233,19 @@ def soft_f16_bits_to_f32(u):
 def bf16_bits_to_f32(u):
     """bf16 bit pattern -> exact float32 value (the upper half of its bits)."""
     return _u32_as_f32(_U32(_U32(np.uint16(u)) << _U32(16)))
+
+
+@njit(inline="always")
+def f8e4m3_bits_to_f32(u):
+    """float8_e4m3fn bit pattern -> exact float32 value: 1 sign, 4 exponent (bias 7) and 3 mantissa bits, no
+    infinities, S.1111.111 NaN, subnormals m * 2**-9."""
+    b = np.int32(np.uint8(u))
+    e = (b >> 3) & 15
+    m = b & 7
+    mag = np.float32(m) * np.float32(2.0 ** -9) if e == 0 else \
+        np.float32(8 + m) * np.float32(2.0 ** -10) * np.float32(np.int32(1) << e)
+    mag = np.float32(np.nan) if (e == 15 and m == 7) else mag
+    return -mag if b >= 128 else mag
 
 
 # ----------------------------------------------------------------- encode

@@ -46,10 +46,11 @@ import numpy as np
 from numba import njit
 
 from .rounding import (_f32_as_u32, _u32_as_f32, bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits,
-                       f32_to_f16_bits, round_to_bf16, round_to_bf16_away, round_to_f16, round_to_f16_away)
+                       f32_to_f16_bits, f8e4m3_bits_to_f32, round_to_bf16, round_to_bf16_away, round_to_f16, round_to_f16_away)
 from .stamp import source_stamp
 
 __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits_to_f32", "bf16_bits_to_f32",
+           "f8e4m3_bits_to_f32", "read_rows_f8e4m3",
            "f32_to_f16_bits", "f32_to_bf16_bits", "round_to_f16", "round_to_bf16", "FASTMATH", "f32",
            "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil", "cast_round", "sat_int",
            "round_to_f16_away", "round_to_bf16_away", "fail", "row_sum",
@@ -478,6 +479,8 @@ read_rows_f16, write_rows_f16 = _gm_copies(f16_bits_to_f32, f32_to_f16_bits, "f1
 read_rows_bf16, write_rows_bf16 = _gm_copies(bf16_bits_to_f32, f32_to_bf16_bits, "bf16")
 read_rows_f32, write_rows_f32 = _gm_copies(_as_f32, _as_f32, "f32")
 read_rows_raw, write_rows_raw = _gm_copies(_same, _same, "raw")
+#: an FP8 (e4m3fn) tensor is read only (the language refuses stores to it): no writer
+read_rows_f8e4m3 = _variant(_read_rows, _stamped("read_rows_f8e4m3"), {"decode": f8e4m3_bits_to_f32})
 
 
 # ---------------------------------------------------------- called versions

@@ -6,19 +6,24 @@ The simulator's global memory (GM) holds numpy arrays in a *storage* dtype
 that numba can compile against.  numba has no float16, so both 16-bit float
 formats are stored as their uint16 bit patterns (see ``sim/rounding.py``):
 
-=========  ==================  ============  ========
-name       user dtype          storage       itemsize
-=========  ==================  ============  ========
-float16    np.float16          np.uint16     2
-bfloat16   ml_dtypes.bfloat16  np.uint16     2
-float32    np.float32          np.float32    4
-int8       np.int8             np.int8       1
-int16      np.int16            np.int16      2
-int32      np.int32            np.int32      4
-int64      np.int64            np.int64      8
-uint8      np.uint8            np.uint8      1
-bool       np.bool_            np.bool_      1
-=========  ==================  ============  ========
+=============  =======================  ============  ========
+name           user dtype               storage       itemsize
+=============  =======================  ============  ========
+float16        np.float16               np.uint16     2
+bfloat16       ml_dtypes.bfloat16       np.uint16     2
+float8_e4m3fn  ml_dtypes.float8_e4m3fn  np.uint8      1
+float32        np.float32               np.float32    4
+int8           np.int8                  np.int8       1
+int16          np.int16                 np.int16      2
+int32          np.int32                 np.int32      4
+int64          np.int64                 np.int64      8
+uint8          np.uint8                 np.uint8      1
+bool           np.bool_                 np.bool_      1
+=============  =======================  ============  ========
+
+An FP8 tensor (the 950's FP8 KV cache) is stored as its 8-bit codes, which the
+kernel's reads decode exactly (``rounding.f8e4m3_bits_to_f32``); kernels only
+read it.
 
 The canonical names are the strings above, the same as ``dsl.types.DTYPES``;
 every API that takes a dtype accepts a canonical name or one of the DSL's
@@ -67,7 +72,7 @@ __all__ = [
     "empty_storage",
 ]
 
-DTYPE_NAMES = ("float16", "bfloat16", "float32", "int8", "int16", "int32", "int64", "uint8", "bool")
+DTYPE_NAMES = ("float16", "bfloat16", "float8_e4m3fn", "float32", "int8", "int16", "int32", "int64", "uint8", "bool")
 
 _ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
             "float": "float32", "int": "int64", "bool_": "bool"}
@@ -75,6 +80,7 @@ _ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "f
 USER_DTYPE = {
     "float16": np.dtype(np.float16),
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "float32": np.dtype(np.float32),
     "int8": np.dtype(np.int8),
     "int16": np.dtype(np.int16),
@@ -85,7 +91,8 @@ USER_DTYPE = {
 }
 
 STORAGE_DTYPE = {
-    name: (np.dtype(np.uint16) if name in ("float16", "bfloat16") else dt)
+    name: (np.dtype(np.uint16) if name in ("float16", "bfloat16") else
+           np.dtype(np.uint8) if name == "float8_e4m3fn" else dt)
     for name, dt in USER_DTYPE.items()
 }
 
@@ -168,6 +175,8 @@ def _tensor_to_numpy(t, param: str) -> tuple[np.ndarray, str]:
     t = t.resolve_conj().resolve_neg().contiguous()
     if name in ("float16", "bfloat16"):
         return t.view(torch.int16).numpy().view(np.uint16), name
+    if name == "float8_e4m3fn":     # numpy has no FP8: its codes
+        return t.view(torch.uint8).numpy(), name
     return t.numpy(), name
 
 
@@ -192,6 +201,8 @@ def to_storage(array, param: str = "array") -> tuple[np.ndarray, str]:
         arr = np.ascontiguousarray(arr)
     if name in ("float16", "bfloat16"):
         arr = arr.view(np.uint16)
+    elif name == "float8_e4m3fn":
+        arr = arr.view(np.uint8)
     return arr, name
 
 
@@ -201,6 +212,8 @@ def from_storage(storage: np.ndarray, dtype) -> np.ndarray:
     storage = np.asarray(storage)
     want = STORAGE_DTYPE[name]
     if name in ("float16", "bfloat16") and storage.dtype in (np.uint16, np.int16):
+        return storage.view(USER_DTYPE[name])
+    if name == "float8_e4m3fn" and storage.dtype == np.uint8:
         return storage.view(USER_DTYPE[name])
     if storage.dtype != want:
         raise TypeError(

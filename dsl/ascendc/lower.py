@@ -127,6 +127,12 @@ class _Lowering(CubeRules):
     def __init__(self, kernel: Kernel, platform):
         if kernel.memory is None:
             raise AscendCError("the Ascend C backend needs the memory plan (run the whole pipeline)")
+        for p in kernel.params:
+            dt = getattr(p.type, "dtype", None)
+            if dt is not None and dt.name not in CTYPE:
+                raise AscendCUnsupported(f"parameter {p.name!r} is a {dt} GM tensor, which the Ascend C backend "
+                                         f"does not lower (its declaration header has no {dt} type); the "
+                                         f"simulator and the cost model run it", kernel.loc)
         self.k = kernel
         self.platform = platform
         self.arch35 = "950" in platform.name

@@ -77,9 +77,10 @@ def _hif8_call(kv):
                            softmax_lse_flag=True, **scales)
 
 
-def test_fia_cost_of_a_hifloat8_cache_is_the_fp8_cache_cost():
+def test_fia_cost_of_a_hifloat8_cache_is_the_dequant_kernels():
     """fia_cost takes V2's key_dtype / value_dtype: a uint8 HiF8 cache is costed on the dequant kernel. The kernel
-    reads it widened to the query's dtype, as it reads an FP8 cache, so the two estimates are the same."""
+    reads it widened to the query's dtype (the language has no HiF8 type), two bytes per element, where it reads
+    an FP8 cache as it is (``float8_e4m3fn``), one byte: the HiF8 estimate is the larger."""
     import ml_dtypes
     import numpy as np
 
@@ -91,7 +92,8 @@ def test_fia_cost_of_a_hifloat8_cache_is_the_fp8_cache_cost():
     e4m3 = fia_cost(q, fp8, fp8, target="Ascend950", **kw)
     assert [lc.kernel for lc in hif8.launches] == ["fia_dequant"]
     assert hif8.tiling.template == "FusedInferAttentionScoreTilingImpl"
-    assert hif8.estimated_us == pytest.approx(e4m3.estimated_us, rel=1e-12) and hif8.estimated_us > 0
+    assert hif8.estimated_us > e4m3.estimated_us > 0
+    assert hif8.launches[0].gm_bytes - e4m3.launches[0].gm_bytes == 2 * 2 * 2 * 300 * 128   # K and V, 1 B more
 
 
 def test_fia_cost_refuses_other_dtype_overrides_by_name():
@@ -111,7 +113,7 @@ def test_cost_command_takes_a_hifloat8_cache_on_ascend950(capsys):
     rep = json.loads(capsys.readouterr().out)
     assert rep["target"] == "Ascend950" and rep["launches"][0]["kernel"] == "fia_dequant" and rep["estimated_us"] > 0
     assert main(["cost", *_HIF8, "--kv-dtype", "float8_e4m3fn", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["estimated_us"] == pytest.approx(rep["estimated_us"], rel=1e-12)
+    assert 0 < json.loads(capsys.readouterr().out)["estimated_us"] < rep["estimated_us"]   # FP8: one byte a value
 
 
 def test_cost_of_the_fas_forward_refuses_a_kv_dtype(capsys):

@@ -261,7 +261,7 @@ def test_preload_depth_beyond_the_slots_is_a_compile_time_error():
     with pytest.raises(ct.CompilationError) as info:
         run_pipeline(copy.deepcopy(ck.compilation.frontend), one_slot)
     text = str(info.value)
-    assert "pipelined in 2 stages" in text and "has 1 workspace slot(s): the preload depth exceeds the slots" \
+    assert "has up to 2 tiles in flight, but it has 1 workspace slot(s): the preload depth exceeds the slots" \
         in text
 
 

@@ -13,6 +13,8 @@ from cvtile.sim import storage as S
 SAMPLES = {
     "float16": np.array([[0.0, -0.0, 1.5, -65504.0], [np.inf, -np.inf, np.nan, 6e-8]], np.float16),
     "bfloat16": np.array([[0.0, -0.0, 1.5, -3.0e38], [np.inf, -np.inf, np.nan, 1e-40]], ml_dtypes.bfloat16),
+    "float8_e4m3fn": np.array([[0.0, -0.0, 1.5, -448.0], [240.0, -0.001953125, np.nan, 0.0625]],
+                              ml_dtypes.float8_e4m3fn),
     "float32": np.array([[0.0, -0.0, 1.5, 3.4e38], [np.inf, -np.inf, np.nan, 1e-45]], np.float32),
     "int8": np.array([[-128, 127, 0, 1], [2, 3, 4, 5]], np.int8),
     "int16": np.array([[-32768, 32767, 0, 1], [2, 3, 4, 5]], np.int16),
