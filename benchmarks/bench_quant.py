@@ -20,8 +20,8 @@ time because it is steadier on a shared machine; both are measured in the same r
 ``--no-chip``), the cost model's estimate of the chip's time for the same call (``fia_cost``: the launches
 the API makes, timed on the target's cost table) per KV byte and its ratio: the simulator's time follows the
 work it does (the MSD kernel's digit matmuls, the 950's dequantisation), the chip's also the bytes it
-streams. An FP8 or HiF8 cache reaches the 950 kernel widened to 16 bits (``launch.float_cache_widened``) and
-is timed so, which overstates its chip time.
+streams. An FP8 cache reaches the 950 kernel as its 8-bit codes (``float8_e4m3fn``); an int4 cache reaches
+both kernels as int8 values (and a HiF8 one the 950's widened to 16 bits), which overstates their chip time.
 
     python benchmarks/bench_quant.py [--repeat 5] [--json] [--target Ascend910B1|Ascend950]
 """

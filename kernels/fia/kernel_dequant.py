@@ -24,8 +24,8 @@ chip does not have; the cost model times what this kernel does.
 
 V0 per cache: int8 or int4 values cast exactly to the query's dtype (an int4 cache reaches the kernel as its
 int8 values, ``golden.int4``), then plus the offset, times the scale, each step rounded to the query's dtype,
-per-token parameters (fp32) first rounded to it; FP8 E4M3 values (already widened to the query's dtype,
-``launch.float_cache_widened``; no offset) times the scale, per channel (mode 0) or per token (modes 1 and 4, the
+per-token parameters (fp32) first rounded to it; FP8 E4M3 values (the cache's ``float8_e4m3fn`` codes, cast
+exactly to the query's dtype; no offset) times the scale, per channel (mode 0) or per token (modes 1 and 4, the
 fp32 scale rounded to the query's dtype as for int8: the 950's FP8 per-token vector functions); HiFloat8 values
 (uint8 codes widened exactly to the query's dtype through ``golden.hifloat8.HIF8_TABLE``, as the 950's int8 path
 casts them; per-channel mode 0 only, no offset: op_host's rules) times the scale; MXFP4 (mode 6, ``GROUP``) FP4

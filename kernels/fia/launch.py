@@ -122,8 +122,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
 
     ``antiquant``: a ``golden.antiquant.AntiquantSpec`` for an int8 (or int4, unpacked to int8 values: its
     ``int4``) key/value cache: the call runs ``fia_antiquant`` (MSD with ``msd_digit_count`` digits) instead of
-    ``fia_attention``; on arch35 ``fia_dequant``, which also takes an FP8, HiFloat8 (uint8 codes, the spec's
-    ``cache``) or FP4 cache (widened on the host, ``float_cache_widened``).
+    ``fia_attention``; on arch35 ``fia_dequant``, which also takes an FP8 cache (as it is: ``float8_e4m3fn``
+    codes), a HiFloat8 (uint8 codes, the spec's ``cache``) or an FP4 one (widened on the host,
+    ``float_cache_widened``).
 
     ``fullquant``: a ``fullquant.FullQuantSpec`` for int8 query, key and value: the call runs ``fia_fullquant``
     (the output is fp16 unless post-quantised); an ``mla_quant.MlaQuantSpec`` (MLA FA quant on A2/A3, the
