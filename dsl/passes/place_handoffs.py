@@ -7,7 +7,9 @@ A2/A3 (``cube_to_vector_on_chip`` false) the tile travels through the GM
 workspace: the producer writes it into a slot (Fixpipe L0C->GM, or MTE3
 UB->GM) and the consumer reads it from there (MTE2 GM->UB or GM->L1). On the
 950 the same slots model the on-chip destination (Fixpipe L0C->UB, MTE3
-UB->L1); the route is recorded for the backends and the cost model.
+UB->L1), except for a tile the kernel marked ``through_gm``, whose channel
+takes the GM route there too (split_cv records it); the route is recorded
+for the backends and the cost model.
 
 * Slots. A channel whose send runs inside a loop gets ``preload_depth`` slots
   (the platform table's: 2 on A2/A3, as the FIA kernel's PRELOAD_NUM); the
@@ -39,7 +41,8 @@ Invariants
 * No send or recv remains; every slot access stays inside its channel's slot
   (the window bounds are the slot's rows and columns).
 * ``kernel.workspace_bytes`` is exactly the GM one core group's slots need
-  (0 on the 950, whose hand-offs stay on chip).
+  (on the 950 only ``through_gm`` channels' slots: its other hand-offs stay
+  on chip).
 """
 
 from __future__ import annotations
