@@ -24,9 +24,9 @@ FP8 tensors kernels read and cast) are attributes of this module.
 """
 
 from .builtins import (BUILTINS, abs, block_idx, block_num, cast, constexpr, copy, cube, device_print, ds, erf, exp,
-                       floor, full, gather, iota, load, log, maximum, minimum, mma, pow, through_gm, relu, rowmax, rowmin, rowsum,
+                       floor, full, gather, iota, load, log, maximum, minimum, mma, pow, relu, rowmax, rowmin, rowsum,
                        rsqrt, sigmoid, sqrt, static_assert, static_range, store, subblock_idx, subblock_num, tanh,
-                       vector, where, zeros)
+                       through_gm, vector, where, zeros)
 from .errors import BudgetError, CompilationError, SimulationError
 from .jit import CompiledKernel, JITFunction, inline, jit
 from .types import (GM, L0A, L0B, L0C, L1, UB, DType, Space, bfloat16, bool_, float8_e4m3fn, float16, float32, int8,

@@ -270,10 +270,11 @@ class Builder:
             if (v.id, dst) in cache:
                 return cache[(v.id, dst)]
         space = UB if dst == "vector" else L1
-        route = self._handoff_route(v.type.space, space, v.id in self.through_gm_ids)
-        t = v.type.with_(space=space)
-        out = self.emit("handoff", [v], [t], {"src": v.type.space.name, "dst": space.name, "route": route},
-                        names=[v.name]).result
+        via_gm = v.id in self.through_gm_ids
+        attrs = {"src": v.type.space.name, "dst": space.name, "route": self._handoff_route(v.type.space, space, via_gm)}
+        if via_gm:
+            attrs["through_gm"] = True
+        out = self.emit("handoff", [v], [v.type.with_(space=space)], attrs, names=[v.name]).result
         self._handoffs[-1][(v.id, dst)] = out
         return out
 

@@ -46,7 +46,8 @@ import numpy as np
 from numba import njit
 
 from .rounding import (_f32_as_u32, _u32_as_f32, bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits,
-                       f32_to_f16_bits, f8e4m3_bits_to_f32, round_to_bf16, round_to_bf16_away, round_to_f16, round_to_f16_away)
+                       f32_to_f16_bits, f8e4m3_bits_to_f32, round_to_bf16, round_to_bf16_away, round_to_f16,
+                       round_to_f16_away)
 from .stamp import source_stamp
 
 __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits_to_f32", "bf16_bits_to_f32",

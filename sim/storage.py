@@ -98,6 +98,9 @@ STORAGE_DTYPE = {
 
 ITEMSIZE = {name: dt.itemsize for name, dt in USER_DTYPE.items()}
 
+#: the dtypes numpy (or numba) has no arithmetic for, held as their bit patterns (a storage of the same size)
+_CODED = tuple(name for name in USER_DTYPE if STORAGE_DTYPE[name] != USER_DTYPE[name])
+
 _BY_NUMPY = {dt: name for name, dt in USER_DTYPE.items()}
 
 
@@ -173,10 +176,9 @@ def _tensor_to_numpy(t, param: str) -> tuple[np.ndarray, str]:
     if t.device.type != "cpu":
         t = t.cpu()
     t = t.resolve_conj().resolve_neg().contiguous()
-    if name in ("float16", "bfloat16"):
-        return t.view(torch.int16).numpy().view(np.uint16), name
-    if name == "float8_e4m3fn":     # numpy has no FP8: its codes
-        return t.view(torch.uint8).numpy(), name
+    if name in _CODED:     # numpy has no bfloat16 or FP8: their bit patterns
+        bits = {1: torch.uint8, 2: torch.int16}[ITEMSIZE[name]]
+        return t.view(bits).numpy().view(STORAGE_DTYPE[name]), name
     return t.numpy(), name
 
 
@@ -199,10 +201,8 @@ def to_storage(array, param: str = "array") -> tuple[np.ndarray, str]:
         arr = arr.astype(arr.dtype.newbyteorder("="))
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
-    if name in ("float16", "bfloat16"):
-        arr = arr.view(np.uint16)
-    elif name == "float8_e4m3fn":
-        arr = arr.view(np.uint8)
+    if name in _CODED:
+        arr = arr.view(STORAGE_DTYPE[name])
     return arr, name
 
 
@@ -211,10 +211,8 @@ def from_storage(storage: np.ndarray, dtype) -> np.ndarray:
     name = dtype_name(dtype)
     storage = np.asarray(storage)
     want = STORAGE_DTYPE[name]
-    if name in ("float16", "bfloat16") and storage.dtype in (np.uint16, np.int16):
-        return storage.view(USER_DTYPE[name])
-    if name == "float8_e4m3fn" and storage.dtype == np.uint8:
-        return storage.view(USER_DTYPE[name])
+    if name in _CODED and storage.dtype.kind in "ui" and storage.dtype.itemsize == want.itemsize:
+        return storage.view(USER_DTYPE[name])   # the bit patterns, signed or not
     if storage.dtype != want:
         raise TypeError(
             f"storage: dtype {storage.dtype} is not the storage of {name} ({want})"

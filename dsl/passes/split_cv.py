@@ -358,7 +358,7 @@ class _Splitter:
             src_core = core_of_space(src.type.space)
             rows = "split" if (self.merged and self.rows.split(vec_value)) else "whole"
             ch = Channel(len(self.channels), "", src_core, "data", op.loc, src.type, rows,
-                         route="gm" if "GM" in op.attrs.get("route", "") else "", seq=self.position[id(op)])
+                         route="gm" if op.attrs.get("through_gm") else "", seq=self.position[id(op)])
             self.channels.append(ch)
             self._by_op[id(op)] = ch
         return ch

@@ -49,9 +49,10 @@ System prefix (PREFIX, dense caches: op_host takes no prefix with a paged one): 
 prefix positions (batch 0 of key/value_shared_prefix, quantised as the cache is), then its own KV, as
 ``fia_attention`` walks them (the rows' S2 blocks span both, a block straddling plen is two steps); the
 prefix's blocks dequantise with the same parameters. These steps read one of two caches (``prefix_step``), so
-their blocks reach the cube through the kernel's own GM workspaces wsk / wsv, in program order: not pipelined. Per-token parameters are read as the 950 template reads
-them: the prefix's positions at [0, plen) of the table, the own KV's S' - S of key into it (``pbase``, whatever
-plen is), where the A2/A3 MSD kernel reads them right after the prefix's.
+their blocks reach the cube through the kernel's own GM workspaces wsk / wsv, in program order: not pipelined.
+Per-token parameters are read as the 950 template reads them: the prefix's positions at [0, plen) of the table,
+the own KV's S' - S of key into it (``pbase``, whatever plen is), where the A2/A3 MSD kernel reads them right
+after the prefix's.
 
 Invariants
 ----------

@@ -272,7 +272,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     if rows and antiquant is not None and tiling.arch == "arch35":
         _check_dequant_call(antiquant, lay.token, learnable_sink, hooks, cache)
         # an FP8 cache reaches the kernel as it is (the language reads float8_e4m3fn); HiF8 and FP4 widened
-        widened = [x if x is not None and canonical_dtype(x.dtype) == "float8_e4m3fn" else
+        widened = [x if canonical_dtype(x.dtype) == "float8_e4m3fn" else
                    float_cache_widened(x, q.dtype, antiquant.cache) for x in (k, v, kp, vp)]
         fia_dequant.on(plat)[ncores](
             q, *widened[:2], out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks,
