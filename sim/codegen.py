@@ -5,7 +5,7 @@ Model
 The generated module has one function, ``core(blk, nblk, sub, err, bufs,
 <args>)``: one AI core's program (``sub`` is the vector core's sub-block index
 where the program reads it). GM tensors arrive flat (``x_flat``,
-16-bit floats as uint16 bits) with their runtime shape (``x_shape``); scalars
+16-bit floats as uint16 bits, FP8 as its uint8 codes) with their runtime shape (``x_shape``); scalars
 as numba scalars. It is compiled ``nogil``, so the launcher runs the cores on
 plain Python threads in parallel (numba's ``prange`` would compile the whole
 kernel a second time for its parallel region, doubling the cold compile).
@@ -27,7 +27,7 @@ alone, and the launcher finds a kernel's module in the cache by the text's hash.
 Numerics. Floating tiles hold float32 values. An op whose result dtype is
 float16/bfloat16 rounds its float32 result to the 16-bit grid (exact emulation
 for + - * / sqrt, since float32 carries more than 2p+2 bits); a GM load of a
-16-bit tensor decodes the bits exactly; a GM store encodes with
+16-bit or an FP8 tensor decodes the bits exactly; a GM store encodes with
 round-to-nearest-even. ``mma`` multiplies float32 copies of its (exact)
 16-bit operands with float32 accumulation (BLAS ``sgemm``). Masks rely on
 ``-inf``, so fast-math never assumes finite values.

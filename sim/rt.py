@@ -367,7 +367,7 @@ def _stamped(name: str) -> str:
     return f"{name}_{source_stamp(('rt.py', 'rounding.py'))}"
 
 
-# Bodies of the per-dtype variants. ``decode`` / ``encode`` (a 16-bit storage value to float32 and back),
+# Bodies of the per-dtype variants. ``decode`` / ``encode`` (a 16-bit or FP8 storage value to float32 and back),
 # ``decode_row`` and ``fn`` are not defined in this module: ``_variant`` binds them per variant.
 
 def _decode_row(flat, start, n, dst):

@@ -15,7 +15,9 @@ core type, that meet only where a value crosses. This pass builds them:
   on-chip paths the ``copy`` L0C->UB / UB->L1) becomes a **data channel**: a
   ``send`` in the producer's program where the value crosses, a ``recv`` in
   the consumer's. The receiver's valid extents are the value's, computed from
-  the (duplicated) scalars of its own program.
+  the (duplicated) scalars of its own program. A hand-off of a tile the kernel
+  marked ``through_gm`` gives its channel the GM route (place_handoffs routes
+  the others by target).
 * A GM tensor that one side writes and the other reads or writes (a kernel
   that hands data through its own GM buffer) gets an **order channel**: the
   spans of consecutive accesses by one side, in the block that holds them all,
