@@ -70,22 +70,45 @@ def _blocks_per_core_table(row) -> int | None:
     return int(c.split()[0]) if c.endswith("core") or c.endswith("cores") else None
 
 
+def pto_inputs(row) -> tuple:
+    """What the model of a PTO point reads from it: (chip model, S0, S1, D, grid, S1 tile, preload). Two points
+    with the same inputs get the same estimate, whatever their tables say besides."""
+    s0, s1, d = int(row["S0"]), int(row["S1"]), int(row["D"])
+    chip = _CHIP[row["chip"]]
+    cores = _blocks_per_core_table(row)
+    grid = cores if cores else min(get_platform(chip).aic, -(-s0 // 128))
+    return chip, s0, s1, d, grid, _tile_s1(row), _preload(row)
+
+
 def model_pto(row) -> tuple:
     """(model us, seconds the model took) of the DSL kernel with the point's algorithm and tiles."""
-    s0, s1, d = int(row["S0"]), int(row["S1"]), int(row["D"])
-    base = get_platform(_CHIP[row["chip"]])
-    depth = _preload(row)
+    chip, s0, s1, d, grid, tile, depth = pto_inputs(row)
+    base = get_platform(chip)
     plat = replace(base, name=f"{base.name}+preload{depth}", preload_depth=depth)
-    cores = _blocks_per_core_table(row)
-    grid = cores if cores else min(plat.aic, -(-s0 // 128))
     q = np.zeros((s0, d), np.float16)
     k = np.zeros((s1, d), np.float16)
     out = np.zeros((s0, d), np.float16)
     t0 = time.perf_counter()
     kern = flash_attention_fwd.on(plat)
-    ck = kern.compile(q, k, k, out, 0.0883883, S0=s0, S1=s1, D=d, BM=128, BN=_tile_s1(row))
+    ck = kern.compile(q, k, k, out, 0.0883883, S0=s0, S1=s1, D=d, BM=128, BN=tile)
     lc = estimate(ck, grid, [q, k, k, out, 0.0883883], flops=4.0 * s0 * s1 * d, record="none")
     return lc.estimated_us, time.perf_counter() - t0, lc.bound
+
+
+def contradictions(rows: list) -> list:
+    """The pairs of PTO points the model cannot tell apart (the same ``pto_inputs``) whose measured times are
+    further apart than the calibration band of their size allows for any one estimate (S1 >= 4096: 0.8-1.25,
+    a spread of 1.5625x; smaller: 0.65-1.5, 2.31x): (id a, id b, measured a, measured b, band (lo, hi))."""
+    out = []
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            if pto_inputs(a) != pto_inputs(b):
+                continue
+            ta, tb = float(a["time_us"]), float(b["time_us"])
+            lo, hi = (0.8, 1.25) if int(a["S1"]) >= 4096 else (0.65, 1.5)
+            if max(ta, tb) * lo > min(ta, tb) * hi:   # e >= lo * max and e <= hi * min cannot both hold
+                out.append((a["id"], b["id"], ta, tb, (lo, hi)))
+    return out
 
 
 def model_fia(row) -> tuple:
@@ -146,6 +169,10 @@ def main(argv=None) -> int:
         if small:
             summary.append(f"{what}: S1 < 4096: {len(small)} points, ratios {min(small):.2f}-{max(small):.2f} "
                            f"({sum(0.65 <= r <= 1.5 for r in small)} in 0.65-1.5)")
+    for a, b, ta, tb, (lo, hi) in contradictions(rows):
+        summary.append(f"{a} and {b} give the model the same inputs (kernel, chip model, shape, blocks, tiles, "
+                       f"preload), so one estimate, but were measured {ta:.1f} and {tb:.1f} us ({max(ta, tb) / min(ta, tb):.2f}x "
+                       f"apart): no estimate puts both in {lo}-{hi} ({hi / lo:.2f}x wide)")
     print("\n".join(summary))
     if args.markdown:
         args.markdown.write_text("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in summary) + "\n")
