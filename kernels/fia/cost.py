@@ -33,7 +33,7 @@ from ..golden.dtypes import canonical_dtype
 from ..golden.int4 import INT4_PER_INT32
 from .api import npu_fused_infer_attention_score, prepare_fia, simulate_fia, split_dtype_overrides, v1_call_parts
 
-__all__ = ["fia_cost", "fia_plan", "useful_flops"]
+__all__ = ["build_notes", "fia_cost", "fia_plan", "useful_flops"]
 
 #: V4 keywords ``fia_cost`` takes beside V1's (the query quantisation of the FA full quant: the A2/A3 MLA FA quant,
 #: Ascend950's FP8 GQA and MXFP8 full quant)
@@ -59,7 +59,31 @@ def fia_cost(query, key, value, *, target: str, record: str = "critical", overri
             f"so there is no launch to time")
     report = estimate_calls(rec.launches, target, flops=useful_flops(query, key, value, **kwargs), record=record)
     report.tiling = tiling
+    report.notes = build_notes(tiling, report)
     return report
+
+
+def build_notes(tiling, report: CostReport) -> list:
+    """Where cvtile's build runs the call otherwise than the chip's kernel, in ways that move the estimate.
+
+    * More waves than op_host's launch: the legacy IFA route's perf modes that split (b, n2) units over the
+      vector cores give each AIV its own unit, two per core group, and op_host launches half as many groups
+      (``block_dim``). cvtile's kernel takes one unit per core group (its vector sections split the unit's rows
+      over the two AIVs), so it launches a group per unit: more groups than the chip has cube cores, more waves
+      than op_host's launch runs in, and its estimate is of those waves."""
+    notes = []
+    if not report.launches or not tiling.block_dim:
+        return notes
+    main = report.launches[0]
+    chip_waves = -(-tiling.block_dim // main.cores) if main.cores else 0
+    if main.waves > chip_waves:
+        perf = tiling.decision("perf_mode")
+        mode = f" (perf mode {perf.value})" if perf is not None else ""
+        notes.append(f"cvtile's {main.kernel} runs its {main.grid} blocks in {main.waves} waves where op_host "
+                     f"launches {tiling.block_dim} core groups{mode}, {chip_waves} wave(s) on the {main.cores} cube "
+                     f"cores, each vector core with a work unit of its own; cvtile's kernel takes one unit per "
+                     f"group, so this estimate is of its build's waves, not the chip's")
+    return notes
 
 
 def _empty_param(query, key, optional: dict) -> str:

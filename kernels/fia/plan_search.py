@@ -71,6 +71,8 @@ class PlanResult:
     #: why the plan has no estimate: "" (timed), "illegal" (the planner, a check or the compilation rejects it),
     #: "deadlock" (the cost model's programs deadlock on it), "model" (another reason the model cannot time it)
     dropped: str = ""
+    #: the cost report's notes (``fia.cost.build_notes``): where cvtile's build runs the plan otherwise than the chip
+    notes: list = field(default_factory=list, compare=False)
 
     @property
     def legal(self) -> bool:
@@ -102,7 +104,8 @@ class PlanSearch:
         def one(p):
             return {"overrides": p.overrides, "estimated_us": p.estimated_us and round(p.estimated_us, 3),
                     "bound": p.bound, "m_base": p.m_base, "s2_base": p.s2_base, "cores": p.cores, "fd": p.fd,
-                    "kv_splits": p.kv_splits, "preload": p.preload, "error": p.error, "dropped": p.dropped}
+                    "kv_splits": p.kv_splits, "preload": p.preload, "error": p.error, "dropped": p.dropped,
+                    "notes": list(p.notes)}
         t = self.op_host.tiling
         return {"route": f"{t.route}/{t.template}" if t is not None else "", "op_host": one(self.op_host),
                 "best": one(self.best), "op_host_over_best": self.op_host_over_best, "searched": self.searched,
@@ -149,7 +152,8 @@ def _time(q, k, v, target, overrides, kw) -> PlanResult:
         return _illegal(overrides, e)
     t = rep.tiling
     return PlanResult(dict(overrides), rep.estimated_us, rep.bound, t.m_base, t.s2_base, t.used_cores, t.fd,
-                      preload=kernel_platform(t).preload_depth, kv_splits=t.kv_splits if t.fd else 1, tiling=t)
+                      preload=kernel_platform(t).preload_depth, kv_splits=t.kv_splits if t.fd else 1, tiling=t,
+                      notes=list(rep.notes))
 
 
 def _halves_doubles(x: int, lo: int, hi: int, step: int = 16) -> list:
@@ -229,6 +233,9 @@ def search_plans(query, key, value, *, target: str, **kwargs) -> PlanSearch:
             search.plans, seen, search.note = [base], {_signature(base.tiling)}, f"{e}: preload depth only"
     preload = [{"preload_depth": depth} for depth in (base.preload - 1, base.preload + 1) if depth >= 1]
     _try(search, seen, preload, (query, key, value, target, kwargs))
+    if base.notes:   # op_host's plan timed as cvtile builds it, not as the chip runs it
+        said = "op_host's plan: " + "; ".join(base.notes)
+        search.note = f"{search.note}; {said}" if search.note else said
     dropped = search.model_dropped
     if dropped:
         said = f"{len(dropped)} candidate{'s' * (len(dropped) > 1)} the cost model could not time (not counted " \

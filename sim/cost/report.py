@@ -98,6 +98,9 @@ class CostReport:
     target: str
     #: the operator's tiling when the report is of an operator call (``kernels.fia.cost``), else None
     tiling: object = None
+    #: what the estimate does not mean to say about the chip (``kernels.fia.cost.build_notes``: where cvtile's
+    #: build runs the call otherwise than the chip's kernel does); printed by ``summary``, in ``to_dict``
+    notes: list = field(default_factory=list)
 
     @property
     def estimated_us(self) -> float:
@@ -131,7 +134,7 @@ class CostReport:
                     "tflops": round(lc.flops / (lc.estimated_us * 1e6), 3) if lc.flops else None}
         return {"target": self.target, "estimated_us": round(self.estimated_us, 3), "bound": self.bound,
                 "busy": {c: {p: round(f, 4) for p, f in d.items()} for c, d in self.busy.items()},
-                "launches": [one(lc) for lc in self.launches]}
+                "launches": [one(lc) for lc in self.launches], "notes": list(self.notes)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -142,4 +145,5 @@ class CostReport:
             busy = ", ".join(f"{c}.{p} {f:.0%}" for c, d in lc.busy.items() for p, f in d.items() if f >= 0.01)
             lines.append(f"  {lc.kernel}[{lc.grid}]: {lc.estimated_us:.2f} us ({lc.waves} wave(s) on {lc.cores} "
                          f"cores; launch {lc.launch_cycles / lc.clock_mhz:.2f} us), bound {lc.bound}; busy {busy}")
+        lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
