@@ -22,6 +22,12 @@ counts as ``sync``-free issue overhead and is reported as ``scalar``).
 
 Busy fractions are per core type and pipe: busy cycles summed over every
 program instance of that type, over (instances x the compute time).
+
+An operator call's report (``CostReport``) is the sum of its launches, run one
+after another, timed as cvtile builds them; its ``notes`` say where that build
+runs the call otherwise than the chip's kernel (set by the operator's cost
+function, e.g. ``kernels.fia.cost.build_notes``), so the estimate is not read as
+the chip's where it is not.
 """
 
 from __future__ import annotations
