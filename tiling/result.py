@@ -134,8 +134,10 @@ class FiaTiling:
     m_order: str = "GS1"           # row order of the folded M space: "GS1" (BNSD) or "S1G" (BSH/BSND/TND)
     m_fd_base: int = 8
     # core split
-    used_cores: int = 0            # cores that get work
-    block_dim: int = 0             # cores op_host launches (SetBlockDim); >= used_cores
+    used_cores: int = 0            # cores that get work (the legacy IFA route's perf modes 0/1: vector cores)
+    #: core groups op_host launches (SetBlockDim): >= used_cores, or >= used_cores / cv_ratio where the work units
+    #: are vector cores (the legacy IFA route's perf modes 0 and 1: each AIV a unit of its own)
+    block_dim: int = 0
     cores: tuple[CoreWork, ...] = ()
     # flash decode
     fd: bool = False
