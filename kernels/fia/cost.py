@@ -14,6 +14,8 @@ zeros are a fine stand-in for the data.
 A call with nothing to attend (op_host's empty-tensor template) records no launch: the chip's kernel there
 only fills the outputs and cvtile does not build it, so ``fia_cost`` raises ``UnsupportedParameterError`` naming
 the empty tensor (or the all-zero lengths) rather than report a time for a kernel it does not have.
+The report's ``notes`` (``build_notes``) say where cvtile's build runs the call otherwise than the chip's kernel
+in a way that moves the estimate (today: the legacy IFA route's units per vector core, run in more waves).
 
 ``useful_flops`` is the call's matmul work, 2·S1·S2·(D + Dv) per (batch,
 head) over the actual lengths, counted only for calls with no mask (sparse

@@ -34,6 +34,11 @@ same plan (the same per-core work, key and preload) are timed once.
 A route whose planner reads no overrides (``PlanSearch.note`` says which and why: the arch22 empty-tensor
 template, a tiling sink, the IFA ATB kernel, the PFA TND branch, the arch35 quant templates and catch-all)
 gets op_host's plan and its preload neighbours only (``PlanSearch.searched`` False).
+
+Every candidate is timed as cvtile builds it. Where that build runs op_host's plan otherwise than the chip's
+kernel (``fia.cost.build_notes``: the IFA units per vector core, run by cvtile in more waves), the plan keeps the
+cost report's notes (``PlanResult.notes``) and the search's note repeats them, so a verdict against op_host's
+plan is not read as the chip's.
 """
 
 from __future__ import annotations
