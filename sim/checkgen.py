@@ -273,6 +273,10 @@ class CheckedGen(_Gen):
             self.emit(f"gm_one(shw_{i}, shr_{i}, {_i64(self.ref(offset))}, {me}, vc, blk, {self._role}, err, "
                       f"np.bool_(False), np.bool_(True))")
 
+    def _plain_load(self, op) -> bool:
+        t = self.plan.tensor(op.operands[0].id)
+        return t is None or not t.rd   # a tracked read records (and checks) its access: checks stay behind it
+
     def _gather_prologue(self, op):
         """gather: its idx is read like any operand; a tracked table is read element by element (one shadow
         entry for the op, a ``gm_one`` per element at its address)."""

@@ -60,6 +60,15 @@ Checks. Bound checks of GM accesses, shape agreement of tile operands and the
 kernel's own ``check`` ops write an error record (site, values) into
 ``err[blk]`` and return; the launcher turns it into ``SimulationError`` with
 the kernel source line (exceptions cannot cross numba's parallel loop).
+A check's condition becomes a boolean; the checks made between two statements
+that may touch memory (everything but pure scalar arithmetic, ``emit_pure``)
+are tested in one branch before the next such statement, and ``rt.fail_first``
+records the first failing one in emission order. A ``check`` op after a scalar
+load is moved before the load when its operands are ready (``_hoist_checks``):
+a task row read field by field is one branch. Invariant: no memory access runs
+before every check emitted ahead of it has been tested, and a failing kernel
+records the same (site, values) as with one branch per check: only pure
+statements and effect-free loads are passed.
 ``generate(..., check=mode)`` produces the checking-mode variant instead
 (``checkgen``, a subclass of the generator here, through the ``_prepare`` /
 ``_prologue`` / ``_epilogue`` / ``_bound_alias`` / ``_bound_copy`` hooks); without ``check`` the
@@ -122,6 +131,8 @@ _SKINNY_ROWS = 16
 _BYTE_INTS = ("int8", "uint8")
 
 _FUSE_CONSUMERS = ("ewise", "cast", "reduce")
+#: scalar ops whose generated statement is pure arithmetic (``_Gen.emit_pure``): no memory access, no effect
+_PURE_SCALAR = ("const", "sbin", "sun", "scast", "sselect", "dim", "block_idx", "block_num", "subblock_idx")
 #: ops whose result gets a buffer of its own (copy, handoff and loop/branch results alias another value's)
 _OWN_BUFFER = ("create", "iota", "load", "mma", "ewise", "cast", "reduce", "gather")
 
@@ -214,6 +225,7 @@ def _module_header(kernel: Kernel) -> list:
         "from numba import njit",
         "from cvtile.sim.rt import (NEG_INF, POS_INF, bf16_bits_to_f32, cast_ceil, cast_floor, cast_rint,",
         "                           cast_round, cast_trunc, round_to_f16_away, round_to_bf16_away, f16_bits_to_f32, f32, f32_to_bf16_bits, f32_to_f16_bits, fail,",
+        "                           fail_first,",
         "                           fexp, flog, fmax, fmin, frsqrt, fsqrt, mm_b_bf16, mm_b_f16, mm_b_f32,",
         "                           mm_bt_bf16, mm_bt_f16, mm_bt_f32, round_to_bf16, round_to_f16, row_max,",
         "                           row_max_int, row_min, row_min_int, row_sum, read_rows_f16, read_rows_bf16,",
@@ -238,6 +250,9 @@ class _Gen:
         self.core = program            # "aic" / "aiv": a program of a core group (it holds the baton), else None
         self.nan_fill = nan_fill
         self.lines: list[str] = []
+        #: the checks emitted since the last statement that is not pure scalar arithmetic (``fail_if``): each
+        #: (condition variable, site id, value expressions, depth); one branch tests them all (``_flush_checks``)
+        self._pending: list[tuple] = []
         self.depth = 1
         self.names: dict[int, str] = {}      # value id -> python expression / variable
         self.tile_var: dict[int, str] = {}   # materialised tile value id -> variable
@@ -283,6 +298,7 @@ class _Gen:
         self._prepare()
         self.lines = []
         self._block(self.body)
+        self._flush_checks()
         body = self.lines
         self.lines = []
         prologue, epilogue = self._prologue(), self._epilogue()
@@ -424,8 +440,49 @@ class _Gen:
         return pos.get(id(x.owner), len(block.ops)) < pos[id(op)]
 
     # ------------------------------------------------------------ emission
+    @property
+    def depth(self) -> int:
+        """The indentation level of the next line; changing it (entering or leaving a body) first emits the
+        pending checks, at the level they were made."""
+        return self._depth
+
+    @depth.setter
+    def depth(self, value: int):
+        self._flush_checks()
+        self._depth = value
+
     def emit(self, line: str):
-        self.lines.append("    " * self.depth + line)
+        """Emit a statement that may touch memory: the pending checks are tested before it."""
+        self._flush_checks()
+        self.lines.append("    " * self._depth + line)
+
+    def emit_pure(self, line: str):
+        """Emit a statement of pure scalar arithmetic (no memory access, no effect, nothing that can fault under
+        the numpy error model): the pending checks need not be tested before it."""
+        self.lines.append("    " * self._depth + line)
+
+    def _flush_checks(self):
+        """Test the pending checks in one branch. One check is ``if c: return fail(...)``; several are
+        ``if c1 | c2 ...: return fail_first(...)``, which records the first failing one in emission order, with
+        its values: the record a branch per check would have written, because the statements between the
+        checks were pure (their conditions read nothing those statements could make unsafe). A branch per
+        check was about a quarter of a kernel's compile time (numba and LLVM, per basic block)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        pad = "    " * pending[0][3]
+        if len(pending) == 1:
+            var, sid, vals, _ = pending[0]
+            self.lines.append(f"{pad}if {var}:")
+            call = f"fail(err, blk, np.int64({sid}), {', '.join(f'np.int64({v})' for v in vals)})"
+        else:
+            self.lines.append(f"{pad}if {' | '.join(p[0] for p in pending)}:")
+            info = ", ".join(f"np.int64({x})" for _, sid, vals, _ in pending for x in (sid, *vals))
+            call = f"fail_first(err, blk, ({', '.join(p[0] for p in pending)},), ({info},))"
+        if self.core:   # a program of a core group: the others must stop too
+            self.lines.append(f"{pad}    err[blk, 4] = role")
+            self.lines.append(f"{pad}    abort_group(sched)")
+        self.lines.append(f"{pad}    return {call}")
 
     def tmp(self, base: str = "t") -> str:
         self._tmp += 1
@@ -465,12 +522,9 @@ class _Gen:
         self.checked[-1].add(cond)
         sid = self.site(message, op, [v for v, _ in values][:3] if values else ())
         vals = ([e for _, e in values] + ["0", "0", "0"])[:3]
-        self.emit(f"if {cond}:")
-        args = ", ".join(f"np.int64({v})" for v in vals)
-        if self.core:   # a program of a core group: the others must stop too
-            self.emit("    err[blk, 4] = role")
-            self.emit("    abort_group(sched)")
-        self.emit(f"    return fail(err, blk, np.int64({sid}), {args})")
+        var = self.tmp("ck")
+        self.emit_pure(f"{var} = {cond}")
+        self._pending.append((var, sid, vals, self._depth))
 
     def bufname(self, v: Value) -> str:
         seen = set()
@@ -503,9 +557,44 @@ class _Gen:
         return name
 
     def _block(self, block: Block):
-        for op in block.ops:
+        early: set[int] = set()
+        for k, op in enumerate(block.ops):
+            if id(op) in early:
+                continue
+            if op.kind == "sload" and self._plain_load(op):
+                self._hoist_checks(block.ops, k + 1, early)
             self.cur_op = op
             getattr(self, "op_" + op.kind)(op)
+
+    def _hoist_checks(self, ops: list, start: int, early: set):
+        """Emit now the ``check`` ops of the run of scalar loads, checks and pure scalar ops that follows a
+        scalar load (``ops[start:]``) whose operands are ready, with the pure ops that compute them: they join
+        the checks pending before the load, so a table row read field by field (a check, then a load, per
+        field) is tested in one branch, not one per field. Only loads are passed, and they have no effect, so
+        a failing run records the check it recorded before (the first failing one in program order) and
+        nothing else changes; a check that reads a value loaded in the run stays where it is."""
+        for op in ops[start:]:
+            if id(op) in early or (op.kind == "sload" and self._plain_load(op)):
+                continue
+            if op.kind != "check" and op.kind not in _PURE_SCALAR:
+                return
+            if all(self._ready(x) for x in op.operands):
+                early.add(id(op))
+                self.cur_op = op
+                getattr(self, "op_" + op.kind)(op)
+
+    def _plain_load(self, op) -> bool:
+        """True when the scalar load ``op`` has no effect and cannot fail (checked modules: unless its tensor is
+        tracked)."""
+        return True
+
+    def _ready(self, x) -> bool:
+        """True when the scalar operand ``x`` has its Python expression now."""
+        if not isinstance(x, Value):
+            return True
+        if x.const is not None and x.owner is not None and x.owner.kind == "const":
+            return True
+        return x.id in self.names or x.id in self.tensors
 
     # -------------------------------------------------------------- scalars
     def op_const(self, op):
@@ -532,7 +621,7 @@ class _Gen:
                 expr = f"({ra} {'&' if kind == 'and' else '|'} {rb})"
         else:
             expr = _SCALAR_BIN[kind].format(a=ra, b=rb)
-        self.emit(f"{out} = {expr}")
+        self.emit_pure(f"{out} = {expr}")
         self.names[op.result.id] = out
 
     def op_sun(self, op):
@@ -546,7 +635,7 @@ class _Gen:
             expr = {"neg": f"-{ra}", "not": f"not {ra}", "abs": f"abs({ra})"}[kind]
         if op.result.type == F32:
             expr = f"f32({expr})"
-        self.emit(f"{out} = {expr}")
+        self.emit_pure(f"{out} = {expr}")
         self.names[op.result.id] = out
 
     def op_scast(self, op):
@@ -554,13 +643,13 @@ class _Gen:
         out = self.var_name(op.result)
         t = op.result.type
         fn = {F32: "f32", INDEX: "np.int64", BOOL: "bool"}[t]
-        self.emit(f"{out} = {fn}({self.ref(a)})")
+        self.emit_pure(f"{out} = {fn}({self.ref(a)})")
         self.names[op.result.id] = out
 
     def op_sselect(self, op):
         c, a, b = op.operands
         out = self.var_name(op.result)
-        self.emit(f"{out} = {self.ref(a)} if {self.ref(c)} else {self.ref(b)}")
+        self.emit_pure(f"{out} = {self.ref(a)} if {self.ref(c)} else {self.ref(b)}")
         self.names[op.result.id] = out
 
     def op_sload(self, op):
@@ -582,7 +671,7 @@ class _Gen:
     def op_dim(self, op):
         _, shape, _ = self.tensors[op.operands[0].id]
         out = self.var_name(op.result)
-        self.emit(f"{out} = {shape}[{op.attrs['axis']}]")
+        self.emit_pure(f"{out} = {shape}[{op.attrs['axis']}]")
         self.names[op.result.id] = out
 
     def op_block_idx(self, op):

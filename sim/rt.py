@@ -54,7 +54,7 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "f8e4m3_bits_to_f32", "read_rows_f8e4m3",
            "f32_to_f16_bits", "f32_to_bf16_bits", "round_to_f16", "round_to_bf16", "FASTMATH", "f32",
            "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil", "cast_round", "sat_int",
-           "round_to_f16_away", "round_to_bf16_away", "fail", "row_sum",
+           "round_to_f16_away", "round_to_bf16_away", "fail", "fail_first", "row_sum",
            "row_max", "row_min", "row_max_int", "row_min_int", "mm_bt_f16", "mm_b_f16", "mm_bt_bf16", "mm_b_bf16",
            "mm_bt_f32", "mm_b_f32", "read_rows_f16", "write_rows_f16", "read_rows_bf16", "write_rows_bf16",
            "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw", "fexp_call", "flog_call",
@@ -218,6 +218,17 @@ def fail(err, blk, site, a, b, c):
     err[blk, 2] = np.int64(b)
     err[blk, 3] = np.int64(c)
     return site
+
+
+@njit(cache=True, nogil=True, _nrt=True)
+def fail_first(err, blk, failed, info):
+    """``fail`` for the first true entry of ``failed`` (a tuple of the conditions of checks tested in one
+    branch, in emission order), with the site and three values that ``info`` holds for it (four int64 per
+    check); 0 when none is true."""
+    for i in range(len(failed)):
+        if failed[i]:
+            return fail(err, blk, info[4 * i], info[4 * i + 1], info[4 * i + 2], info[4 * i + 3])
+    return np.int64(0)
 
 
 # --------------------------------------------------------------- reductions
