@@ -49,7 +49,11 @@ from ``alloc``; its tiles are views) is compiled with ``_nrt=False``: numba
 then emits no reference counting, so the early exit of each failed check does
 not decref every live view (that chain of decrefs was about a third of a
 kernel's compile). The BLAS matmul is ``rt.dot_into`` (compiled once per
-machine, not typed in each kernel). Neither changes a result bit.
+machine, not typed in each kernel; it takes empty extents itself, so the
+kernel calls it without a guard). Numba makes a basic block of every jump, so
+the generated text avoids them where the semantics allow: checks share
+branches (see Checks), and boolean ``and``/``or`` of computed scalars are
+``&``/``|``. None of this changes a result bit.
 
 Printing. ``device_print`` is a ``print`` in the generated code: numba's nopython print boxes its items and
 writes them to ``sys.stdout`` while holding the GIL for the whole line, which is robust with the cores' nogil
@@ -523,7 +527,8 @@ class _Gen:
         sid = self.site(message, op, [v for v, _ in values][:3] if values else ())
         vals = ([e for _, e in values] + ["0", "0", "0"])[:3]
         var = self.tmp("ck")
-        self.emit_pure(f"{var} = {cond}")
+        parts = cond.split(" or ")   # comparisons (and ``not b``): or-ed without a branch
+        self.emit_pure(f"{var} = {cond if len(parts) == 1 else ' | '.join(f'({p})' for p in parts)}")
         self._pending.append((var, sid, vals, self._depth))
 
     def bufname(self, v: Value) -> str:
@@ -615,9 +620,9 @@ class _Gen:
         elif kind == "truediv":
             expr = f"f32(f32({ra}) / f32({rb}))"
         elif kind in ("and", "or"):
-            if op.result.type == BOOL:
+            if op.result.type == BOOL and not (_is_bool(a) and _is_bool(b)):
                 expr = f"({ra} {kind} {rb})"
-            else:
+            else:   # booleans (or integers): both evaluated, no branch
                 expr = f"({ra} {'&' if kind == 'and' else '|'} {rb})"
         else:
             expr = _SCALAR_BIN[kind].format(a=ra, b=rb)
@@ -991,8 +996,7 @@ class _Gen:
         out = self._result_view(op, [m, n], bind)
         bt = f"{b}.T" if trans else b
         if is_int and all(dt in _BYTE_INTS for dt in _mma_operand_dtypes(op)):
-            self.emit(f"if {m} > 0 and {n} > 0:")
-            self.emit(f"    dot_int_into({a}, {b}, {out}, {bool(trans)}, {_byte_product_bound(op)})")
+            self.emit(f"dot_int_into({a}, {b}, {out}, {bool(trans)}, {_byte_product_bound(op)})")
         elif is_int:
             i, j, p, s = self.tmp("i"), self.tmp("j"), self.tmp("p"), self.tmp("s")
             self.emit(f"for {i} in range({m}):")
@@ -1003,11 +1007,7 @@ class _Gen:
             self.emit(f"            {s} += np.int64({a}[{i}, {p}]) * np.int64({bel})")
             self.emit(f"        {out}[{i}, {j}] = {s}")
         else:
-            self.emit(f"if {m} > 0 and {n} > 0:")
-            self.emit(f"    if {k} == 0:")
-            self.emit(f"        {out}.fill(0)")
-            self.emit("    else:")
-            self.emit(f"        dot_into({a}, {bt}, {out})")
+            self.emit(f"dot_into({a}, {bt}, {out})")   # empty extents inside: no branch here
 
     def _result_view(self, op, dims, bind=True) -> str:
         """The mma result's view; the two branches of a skinny/dense choice share one buffer and name."""
@@ -1589,6 +1589,11 @@ def _simplify_condition(cond: str):
                 continue
         kept.append(p)
     return " or ".join(kept) if kept else None
+
+
+def _is_bool(x) -> bool:
+    """True for a boolean scalar operand (a BOOL value or a Python bool)."""
+    return x.type == BOOL if isinstance(x, Value) else isinstance(x, bool)
 
 
 def _called(expr: str) -> str:

@@ -541,9 +541,14 @@ def axpy_rows(a, r, rbuf, n, out):
 
 @njit(cache=True, nogil=True, _nrt=True)
 def dot_into(a, b, out):
-    """out = a @ b (numpy's np.dot with ``out``: BLAS sgemm on float32), compiled once per machine and
-    signature rather than typed inside each kernel."""
-    np.dot(a, b, out)
+    """out = a @ b (numpy's np.dot with ``out``: BLAS sgemm on float32) for any valid extents: nothing to do
+    when the product is empty, zeros when the contraction is (BLAS is never called with a zero extent).
+    Compiled once per machine and signature, with its branches, rather than typed inside each kernel."""
+    if out.shape[0] > 0 and out.shape[1] > 0:
+        if a.shape[1] == 0:
+            out[:, :] = 0
+        else:
+            np.dot(a, b, out)
 
 
 #: float32 adds integers exactly up to this magnitude: a contraction of k integer products of at most ``pmax``
@@ -557,7 +562,10 @@ def dot_int_into(a, b, out, trans, pmax):
     -> int32 MMAD (``pmax``: the largest |product| the operand dtypes allow, 2**14 for int8 x int8). Computed
     by BLAS on floats, which is exact here: every partial sum is an integer of at most k * pmax, so float32
     (while that is within ``F32_EXACT``) or float64 (any contraction a tile holds) adds without rounding and the
-    accumulation order does not matter. The sum is then narrowed to int32 as the cube's accumulator wraps."""
+    accumulation order does not matter. The sum is then narrowed to int32 as the cube's accumulator wraps.
+    An empty product is left as it is."""
+    if out.shape[0] == 0 or out.shape[1] == 0:
+        return
     k = a.shape[1]
     if k * pmax <= F32_EXACT:
         r32 = np.dot(a.astype(np.float32), b.astype(np.float32).T) if trans else \
