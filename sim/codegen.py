@@ -50,10 +50,12 @@ then emits no reference counting, so the early exit of each failed check does
 not decref every live view (that chain of decrefs was about a third of a
 kernel's compile). The BLAS matmul is ``rt.dot_into`` (compiled once per
 machine, not typed in each kernel; it takes empty extents itself, so the
-kernel calls it without a guard). Numba makes a basic block of every jump, so
-the generated text avoids them where the semantics allow: checks share
-branches (see Checks), and boolean ``and``/``or`` of computed scalars are
-``&``/``|``. None of this changes a result bit.
+kernel calls it without a guard). An mma by a plain-rows float GM window is
+one call, ``rt.mm_auto_*``, which picks the streamed or the BLAS product
+itself. Numba makes a basic block of every jump, so the generated text avoids
+them where the semantics allow: checks share branches (see Checks), and
+boolean ``and``/``or`` of computed scalars are ``&``/``|``. None of this
+changes a result bit.
 
 Printing. ``device_print`` is a ``print`` in the generated code: numba's nopython print boxes its items and
 writes them to ``sys.stdout`` while holding the GIL for the whole line, which is robust with the cores' nogil
@@ -85,6 +87,7 @@ import numpy as np
 
 from ..dsl.ir import Block, Kernel, Op, Value, Window
 from ..dsl.types import BOOL, F32, INDEX, L1, DType, TileType, dtype_of
+from .rt import SKINNY_ROWS as _SKINNY_ROWS   # a GM b operand is streamed row by row for this few a rows
 from .stamp import source_stamp
 
 __all__ = ["generate", "GeneratedSource", "STORAGE"]
@@ -128,8 +131,6 @@ _ROUND_AWAY = {"float16": "round_to_f16_away", "bfloat16": "round_to_bf16_away"}
 _INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "int32": (-2 ** 31, 2 ** 31 - 1),
               "int64": (-2 ** 63, 2 ** 63 - 1024)}   # (the largest float64 below 2**63)
 _INLINE_OPS = ("ewise", "cast", "expand")
-#: an mma whose a operand has at most this many valid rows streams a GM b operand row by row (no BLAS)
-_SKINNY_ROWS = 16
 #: integer mma operand dtypes ``rt.dot_int_into`` multiplies (8-bit: a contraction over fewer than 2**17 terms
 #: fits its int32 result exactly)
 _BYTE_INTS = ("int8", "uint8")
@@ -229,7 +230,8 @@ def _module_header(kernel: Kernel) -> list:
         "from numba import njit",
         "from cvtile.sim.rt import (NEG_INF, POS_INF, bf16_bits_to_f32, cast_ceil, cast_floor, cast_rint,",
         "                           cast_round, cast_trunc, round_to_f16_away, round_to_bf16_away, f16_bits_to_f32, f32, f32_to_bf16_bits, f32_to_f16_bits, fail,",
-        "                           fail_first,",
+        "                           fail_first, mm_auto_bt_f16, mm_auto_b_f16, mm_auto_bt_bf16, mm_auto_b_bf16,",
+        "                           mm_auto_bt_f32, mm_auto_b_f32,",
         "                           fexp, flog, fmax, fmin, frsqrt, fsqrt, mm_b_bf16, mm_b_f16, mm_b_f32,",
         "                           mm_bt_bf16, mm_bt_f16, mm_bt_f32, round_to_bf16, round_to_f16, row_max,",
         "                           row_max_int, row_min, row_min_int, row_sum, read_rows_f16, read_rows_bf16,",
@@ -411,7 +413,8 @@ class _Gen:
 
     def _plan_siblings(self, block: Block):
         """Fuse into a materialised value's loop the consumers that read only it: its row reductions and
-        same-shape casts/elementwise ops with scalar other operands (one pass over the data, not several)."""
+        same-shape casts/elementwise ops whose other operands are scalars or inlined elementwise values of it
+        (``_only_from``): one pass over the data, not several."""
         pos = {id(op): i for i, op in enumerate(block.ops)}
         for op in block.ops:
             if op.kind not in ("ewise", "cast") or not op.results[0].is_tile:
@@ -429,12 +432,24 @@ class _Gen:
                 if u.kind == "reduce" and u.operands[0] is v and v.type.rank == 2:
                     fused.append(u)
                 elif u.kind in ("ewise", "cast") and r.type.shape == v.type.shape and all(
-                        o is v if o.is_tile else self._available_before(o, op, block, pos) for o in u.operands):
+                        self._only_from(o, v, op, block, pos) if o.is_tile else
+                        self._available_before(o, op, block, pos) for o in u.operands):
                     fused.append(u)
             if fused:
                 self.siblings[v.id] = fused
                 for u in fused:
                     self.fused_into[id(u)] = v.id
+
+    def _only_from(self, x: Value, v: Value, op: Op, block: Block, pos: dict) -> bool:
+        """True when the tile ``x`` is ``v``, or an inlined elementwise value of v's shape computed from v alone
+        and scalars available before ``op`` (``where(v == c, a, v)``'s condition): what v's loop can compute."""
+        if x is v:
+            return True
+        if (x.id not in self.inline or x.owner is None or x.owner.kind not in ("ewise", "cast")
+                or x.type.shape != v.type.shape):
+            return False
+        return all(self._only_from(o, v, op, block, pos) if o.is_tile else self._available_before(o, op, block, pos)
+                   for o in x.owner.operands)
 
     def _available_before(self, x: Value, op: Op, block: Block, pos: dict) -> bool:
         if x.const is not None or x.owner is None:
@@ -960,7 +975,12 @@ class _Gen:
         if b_win is not None and a_win is None and (not is_int or byte_ints and self._plain_rows(b_win)):
             a = self.tile(ops.pop(0))
             w = b_win
-            self._window_bounds(w, op, self._window_counts(w, op, "mma operand"), "mma operand")  # both paths
+            counts = self._window_counts(w, op, "mma operand")
+            self._window_bounds(w, op, counts, "mma operand")  # both paths
+            kind = _KIND.get(self.tensors[w.tensor.id][2])
+            if not is_int and self._plain_rows(w) and kind is not None and kind != "f8e4m3":
+                self._mma_auto(op, a, w, counts, trans, kind)
+                return self._mma_acc(op, acc)
             self.emit(f"if {a}.shape[0] <= {_SKINNY_ROWS}:")
             self.depth += 1
             self.checked.append(set())
@@ -978,6 +998,10 @@ class _Gen:
             a = self._mma_operand(op, a_win) if a_win is not None else self.tile(ops.pop(0))
             b = self._mma_operand(op, b_win) if b_win is not None else self.tile(ops.pop(0))
             self._mma_dense(op, a, b, trans, is_int)
+        self._mma_acc(op, acc)
+
+    def _mma_acc(self, op, acc):
+        """The accumulation of an mma with ``acc`` into its product."""
         if acc is not None:
             out = self.tile(op.result)
             acc_v = self.tile(acc)
@@ -987,6 +1011,22 @@ class _Gen:
             self.emit(f"for {i} in range({out}.shape[0]):")
             self.emit(f"    for {j} in range({out}.shape[1]):")
             self.emit(f"        {out}[{i}, {j}] += {acc_v}[{i}, {j}]")
+
+    def _mma_auto(self, op, a: str, w: Window, counts, trans: bool, kind: str):
+        """a times a plain-rows float GM window in one runtime call (``rt.mm_auto_bt_<kind>`` /
+        ``mm_auto_b_<kind>``), which streams the window for a few rows of a and stages it for BLAS otherwise:
+        the skinny/dense choice without a branch in the kernel."""
+        m, k = f"{a}.shape[0]", f"{a}.shape[1]"
+        n, kb = counts if trans else (counts[1], counts[0])
+        self.fail_if(f"{k} != {kb}", "mma: the operands' valid contraction extents differ", op,
+                     [("k_a", k), ("k_b", kb)])
+        out = self._result_view(op, [m, n])
+        rbuf = self.buffer(Value(TileType(w.tensor.type.dtype, L1, (w.dims[1].extent,)), "brow"))
+        stage = self.buffer(Value(TileType(w.tensor.type.dtype, L1, w.shape), "staged"))
+        base, stride = self._plain_base(w)
+        args = [a, self.tensors[w.tensor.id][0], _i64(base), _i64(stride), _i64(counts[0]), _i64(counts[1]), out,
+                rbuf, stage]
+        self.emit(f"mm_auto_{'bt' if trans else 'b'}_{kind}({', '.join(args)})")
 
     def _mma_dense(self, op, a, b, trans, is_int, bind=True):
         m, k = f"{a}.shape[0]", f"{a}.shape[1]"

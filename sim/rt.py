@@ -54,7 +54,8 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "f8e4m3_bits_to_f32", "read_rows_f8e4m3",
            "f32_to_f16_bits", "f32_to_bf16_bits", "round_to_f16", "round_to_bf16", "FASTMATH", "f32",
            "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil", "cast_round", "sat_int",
-           "round_to_f16_away", "round_to_bf16_away", "fail", "fail_first", "row_sum",
+           "round_to_f16_away", "round_to_bf16_away", "fail", "fail_first", "row_sum", "SKINNY_ROWS",
+           "mm_auto_bt_f16", "mm_auto_b_f16", "mm_auto_bt_bf16", "mm_auto_b_bf16", "mm_auto_bt_f32", "mm_auto_b_f32",
            "row_max", "row_min", "row_max_int", "row_min_int", "mm_bt_f16", "mm_b_f16", "mm_bt_bf16", "mm_b_bf16",
            "mm_bt_f32", "mm_b_f32", "read_rows_f16", "write_rows_f16", "read_rows_bf16", "write_rows_bf16",
            "read_rows_f32", "write_rows_f32", "read_rows_raw", "write_rows_raw", "fexp_call", "flog_call",
@@ -549,6 +550,44 @@ def dot_into(a, b, out):
             out[:, :] = 0
         else:
             np.dot(a, b, out)
+
+
+#: an mma whose a operand has at most this many valid rows streams its GM b operand row by row (no BLAS)
+SKINNY_ROWS = 16
+
+
+def _mm_bt_auto(a, flat, base, rstride, n, k, out, rbuf, stage):
+    """out = a @ B.T for B's n rows of k elements at flat[base + j*rstride :] (a plain-rows GM window): the
+    streamed product ``mm_bt`` for a few rows of a, else B decoded whole into ``stage`` and multiplied by
+    BLAS. The choice the generated kernel used to make in a branch of its own, one per mma."""
+    if a.shape[0] <= SKINNY_ROWS:
+        mm_bt(a, flat, base, rstride, n, k, out, rbuf)  # noqa: F821 (bound per variant)
+    else:
+        staged = stage[:n * k].reshape(n, k)
+        read_rows(flat, base, rstride, n, k, staged)  # noqa: F821 (bound per variant)
+        dot_into(a, staged.T, out)
+
+
+def _mm_b_auto(a, flat, base, rstride, kdim, n, out, rbuf, stage):
+    """out = a @ B for B's kdim rows of n elements at flat[base + r*rstride :], chosen as ``_mm_bt_auto``."""
+    if a.shape[0] <= SKINNY_ROWS:
+        mm_b(a, flat, base, rstride, kdim, n, out, rbuf)  # noqa: F821 (bound per variant)
+    else:
+        staged = stage[:kdim * n].reshape(kdim, n)
+        read_rows(flat, base, rstride, kdim, n, staged)  # noqa: F821 (bound per variant)
+        dot_into(a, staged, out)
+
+
+def _auto(tag: str, mm_bt, mm_b, read_rows):
+    """The pair (``mm_auto_bt_<tag>``, ``mm_auto_b_<tag>``) over one storage dtype's streamed products."""
+    bind = {"mm_bt": mm_bt, "mm_b": mm_b, "read_rows": read_rows}
+    return (_variant(_mm_bt_auto, _stamped(f"mm_auto_bt_{tag}"), bind),
+            _variant(_mm_b_auto, _stamped(f"mm_auto_b_{tag}"), bind))
+
+
+mm_auto_bt_f16, mm_auto_b_f16 = _auto("f16", mm_bt_f16, mm_b_f16, read_rows_f16)
+mm_auto_bt_bf16, mm_auto_b_bf16 = _auto("bf16", mm_bt_bf16, mm_b_bf16, read_rows_bf16)
+mm_auto_bt_f32, mm_auto_b_f32 = _auto("f32", mm_bt_f32, mm_b_f32, read_rows_f32)
 
 
 #: float32 adds integers exactly up to this magnitude: a contraction of k integer products of at most ``pmax``
