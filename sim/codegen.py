@@ -978,7 +978,7 @@ class _Gen:
             counts = self._window_counts(w, op, "mma operand")
             self._window_bounds(w, op, counts, "mma operand")  # both paths
             kind = _KIND.get(self.tensors[w.tensor.id][2])
-            if not is_int and self._plain_rows(w) and kind is not None and kind != "f8e4m3":
+            if not is_int and self._plain_rows(w) and kind in ("f16", "bf16", "f32"):
                 self._mma_auto(op, a, w, counts, trans, kind)
                 return self._mma_acc(op, acc)
             self.emit(f"if {a}.shape[0] <= {_SKINNY_ROWS}:")
@@ -1016,17 +1016,23 @@ class _Gen:
         """a times a plain-rows float GM window in one runtime call (``rt.mm_auto_bt_<kind>`` /
         ``mm_auto_b_<kind>``), which streams the window for a few rows of a and stages it for BLAS otherwise:
         the skinny/dense choice without a branch in the kernel."""
+        out = self._window_product(op, a, counts, trans)
+        rbuf = self._row_buffer(w)
+        stage = self.buffer(Value(TileType(w.tensor.type.dtype, L1, w.shape), "staged"))
+        self._emit_streamed_mm(w, a, counts, out, trans, kind, [rbuf, stage], fn="mm_auto")
+
+    def _window_product(self, op, a: str, counts, trans: bool) -> str:
+        """The result view of a times a GM window of valid extents ``counts`` (n x k when ``trans``, else
+        k x n), after the check that the contraction extents agree."""
         m, k = f"{a}.shape[0]", f"{a}.shape[1]"
         n, kb = counts if trans else (counts[1], counts[0])
         self.fail_if(f"{k} != {kb}", "mma: the operands' valid contraction extents differ", op,
                      [("k_a", k), ("k_b", kb)])
-        out = self._result_view(op, [m, n])
-        rbuf = self.buffer(Value(TileType(w.tensor.type.dtype, L1, (w.dims[1].extent,)), "brow"))
-        stage = self.buffer(Value(TileType(w.tensor.type.dtype, L1, w.shape), "staged"))
-        base, stride = self._plain_base(w)
-        args = [a, self.tensors[w.tensor.id][0], _i64(base), _i64(stride), _i64(counts[0]), _i64(counts[1]), out,
-                rbuf, stage]
-        self.emit(f"mm_auto_{'bt' if trans else 'b'}_{kind}({', '.join(args)})")
+        return self._result_view(op, [m, n])
+
+    def _row_buffer(self, w: Window) -> str:
+        """A buffer of one decoded row of the GM window ``w`` (float32)."""
+        return self.buffer(Value(TileType(w.tensor.type.dtype, L1, (w.dims[1].extent,)), "brow"))
 
     def _mma_dense(self, op, a, b, trans, is_int, bind=True):
         m, k = f"{a}.shape[0]", f"{a}.shape[1]"
@@ -1060,29 +1066,19 @@ class _Gen:
 
     def _mma_skinny(self, op, a: str, w: Window, trans: bool):
         """a (few rows) times a GM window, reading the window's rows once, straight into the products (a
-        matrix-vector shape: BLAS and a staged copy of the window cost more than the math). 16-bit and fp32
-        windows decode into fp32 rows; 8-bit integer ones (plain rows only, as op_mma decides) go to the exact
-        integer ``mm_bt_i8`` / ``mm_b_i8``."""
+        matrix-vector shape: BLAS and a staged copy of the window cost more than the math), for the windows
+        ``_mma_auto`` does not take: 16-bit and fp32 windows without plain rows decode into fp32 rows element by
+        element; 8-bit integer ones (plain rows only, as op_mma decides) go to the exact integer ``mm_bt_i8`` /
+        ``mm_b_i8``."""
         counts = self._window_counts(w, op, "mma operand")
         self._window_bounds(w, op, counts, "mma operand")
-        flat, _, dt = self.tensors[w.tensor.id]
-        dec = _DECODE.get(dt)
-        m, k = f"{a}.shape[0]", f"{a}.shape[1]"
-        if trans:
-            n, kb = counts
-        else:
-            kb, n = counts
-        self.fail_if(f"{k} != {kb}", "mma: the operands' valid contraction extents differ", op,
-                     [("k_a", k), ("k_b", kb)])
-        out = self._result_view(op, [m, n])
+        dec = _DECODE.get(self.tensors[w.tensor.id][2])
+        out = self._window_product(op, a, counts, trans)
         if op.result.type.dtype.is_int:   # 8-bit operands, plain rows (op_mma's condition): exact integer sums
             self._emit_streamed_mm(w, a, counts, out, trans, "i8", [] if trans else [str(_byte_product_bound(op))])
             return
-        row = Value(TileType(w.tensor.type.dtype, L1, (w.dims[1].extent,)), "brow")
-        rbuf = self.buffer(row)
-        if self._plain_rows(w) and _KIND.get(dt) is not None:
-            self._emit_streamed_mm(w, a, counts, out, trans, _KIND[dt], [rbuf])
-            return
+        # a float window here has no plain rows (plain-rows float windows are ``_mma_auto``'s)
+        rbuf = self._row_buffer(w)
         r, c = self.tmp("r"), self.tmp("c")
         if not trans:
             self.emit(f"{out}.fill(0)")
@@ -1106,12 +1102,14 @@ class _Gen:
             self.emit(f"axpy_rows({a}, {r}, {rbuf}, {_i64(counts[1])}, {out})")
         self.depth -= 1
 
-    def _emit_streamed_mm(self, w: Window, a: str, counts, out: str, trans: bool, kind: str, extra: list):
-        """The call of a runtime streamed mma (``mm_bt_<kind>`` / ``mm_b_<kind>``) on a plain-rows window."""
+    def _emit_streamed_mm(self, w: Window, a: str, counts, out: str, trans: bool, kind: str, extra: list,
+                          fn: str = "mm"):
+        """The call of a runtime mma on a plain-rows window: ``<fn>_bt_<kind>`` / ``<fn>_b_<kind>`` (``mm``:
+        the streamed ones; ``mm_auto``: streamed or staged for BLAS, see ``_mma_auto``)."""
         flat = self.tensors[w.tensor.id][0]
         base, stride = self._plain_base(w)
         args = [a, flat, _i64(base), _i64(stride), _i64(counts[0]), _i64(counts[1]), out] + extra
-        self.emit(f"mm_{'bt' if trans else 'b'}_{kind}({', '.join(args)})")
+        self.emit(f"{fn}_{'bt' if trans else 'b'}_{kind}({', '.join(args)})")
 
     def op_create(self, op):
         t: TileType = op.result.type
