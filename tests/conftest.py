@@ -37,7 +37,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-#: test files xdist hands out before the others: few tests, many minutes (the whole FIA st corpus)
+#: test files xdist hands out before the others: few tests, many minutes (the st corpus' feature sample)
 LONG_FIRST = ("tests/kernels/test_st_corpus.py",)
 
 

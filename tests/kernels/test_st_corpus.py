@@ -9,12 +9,15 @@ BSH/BSND/BNSD cases (``standard`` "default") against the executor's fp32 golden 
 classes (NaN equals NaN), the TND cases (``cv_fused_double_benchmark``) by the double benchmark against an
 online-softmax benchmark (:func:`cvtile.kernels.precision.compare_double_benchmark`).
 
-All of it runs in the default tier (CI), since compiles got cheap enough (114 kernel specialisations; the
-whole corpus takes about 16 minutes on one core, ``docs/compile_time.md``): the two small decode cases
-(``FAST``), the feature sample (one case per feature set, the smallest of each: 43 of 123 cases, a quick
-first verdict when run alone), then all 123 cases with their ratchet, reusing the sample's compiles. The
-same run as ``cvtile cases .../st/fia_v4.json --golden st``. ``tests/conftest.py`` hands this file to an
-xdist worker first (``LONG_FIRST``), so it runs beside the rest of the tier.
+Three tiers, because the corpus' cost is numba compiles (114 kernel specialisations at 5-30 s each):
+
+* default (CI): the feature sample, one case per feature set, the smallest of each (43 of 123 cases; every
+  feature combination of the corpus once), and the two small decode cases (``FAST``). ``tests/conftest.py``
+  hands this file to an xdist worker first (``LONG_FIRST``), so the sample runs beside the rest of the tier;
+* ``wide``: nothing more of this file (the feature sample was here until the tier had room for it);
+* ``corpus``: all 123 cases, the acceptance run (about 16 minutes on one core, measured 2026-12-06);
+  ``python -m pytest -m corpus`` or ``cvtile cases .../st/fia_v4.json --golden st``. It does not fit in CI
+  beside the default tier: ``docs/compile_time.md``.
 
 The ratchet: ``passed`` may only go up; the known failures and errors are listed with their causes and may
 only go away.
@@ -150,8 +153,7 @@ def test_st_corpus_feature_sample(fia_path):
     _check_ratchet(res, SAMPLE_PASSED_FLOOR)
 
 
+@pytest.mark.corpus
 def test_st_corpus_ratchet(fia_path):
-    """The whole FIA st corpus, in the default tier (measured 2026-12-06: 123 of 123 passed, 16:13 on one core
-    alone; the tier with it 21:56 on 2 cores)."""
     res = run_st_corpus(fia_path, v4_api, golden=fia_golden_st)
     _check_ratchet(res, PASSED_FLOOR)
