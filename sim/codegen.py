@@ -1581,10 +1581,13 @@ def _decorator(lines: list, nrt_free: bool = True) -> str:
     come from ``alloc``, its tiles are views of them) is compiled without NRT (``_nrt=False``): numba then
     emits no reference counting, so each early exit (a failed check returns) costs no chain of decrefs of
     every live view, which is most of the compile of a kernel with many checks. Nothing numeric changes.
-    ``nrt_free`` False (the checked generator, whose shadows allocate) keeps NRT."""
+    ``nrt_free`` False (the checked generator, whose shadows allocate) keeps NRT. The launcher calls a kernel
+    function from Python only, never through a C function pointer, so numba is told not to build its C-callable
+    wrapper (``no_cfunc_wrapper``): that wrapper re-lowers the whole signature and cost about a seventh of a
+    kernel's compile (``docs/compile_time.md``)."""
     text = "\n".join(lines)
     nrt = "" if not nrt_free or any(m in text for m in _NEEDS_NRT) else ", _nrt=False"
-    return f"@njit(cache=True, nogil=True, error_model='numpy'{nrt})"
+    return f"@njit(cache=True, nogil=True, error_model='numpy', no_cfunc_wrapper=True{nrt})"
 
 
 def runtime_stamp() -> str:
