@@ -83,6 +83,8 @@ text is exactly what it was without checking mode.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..dsl.ir import Block, Kernel, Op, Value, Window
@@ -190,7 +192,7 @@ def _generate(kernel: Kernel, make) -> GeneratedSource:
     gen = make.gen(kernel, body)
     params, arg_names = gen.bind_params()
     lines = gen.function("core", ["blk", "nblk", "sub", "err", "bufs"] + make.extra_params + params)
-    text = "\n".join(_module_header(kernel) + make.header + gen.alloc_function("alloc") + lines)
+    text = _module_text(kernel, make, gen.alloc_function("alloc") + lines)
     out = GeneratedSource(text, arg_names, gen.sites, kernel, "core")
     make.finish(out)
     return out
@@ -209,7 +211,7 @@ def _generate_group(kernel: Kernel, programs: dict, make) -> GeneratedSource:
         parts += gen.function(f"prog_{core}", ["blk", "nblk", "sub", "role", "flags", "sched", "err", "bufs"]
                               + make.extra_params + params)
         allocs += gen.alloc_function(f"alloc_{core}")
-    text = "\n".join(_module_header(kernel) + make.header + allocs + parts)
+    text = _module_text(kernel, make, allocs + parts)
     out = GeneratedSource(text, arg_names, sites, kernel, "group")
     for core, body in programs.items():
         for op in _all_ops(body):
@@ -217,6 +219,27 @@ def _generate_group(kernel: Kernel, programs: dict, make) -> GeneratedSource:
                 out.flag_sets.setdefault(op.attrs["id"], []).append((core, op.loc))
     make.finish(out)
     return out
+
+
+#: an integer literal the generator wrapped in np.int64 (a runtime call's argument, a failure record's value)
+_INT_LITERAL = re.compile(r"np\.int64\((-?\d+)\)")
+
+
+def _module_text(kernel: Kernel, make, body: list) -> str:
+    """The module: its header, then one module constant per integer literal the body wraps in np.int64
+    (``_I26 = np.int64(26)``, ``_Im1`` for -1), then the body with each such literal replaced by its constant.
+    numba types a global numpy scalar by its dtype, as it types ``np.int64(26)``, but without typing and
+    lowering a call at each use: a kernel's failure records alone hold a few hundred of them (about 5 % of a
+    decode kernel's compile, measured in ``docs/compile_time.md``). The values and types are the same."""
+    text = "\n".join(body)
+    values = sorted({int(v) for v in _INT_LITERAL.findall(text)})
+    consts = [f"{_int_constant(v)} = np.int64({v})" for v in values]
+    text = _INT_LITERAL.sub(lambda m: _int_constant(int(m.group(1))), text)
+    return "\n".join(_module_header(kernel) + make.header + consts + [text])
+
+
+def _int_constant(v: int) -> str:
+    return f"_I{v}" if v >= 0 else f"_Im{-v}"
 
 
 def _module_header(kernel: Kernel) -> list:
