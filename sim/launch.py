@@ -177,6 +177,11 @@ class NumbaRunner:
     def module(self):
         return self._plain.module
 
+    @property
+    def plain(self) -> _Variant:
+        """The unchecked module's variant (what a launch without checking runs)."""
+        return self._plain
+
     def variant(self, mode) -> _Variant:
         """The checked module of ``mode`` (a ``checking.CheckMode`` without equivalence)."""
         if mode not in self._checked:
@@ -239,6 +244,24 @@ class NumbaRunner:
         _shape_arguments(flat_args, shapes)
         return flat_args, writeback, storages
 
+    def flat_types(self, args: list) -> list:
+        """The numba types of the flat arguments ``convert`` makes of ``args``, without converting or allocating
+        anything (the arrays of a recording that does not run are read-only broadcasts): every tensor's storage
+        and shape a writeable C-contiguous 1-d array, a scalar as ``_scalar`` makes it."""
+        from numba import from_dtype, types, typeof
+
+        from .storage import storage_dtype
+
+        flat = []
+        workspaces = iter(p for p in self.ir.params if p.kind == "workspace")
+        for (pname, kind), value in zip(self.generated.arg_names, list(args) + [None] * len(self.generated.arg_names)):
+            if kind in ("tensor", "workspace"):
+                dt = storage_dtype(next(workspaces).type.dtype.name if kind == "workspace" else value.dtype)
+                flat += [types.Array(from_dtype(dt), 1, "C"), types.Array(types.int64, 1, "C")]
+            elif kind == "scalar":
+                flat.append(typeof(_scalar(value)))
+        return flat
+
     def execute(self, variant: _Variant, grid: int, flat_args: list, serial: bool, dry: bool, shadows=None):
         """Compile if needed and run every core (group); returns (err, problems). ``shadows``: the checked
         variant's ``shadow.LaunchShadows``."""
@@ -248,18 +271,17 @@ class NumbaRunner:
                      for a in flat_args])
         if sig not in variant.ready:  # compile (or load from numba's cache) before the timed run
             t0 = time.perf_counter()
-            compile_fn = _compile_group if group else _compile_only
             fallback = ""
             with _compiling(variant.module):
                 try:
-                    compile_fn(variant.module, err, flat_args, shadows)
+                    compile_signatures(variant.module, signatures(variant.module, group, err, flat_args, shadows))
                 except Exception as e:   # an NRT-free function that turns out to need NRT: compile it with NRT
                     if _NO_NRT not in variant.generated.text or not _is_numba_error(e):
                         raise
                     fallback = _nrt_reason(e)
                     variant.generated.text = variant.generated.text.replace(_NO_NRT, "")
                     variant._module = None
-                    compile_fn(variant.module, err, flat_args, shadows)
+                    compile_signatures(variant.module, signatures(variant.module, group, err, flat_args, shadows))
             seconds = time.perf_counter() - t0
             COMPILE_STATS["seconds"] += seconds
             COMPILE_STATS["kernels"] += 1
@@ -485,23 +507,28 @@ def _compiling(module):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _compile_group(module, err, args, shadows=None) -> None:
-    flags = np.zeros((5, 16), np.int64)
-    sched = new_sched()
-    tuples = shadows.for_group()[0] if shadows is not None else None
-    for name, bufs, k in (("prog_aic", module.alloc_aic(), 0), ("prog_aiv", module.alloc_aiv(), 1)):
-        fn = getattr(module, name)
-        extra = [] if tuples is None else [tuples[k]]
-        fn.compile(tuple(_numba_type(a) for a in [np.int64(0), np.int64(1), np.int64(0), np.int64(0), flags,
-                                                  sched, err, bufs, *extra, *args]))
-
-
-def _compile_only(module, err, args, shadows=None) -> None:
-    """Compile the core for these argument types without running a core."""
-    bufs = module.alloc()
+def signatures(module, group: bool, err, args, shadows=None) -> list:
+    """(function name, numba argument types) of each function of ``module`` a launch with the flat arguments
+    ``args`` calls: ``core``, or (``group``) a core group's ``prog_aic`` and ``prog_aiv``."""
+    if group:
+        flags = np.zeros((5, 16), np.int64)
+        sched = new_sched()
+        tuples = shadows.for_group()[0] if shadows is not None else None
+        out = []
+        for name, bufs, k in (("prog_aic", module.alloc_aic(), 0), ("prog_aiv", module.alloc_aiv(), 1)):
+            extra = [] if tuples is None else [tuples[k]]
+            out.append((name, _types([np.int64(0), np.int64(1), np.int64(0), np.int64(0), flags, sched, err, bufs,
+                                      *extra, *args])))
+        return out
     extra = [] if shadows is None else [shadows.for_core()]
-    module.core.compile(tuple(_numba_type(a) for a in [np.int64(0), np.int64(1), np.int64(0), err, bufs, *extra,
-                                                       *args]))
+    return [("core", _types([np.int64(0), np.int64(1), np.int64(0), err, module.alloc(), *extra, *args]))]
+
+
+def compile_signatures(module, sigs: list) -> None:
+    """Compile (or load from numba's cache) each function of ``module`` for its argument types, without running
+    it."""
+    for name, sig in sigs:
+        getattr(module, name).compile(sig)
 
 
 _NO_NRT = ", _nrt=False"
@@ -513,10 +540,12 @@ def _is_numba_error(e: Exception) -> bool:
     return isinstance(e, (NumbaError, NotImplementedError, AssertionError))
 
 
-def _numba_type(x):
+def _types(values: list) -> tuple:
+    """The numba types of ``values`` (a value that is already a numba type stands for itself)."""
     from numba import typeof
+    from numba.core.types import Type
 
-    return typeof(x)
+    return tuple(x if isinstance(x, Type) else typeof(x) for x in values)
 
 
 def _shape_arguments(flat_args: list, shapes: list) -> None:

@@ -1,0 +1,84 @@
+"""``sim.precompile``: a call's later kernels compiled in child processes while the caller compiles the first.
+
+Checked: the argument types a child compiles for are the types the launch then passes (``flat_types`` against
+the converted arguments, for the FIA decode's attention kernel and flash-decode combine in both orders,
+without compiling anything); a call of two small kernels starts one child for the second, the child leaves
+that kernel's machine code in numba's cache, and the call's results are those of a call without children;
+``CVTILE_COMPILE_PROCESSES=1`` and a call whose kernels are compiled start none.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cvtile.dsl as ct
+from cvtile.cases import DEFAULT_CASES, make_inputs
+from cvtile.dsl.jit import record_launches
+from cvtile.kernels.fia.api import run_call
+from cvtile.sim.launch import cache_dir, signatures
+from cvtile.sim.precompile import compile_ahead, compiled_ahead, wait
+
+
+def _writeable(args):
+    return [np.array(a) if isinstance(a, np.ndarray) and not a.flags.writeable else a for a in args]
+
+
+@pytest.mark.parametrize("order", ["program", "pipelined"])
+def test_flat_types_are_the_types_of_the_converted_arguments(order):
+    from numba import typeof
+
+    spec = DEFAULT_CASES[0]             # the decode with flash decode: the attention kernel, then the combine
+    q, k, v, kw = make_inputs(spec, 0)
+    with record_launches(run=False) as rec:
+        run_call(q, k, v, target=spec.target, order=order, **kw)
+    assert len(rec.launches) == 2
+    for launch in rec.launches:
+        runner = launch.kernel.runner("numba", order)
+        flat, _, _ = runner.convert(launch.grid, _writeable(launch.args), runner.plain)
+        assert runner.flat_types(launch.args) == [typeof(a) for a in flat]
+        group = runner.generated.entry == "group"
+        err = np.zeros((launch.grid, 5), np.int64)
+        assert signatures(runner.module, group, err, flat) == signatures(runner.module, group, err,
+                                                                         runner.flat_types(launch.args))
+
+
+@ct.jit
+def _double(x, o):
+    with ct.vector():
+        ct.store(o[0:16, 0:16], ct.load(x[0:16, 0:16]) * 2.0)
+
+
+@ct.jit
+def _plus_one(x, o):
+    with ct.vector():
+        ct.store(o[0:16, 0:16], ct.load(x[0:16, 0:16]) + 1.0)
+
+
+def _call(x):
+    y = np.zeros((16, 16), np.float32)
+    z = np.zeros((16, 16), np.float32)
+    _double[1](x, y)
+    _plus_one[1](y, z)
+    return z
+
+
+def test_the_second_kernel_compiles_in_a_child(tmp_path, monkeypatch):
+    monkeypatch.setenv("CVTILE_CACHE_DIR", str(tmp_path))
+    x = np.arange(256, dtype=np.float32).reshape(16, 16)
+    with compiled_ahead(lambda: _call(x), processes=2) as children:
+        assert len(children) == 1
+        z = _call(x)
+    assert [c.returncode for c in children] == [0]
+    assert np.array_equal(z, x * 2 + 1)
+    assert any((cache_dir() / "__pycache__").glob("cvtile_k__plus_one_*.core-*.nbi"))
+    assert compile_ahead(lambda: _call(x), processes=2) == []     # compiled: nothing left to start
+
+
+def test_one_process_starts_no_child(tmp_path, monkeypatch):
+    monkeypatch.setenv("CVTILE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CVTILE_COMPILE_PROCESSES", "1")
+    x = np.ones((16, 16), np.float32)
+    children = compile_ahead(lambda: _call(x))
+    wait(children)
+    assert children == []
