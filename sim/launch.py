@@ -7,9 +7,11 @@ kernel it generates the numba module text (``codegen.generate``), writes it
 into the cache directory under a name derived from a hash of the text, and
 imports it; numba's own ``cache=True`` then keeps the machine code beside it,
 so a second process with the same kernel loads instead of compiling. The
-compile holds a lock file beside the module (``_compiling``), so processes
-that need the same kernel at the same moment (test or corpus workers) compile
-it once: the others wait, then load it.
+compile of each of the module's functions holds a lock file beside the module
+(``_compiling``), so processes that need the same kernel at the same moment
+(test or corpus workers, ``precompile``'s children) compile it once: the others
+wait, then load it. Two functions of one module (a core group's ``prog_aic``
+and ``prog_aiv``) may compile in two processes at once.
 
 ``launch(grid, args)`` converts the arguments (arrays to flat storage views,
 16-bit floats as uint16 bits, zero-copy when contiguous; a copied array is
@@ -272,16 +274,15 @@ class NumbaRunner:
         if sig not in variant.ready:  # compile (or load from numba's cache) before the timed run
             t0 = time.perf_counter()
             fallback = ""
-            with _compiling(variant.module):
-                try:
-                    compile_signatures(variant.module, signatures(variant.module, group, err, flat_args, shadows))
-                except Exception as e:   # an NRT-free function that turns out to need NRT: compile it with NRT
-                    if _NO_NRT not in variant.generated.text or not _is_numba_error(e):
-                        raise
-                    fallback = _nrt_reason(e)
-                    variant.generated.text = variant.generated.text.replace(_NO_NRT, "")
-                    variant._module = None
-                    compile_signatures(variant.module, signatures(variant.module, group, err, flat_args, shadows))
+            try:
+                compile_signatures(variant.module, signatures(variant.module, group, err, flat_args, shadows))
+            except Exception as e:   # an NRT-free function that turns out to need NRT: compile it with NRT
+                if _NO_NRT not in variant.generated.text or not _is_numba_error(e):
+                    raise
+                fallback = _nrt_reason(e)
+                variant.generated.text = variant.generated.text.replace(_NO_NRT, "")
+                variant._module = None
+                compile_signatures(variant.module, signatures(variant.module, group, err, flat_args, shadows))
             seconds = time.perf_counter() - t0
             COMPILE_STATS["seconds"] += seconds
             COMPILE_STATS["kernels"] += 1
@@ -489,17 +490,17 @@ def _nrt_reason(e: Exception) -> str:
 
 
 @contextlib.contextmanager
-def _compiling(module):
-    """Hold the cache's lock file of ``module`` while its machine code is compiled or loaded: two processes that
-    need the same kernel at once (test workers, corpus workers) compile it once, the second then loads what the
-    first wrote into numba's cache instead of compiling it again. Without ``fcntl`` (not POSIX) there is no lock
-    and each process compiles for itself, as before."""
+def _compiling(module, function: str):
+    """Hold the cache's lock file of ``function`` of ``module`` while its machine code is compiled or loaded: two
+    processes that need the same kernel at once (test workers, corpus workers, ``precompile``'s children) compile
+    it once, the second then loads what the first wrote into numba's cache instead of compiling it again.
+    Without ``fcntl`` (not POSIX) there is no lock and each process compiles for itself, as before."""
     try:
         import fcntl
     except ImportError:   # pragma: no cover - not POSIX
         yield
         return
-    with open(cache_dir() / f"{module.__name__}.lock", "a") as f:
+    with open(cache_dir() / f"{module.__name__}.{function}.lock", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -526,9 +527,10 @@ def signatures(module, group: bool, err, args, shadows=None) -> list:
 
 def compile_signatures(module, sigs: list) -> None:
     """Compile (or load from numba's cache) each function of ``module`` for its argument types, without running
-    it."""
+    it, each holding its lock file (``_compiling``)."""
     for name, sig in sigs:
-        getattr(module, name).compile(sig)
+        with _compiling(module, name):
+            getattr(module, name).compile(sig)
 
 
 _NO_NRT = ", _nrt=False"

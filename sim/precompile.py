@@ -1,26 +1,29 @@
-"""Compile a call's kernels side by side: the later launches' kernels in child processes while the caller
-compiles the first.
+"""Compile a call's kernels side by side: the later functions in child processes while the caller compiles the
+first.
 
 Model
 -----
 A call that launches several kernels (an FIA decode with flash decode launches the attention kernel, then the
-combine) compiles them one after the other when it first runs, on one core. ``compile_ahead(call, order)``
-records the launches ``call()`` makes without running them (``record_launches(run=False)``), finds the
-kernels whose machine code is in neither this process nor numba's disk cache, and compiles every one but the
-first in a child process of its own (``python -m cvtile.sim.precompile``, at most one per CPU the process may
-use, less one for the caller; ``$CVTILE_COMPILE_PROCESSES`` sets that count, 1 starts no child). Each child loads the same generated module from the kernel cache, holds the
-module's cache lock (``launch._compiling``) while it compiles the functions a launch calls for that launch's
-argument types (``NumbaRunner.flat_types``, ``launch.signatures``), and numba writes the machine code to its
-disk cache. The caller then runs the call as it would anyway: it compiles the first kernel itself, and when it
-reaches a later one, the lock makes it wait for that kernel's child, then it loads what the child wrote.
+combine), or a kernel in pipelined order (a core group's ``prog_aic`` and ``prog_aiv``, two functions of one
+module), compiles them one after the other when it first runs, on one core. ``compile_ahead(call, order)``
+records the launches ``call()`` makes without running them (``record_launches(run=False)``) and lists the
+functions they call whose machine code is in neither this process nor numba's disk cache, in launch order.
+The caller keeps the first; the others go to child processes (``python -m cvtile.sim.precompile``), as many
+as the CPUs this process may use less one (``$CVTILE_COMPILE_PROCESSES`` sets that count, 1 starts no child),
+child k taking the jobs k, k + n, ... in order. A child loads the same generated module from the kernel cache
+and compiles each of its functions for the launch's argument types (``NumbaRunner.flat_types``,
+``launch.signatures``) holding that function's cache lock (``launch._compiling``); numba writes the machine
+code to its disk cache. The caller then runs the call as it would anyway: it compiles the first function
+itself, and when it reaches one a child took, the lock makes it wait for the child, then it loads what the
+child wrote.
 
 Invariants
 ----------
 * Nothing numeric changes: a child compiles the module text the caller then loads, for the argument types the
   call then passes; the call runs exactly as it would without the children.
 * A child that fails, or compiles for other types than the call passes, costs only time: the caller compiles
-  what it does not find in the cache. A kernel both compile (the caller reached its lock first) is compiled
-  by the caller and loaded by the child.
+  what it does not find in the cache. A function both reach is compiled by whichever takes its lock first and
+  loaded by the other.
 * ``wait(children)`` reaps every child; the children never outlive the caller's ``with`` block
   (``compiled_ahead``).
 """
@@ -47,8 +50,9 @@ def _processes() -> int:
 
 
 def _jobs(records, order: str) -> list:
-    """(module text, kernel name, signatures) of each recorded launch's kernel that is compiled neither in this
-    process nor in numba's disk cache, once per module, in launch order."""
+    """(module text, kernel name, function name, argument types) of each function the recorded launches call
+    that is compiled neither in this process nor in numba's disk cache, once each, in launch order (a core
+    group's ``prog_aic`` before its ``prog_aiv``)."""
     import numpy as np
 
     from .launch import cache_dir, signatures
@@ -61,12 +65,10 @@ def _jobs(records, order: str) -> list:
             continue
         seen.add(variant.generated.text)
         module = variant.module
-        group = variant.generated.entry == "group"
         err = np.zeros((max(rec.grid, 1), 5), np.int64)
-        sigs = signatures(module, group, err, runner.flat_types(rec.args))
-        cached = all(any((cache_dir() / "__pycache__").glob(f"{module.__name__}.{name}-*.nbi")) for name, _ in sigs)
-        if not cached:
-            jobs.append((variant.generated.text, variant.name, sigs))
+        for name, sig in signatures(module, variant.generated.entry == "group", err, runner.flat_types(rec.args)):
+            if not any((cache_dir() / "__pycache__").glob(f"{module.__name__}.{name}-*.nbi")):
+                jobs.append((variant.generated.text, variant.name, name, sig))
     return jobs
 
 
@@ -80,17 +82,17 @@ def compile_ahead(call, order: str = "program", processes: int | None = None) ->
         return []
     with record_launches(run=False) as rec:
         call()
-    jobs = _jobs(rec.launches, order)[1:processes]
+    jobs = _jobs(rec.launches, order)[1:]
     if not jobs:
         return []
     from .launch import cache_dir
 
     env = dict(os.environ, CVTILE_CACHE_DIR=str(cache_dir()))
     children = []
-    for job in jobs:
+    for k in range(min(processes - 1, len(jobs))):    # child k takes jobs k, k + n, k + 2n, ... in that order
         child = subprocess.Popen([sys.executable, "-m", "cvtile.sim.precompile"], stdin=subprocess.PIPE,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        child.stdin.write(pickle.dumps(job))
+        child.stdin.write(pickle.dumps(jobs[k::processes - 1]))
         child.stdin.close()
         children.append(child)
     return children
@@ -113,13 +115,11 @@ def compiled_ahead(call, order: str = "program", processes: int | None = None):
 
 
 def _child() -> int:
-    """A child's work: compile the module of the job on stdin for its signatures, holding the module's lock."""
-    from .launch import _compiling, _load_module, compile_signatures
+    """A child's work: compile each function of the jobs on stdin, in order, each holding its lock file."""
+    from .launch import _load_module, compile_signatures
 
-    text, name, sigs = pickle.load(sys.stdin.buffer)
-    module = _load_module(text, name)
-    with _compiling(module):
-        compile_signatures(module, sigs)
+    for text, name, function, sig in pickle.load(sys.stdin.buffer):
+        compile_signatures(_load_module(text, name), [(function, sig)])
     return 0
 
 

@@ -82,3 +82,29 @@ def test_one_process_starts_no_child(tmp_path, monkeypatch):
     children = compile_ahead(lambda: _call(x))
     wait(children)
     assert children == []
+
+
+@ct.jit
+def _mixed(a, b, o):
+    with ct.cube():
+        s = ct.mma(ct.load(a[0:16, 0:16]), ct.load(b[0:16, 0:16]))
+    with ct.vector():
+        ct.store(o[0:16, 0:16], s * 0.5)
+
+
+def test_a_core_groups_two_programs_compile_in_two_processes(tmp_path, monkeypatch):
+    monkeypatch.setenv("CVTILE_CACHE_DIR", str(tmp_path))
+    a = np.eye(16, dtype=np.float16)
+    b = np.arange(256, dtype=np.float16).reshape(16, 16)
+
+    def call():
+        o = np.zeros((16, 16), np.float32)
+        _mixed[1](a, b, o, order="pipelined")
+        return o
+
+    with compiled_ahead(call, "pipelined", processes=2) as children:
+        assert len(children) == 1
+        o = call()
+    assert [c.returncode for c in children] == [0]
+    assert np.array_equal(o, b.astype(np.float32) * 0.5)
+    assert any((cache_dir() / "__pycache__").glob("cvtile_k__mixed_*.prog_aiv-*.nbi"))
