@@ -258,7 +258,9 @@ class CaseResult:
 
 
 def run_case(spec: CaseSpec, seed: int = 0, order: str = "program") -> CaseResult:
-    """Tile, simulate (in ``order``: "program" or "pipelined"), compare with the float64 golden."""
+    """Tile, simulate (in ``order``: "program" or "pipelined"), compare with the float64 golden. The call's
+    later kernels (the flash-decode combine, a core group's second program) compile in child processes while
+    the call compiles its first (``sim.precompile``); ``compile_seconds`` is the call's own wait for them."""
     from .kernels.fia.api import plan_call, run_call
 
     q, k, v, kw = make_inputs(spec, seed)
