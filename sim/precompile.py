@@ -26,6 +26,10 @@ Invariants
   loaded by the other.
 * ``wait(children)`` reaps every child; the children never outlive the caller's ``with`` block
   (``compiled_ahead``).
+
+The FIA API (``kernels.fia.api.simulate_fia``) runs a call inside ``compiled_ahead`` when the process tiles it
+afresh (a tiling memo miss) or runs its call signature for the first time (``first_time``); a call repeated
+after that pays no recording.
 """
 
 from __future__ import annotations
@@ -35,10 +39,29 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
+from collections import OrderedDict
 
 from ..dsl.jit import record_launches
 
-__all__ = ["compile_ahead", "compiled_ahead", "wait"]
+__all__ = ["compile_ahead", "compiled_ahead", "first_time", "wait"]
+
+#: keys ``first_time`` has seen, the most recent ``_SEEN_SIZE`` of them
+_SEEN: OrderedDict = OrderedDict()
+_SEEN_SIZE = 1024
+_SEEN_LOCK = threading.Lock()
+
+
+def first_time(key) -> bool:
+    """True the first time ``key`` (hashable) comes in this process (of the last 1024 distinct keys)."""
+    with _SEEN_LOCK:
+        if key in _SEEN:
+            _SEEN.move_to_end(key)
+            return False
+        _SEEN[key] = None
+        while len(_SEEN) > _SEEN_SIZE:
+            _SEEN.popitem(last=False)
+        return True
 
 
 def _processes() -> int:

@@ -19,6 +19,9 @@ tests that runs many corpus cases for minutes would be handed out last and leave
 the tier a long tail, so ``pytest_xdist_make_scheduler`` puts it at the head of
 the queue and the other files fill the second core around it.
 
+The tier's two xdist workers already keep both cores busy, so a call's later kernels are not compiled in child
+processes too (``CVTILE_COMPILE_PROCESSES=1`` unless set; ``sim/precompile.py``'s tests ask for children).
+
 ``CVTILE_TEST_TIMELINE=<file>`` appends one tab-separated line per test: the
 xdist worker, its start and end (wall-clock seconds), the CPU seconds of the
 worker process and of the processes it waited for, and the test id; where a
@@ -35,6 +38,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+os.environ.setdefault("CVTILE_COMPILE_PROCESSES", "1")
 
 
 #: test files xdist hands out before the others: few tests, many minutes (the st corpus' feature sample)

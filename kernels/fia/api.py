@@ -51,6 +51,7 @@ an empty key/value tensor on every route.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from numbers import Integral, Real
 from typing import Any
@@ -69,6 +70,8 @@ from ..golden.antiquant import ANTIQUANT_PARAMS, antiquant_spec, chip_seq_stride
 from ..golden.int4 import int4_kv
 from ..golden.nz import group_scale_stride
 from ...dsl.errors import BudgetError
+from ...dsl.jit import launches_run
+from ...sim.precompile import compiled_ahead, first_time
 from .launch import run_fia as _launch_fia
 from .kv_list import check_list_lengths, check_tensor_lists, first_tensor, kv_arrays, total_size
 from .nz_cache import check_nz_call
@@ -266,8 +269,10 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     (``prepare_fia``)."""
     torch_out = any(_is_torch(x) for x in (query, key, value))
     attrs = check_binding(query, key, value, optional, attrs)
+    misses = memo_stats["misses"]
     arrays, tiling, sig = prepare_fia(query, key, value, optional, attrs, target, overrides, dtypes,
                                       binding_checked=True, with_signature=True)
+    fresh = memo_stats["misses"] != misses   # this process tiled the call afresh: its kernels may be new
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
     _refuse_unplanned_heads(arrays, attrs, tiling)
     legacy = tiling.extras.get("legacy_ifa", False)
@@ -276,24 +281,24 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
                                   int8_out=arrays.get("quant_scale2") is not None,
                                   out_dtype=_given_out_dtype(arrays))
     else:
-        out, lse, _ = run_fia(q, k, v, tiling=tiling, scale=float(attrs["scale"]), input_layout=attrs["input_layout"],
-                              num_heads=attrs["num_heads"], num_key_value_heads=attrs["num_key_value_heads"],
-                              atten_mask=arrays.get("atten_mask"), sparse_mode=attrs["sparse_mode"],
-                              pre_tokens=attrs["pre_tokens"], next_tokens=attrs["next_tokens"],
-                              softmax_lse_flag=attrs["softmax_lse_flag"], legacy_route=legacy,
-                              pse_shift=arrays.get("pse_shift"), learnable_sink=arrays.get("learnable_sink"),
-                              block_table=arrays.get("block_table"),
-                              query_padding_size=arrays.get("query_padding_size"),
-                              kv_padding_size=arrays.get("kv_padding_size"), hooks=hooks,
-                              quant_scale2=arrays.get("quant_scale2"), quant_offset2=arrays.get("quant_offset2"),
-                              key_shared_prefix=arrays.get("key_shared_prefix"),
-                              value_shared_prefix=arrays.get("value_shared_prefix"),
-                              shared_prefix_len=_shared_prefix_len(arrays, attrs),
-                              antiquant=arrays.get("_antiquant"), inner_precise=attrs["inner_precise"], order=order,
-                              fullquant=arrays.get("_fullquant"), fullquant_gqa=arrays.get("_fullquant_gqa"),
-                              fullquant_mx=arrays.get("_fullquant_mx"),
-                              out_dtype=_given_out_dtype(arrays),
-                              plan_key=(sig, order) if sig is not None and hooks is None else None)
+        run = functools.partial(
+            run_fia, q, k, v, tiling=tiling, scale=float(attrs["scale"]), input_layout=attrs["input_layout"],
+            num_heads=attrs["num_heads"], num_key_value_heads=attrs["num_key_value_heads"],
+            atten_mask=arrays.get("atten_mask"), sparse_mode=attrs["sparse_mode"], pre_tokens=attrs["pre_tokens"],
+            next_tokens=attrs["next_tokens"], softmax_lse_flag=attrs["softmax_lse_flag"], legacy_route=legacy,
+            pse_shift=arrays.get("pse_shift"), learnable_sink=arrays.get("learnable_sink"),
+            block_table=arrays.get("block_table"), query_padding_size=arrays.get("query_padding_size"),
+            kv_padding_size=arrays.get("kv_padding_size"), hooks=hooks, quant_scale2=arrays.get("quant_scale2"),
+            quant_offset2=arrays.get("quant_offset2"), key_shared_prefix=arrays.get("key_shared_prefix"),
+            value_shared_prefix=arrays.get("value_shared_prefix"),
+            shared_prefix_len=_shared_prefix_len(arrays, attrs), antiquant=arrays.get("_antiquant"),
+            inner_precise=attrs["inner_precise"], order=order, fullquant=arrays.get("_fullquant"),
+            fullquant_gqa=arrays.get("_fullquant_gqa"), fullquant_mx=arrays.get("_fullquant_mx"),
+            out_dtype=_given_out_dtype(arrays), plan_key=(sig, order) if sig is not None and hooks is None else None)
+        # a new call compiles its later kernels in child processes while it compiles the first
+        new = fresh or (sig is not None and first_time((sig, order, hooks is None)))
+        with compiled_ahead(run, order, None if new and overrides is None and launches_run() else 1):
+            out, lse, _ = run()
     if lse is None:
         lse = np.empty((0,), dtype=np.float32)
     if torch_out:

@@ -4,7 +4,9 @@ Checked: the argument types a child compiles for are the types the launch then p
 the converted arguments, for the FIA decode's attention kernel and flash-decode combine in both orders,
 without compiling anything); a call of two small kernels starts one child for the second, the child leaves
 that kernel's machine code in numba's cache, and the call's results are those of a call without children;
-``CVTILE_COMPILE_PROCESSES=1`` and a call whose kernels are compiled start none.
+``CVTILE_COMPILE_PROCESSES=1`` and a call whose kernels are compiled start none; the FIA API starts one child
+for a call it tiles afresh (the flash-decode combine) and none for a repeat the tiling memo answers, with the
+same results either way.
 """
 
 from __future__ import annotations
@@ -108,3 +110,31 @@ def test_a_core_groups_two_programs_compile_in_two_processes(tmp_path, monkeypat
     assert [c.returncode for c in children] == [0]
     assert np.array_equal(o, b.astype(np.float32) * 0.5)
     assert any((cache_dir() / "__pycache__").glob("cvtile_k__mixed_*.prog_aiv-*.nbi"))
+
+
+def test_the_api_compiles_a_fresh_calls_combine_in_a_child(tmp_path, monkeypatch):
+    import cvtile.sim.precompile as precompile
+    from cvtile.kernels.fia import tiling_memo
+
+    monkeypatch.setenv("CVTILE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CVTILE_COMPILE_PROCESSES", "2")
+    started = []
+    compile_ahead_ = precompile.compile_ahead
+
+    def spy(*args, **kw):
+        children = compile_ahead_(*args, **kw)
+        started.extend(children)
+        return children
+
+    monkeypatch.setattr(precompile, "compile_ahead", spy)
+    spec = DEFAULT_CASES[0]
+    q, k, v, kw = make_inputs(spec, 0)
+    out, lse = run_call(q, k, v, target=spec.target, **kw)
+    assert len(started) == 1 and started[0].returncode == 0     # the combine, compiled beside the attention
+    again, lse_again = run_call(q, k, v, target=spec.target, **kw)  # the tiling memo answers: no dry run, no child
+    assert len(started) == 1
+    assert np.array_equal(out, again) and np.array_equal(lse, lse_again)
+    tiling_memo.clear()
+    monkeypatch.setenv("CVTILE_COMPILE_PROCESSES", "1")
+    alone, _ = run_call(q, k, v, target=spec.target, **kw)
+    assert len(started) == 1 and np.array_equal(out, alone)
