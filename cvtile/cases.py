@@ -268,7 +268,6 @@ def run_case(spec: CaseSpec, seed: int = 0, order: str = "program") -> CaseResul
     summary["fd_reason"] = _reason(tiling, "flash_decode")
     compiled_before = COMPILE_STATS["seconds"]
     t0 = time.perf_counter()
-
     out, lse = run_call(q, k, v, target=spec.target, order=order, **kw)
     t1 = time.perf_counter()
     compile_seconds = COMPILE_STATS["seconds"] - compiled_before

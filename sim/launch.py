@@ -256,7 +256,7 @@ class NumbaRunner:
 
         flat = []
         workspaces = iter(p for p in self.ir.params if p.kind == "workspace")
-        for (pname, kind), value in zip(self.generated.arg_names, list(args) + [None] * len(self.generated.arg_names)):
+        for (_, kind), value in zip(self.generated.arg_names, list(args) + [None] * len(self.generated.arg_names)):
             if kind in ("tensor", "workspace"):
                 dt = storage_dtype(next(workspaces).type.dtype.name if kind == "workspace" else value.dtype)
                 flat += [types.Array(from_dtype(dt), 1, "C"), types.Array(types.int64, 1, "C")]

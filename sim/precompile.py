@@ -21,7 +21,9 @@ Invariants
 ----------
 * Nothing numeric changes: a child compiles the module text the caller then loads, for the argument types the
   call then passes; the call runs exactly as it would without the children.
-* A child that fails, or compiles for other types than the call passes, costs only time: the caller compiles
+* Compiling ahead only saves time. If recording the call or listing its jobs raises, no child is started and
+  the call runs as it would (raising, if it does, its own error). A child that fails, or compiles for other
+  types than the call passes, costs only time: the caller compiles
   what it does not find in the cache. A function both reach is compiled by whichever takes its lock first and
   loaded by the other.
 * ``wait(children)`` reaps every child; the children never outlive the caller's ``with`` block
@@ -103,9 +105,12 @@ def compile_ahead(call, order: str = "program", processes: int | None = None) ->
     processes = _processes() if processes is None else processes
     if processes < 2:
         return []
-    with record_launches(run=False) as rec:
-        call()
-    jobs = _jobs(rec.launches, order)[1:]
+    try:
+        with record_launches(run=False) as rec:
+            call()
+        jobs = _jobs(rec.launches, order)[1:]
+    except Exception:   # compiling ahead only saves time: the call itself then runs, and raises what it raises
+        return []
     if not jobs:
         return []
     from .launch import cache_dir

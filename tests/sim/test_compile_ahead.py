@@ -153,3 +153,13 @@ def test_the_api_compiles_a_fresh_calls_combine_in_a_child(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got == {"first": [0], "second": 1, "same": True}, got
+
+
+def test_a_call_whose_recording_raises_starts_no_child_and_raises_nothing():
+    def call():
+        raise ValueError("the call's own error")
+
+    assert compile_ahead(call, processes=2) == []
+    with pytest.raises(ValueError, match="own error"):
+        with compiled_ahead(call, processes=2):
+            call()
