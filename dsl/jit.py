@@ -94,10 +94,13 @@ class record_launches:
     """``with record_launches() as rec:`` collects every kernel launch made inside (``rec.launches``, a list of
     ``LaunchRecord`` in launch order): what an operator API such as FusedInferAttentionScore launches, for the
     Ascend C backend to emit as one project. ``record_launches(run=False)`` records without running the
-    kernels (the cost model needs only the launches; outputs stay as they were)."""
+    kernels (the cost model needs only the launches; outputs stay as they were). An ``isolated`` recording
+    keeps the launches made inside it to itself: recordings opened before it do not see them (a dry run made
+    for another purpose, ``sim.precompile``, inside a caller's recording)."""
 
-    def __init__(self, run: bool = True):
+    def __init__(self, run: bool = True, isolated: bool = False):
         self.run = run
+        self.isolated = isolated
 
     def __enter__(self):
         self.launches: list[LaunchRecord] = []
@@ -112,7 +115,15 @@ class record_launches:
 def launches_run() -> bool:
     """Whether a launch made now runs: False inside a ``record_launches(run=False)`` block (the cost model's
     recording, which needs only the launches)."""
-    return all(rec.run for rec in _RECORDERS)
+    return all(rec.run for rec in _active_recorders())
+
+
+def _active_recorders() -> list:
+    """The recordings a launch made now goes to: every open one, or from the innermost isolated one on."""
+    for i in range(len(_RECORDERS) - 1, -1, -1):
+        if _RECORDERS[i].isolated:
+            return _RECORDERS[i:]
+    return _RECORDERS
 
 
 def output_array(shape, dtype, fill=0) -> np.ndarray:
@@ -174,9 +185,10 @@ class CompiledKernel:
     def launch(self, grid: int, args: list, *, serial: bool = False, order: str = "program", check=None):
         """Run on the simulator. ``check``: the backend's checking mode (``cvtile.sim.CheckMode``, or True for
         every check; None: unchecked, unless a ``cvtile.sim.checked_launches()`` block is active)."""
-        for rec in _RECORDERS:
+        active = _active_recorders()
+        for rec in active:
             rec.launches.append(LaunchRecord(self, grid, args, snapshot=rec.run))
-        if any(not rec.run for rec in _RECORDERS):
+        if any(not rec.run for rec in active):
             return None
         return self.runner("numba", order).launch(grid, args, serial=serial, check=check)
 

@@ -6,7 +6,8 @@ Model
 A call that launches several kernels (an FIA decode with flash decode launches the attention kernel, then the
 combine), or a kernel in pipelined order (a core group's ``prog_aic`` and ``prog_aiv``, two functions of one
 module), compiles them one after the other when it first runs, on one core. ``compile_ahead(call, order)``
-records the launches ``call()`` makes without running them (``record_launches(run=False)``) and lists the
+records the launches ``call()`` makes without running them (``record_launches(run=False, isolated=True)``:
+a recording the caller has open does not see them) and lists the
 functions they call whose machine code is in neither this process nor numba's disk cache, in launch order.
 The caller keeps the first; the others go to child processes (``python -m cvtile.sim.precompile``), as many
 as the CPUs this process may use less one (``$CVTILE_COMPILE_PROCESSES`` sets that count, 1 starts no child),
@@ -106,7 +107,7 @@ def compile_ahead(call, order: str = "program", processes: int | None = None) ->
     if processes < 2:
         return []
     try:
-        with record_launches(run=False) as rec:
+        with record_launches(run=False, isolated=True) as rec:   # a caller's own recording does not see it
             call()
         jobs = _jobs(rec.launches, order)[1:]
     except Exception:   # compiling ahead only saves time: the call itself then runs, and raises what it raises

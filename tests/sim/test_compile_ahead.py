@@ -163,3 +163,15 @@ def test_a_call_whose_recording_raises_starts_no_child_and_raises_nothing():
     with pytest.raises(ValueError, match="own error"):
         with compiled_ahead(call, processes=2):
             call()
+
+
+def test_a_callers_recording_sees_only_the_calls_own_launches_regression(tmp_path, monkeypatch):
+    """Regression: the dry run's launches reached a recording the caller had open (an FIA call under
+    ``record_launches()`` recorded the attention kernel and the combine twice). The dry run's recording is
+    isolated now."""
+    monkeypatch.setenv("CVTILE_CACHE_DIR", str(tmp_path))
+    x = np.ones((16, 16), np.float32)
+    with record_launches() as rec:
+        with compiled_ahead(lambda: _call(x), processes=2):
+            _call(x)
+    assert [r.kernel.ir.name for r in rec.launches] == ["_double", "_plus_one"]
