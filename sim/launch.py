@@ -57,6 +57,7 @@ from threadpoolctl import ThreadpoolController
 from ..dsl.errors import SimulationError
 from . import checking
 from .codegen import generate
+from .optlevel import compiling_kernels
 from .shadow import ERR_WIDTH
 from .storage import to_storage
 from .sync import ROLES, SCHED_WAIT, abort_group, new_sched
@@ -527,9 +528,9 @@ def signatures(module, group: bool, err, args, shadows=None) -> list:
 
 def compile_signatures(module, sigs: list) -> None:
     """Compile (or load from numba's cache) each function of ``module`` for its argument types, without running
-    it, each holding its lock file (``_compiling``)."""
+    it, each holding its lock file (``_compiling``), at the kernels' optimisation level (``optlevel``)."""
     for name, sig in sigs:
-        with _compiling(module, name):
+        with _compiling(module, name), compiling_kernels():
             getattr(module, name).compile(sig)
 
 

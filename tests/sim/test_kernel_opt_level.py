@@ -1,0 +1,86 @@
+"""The simulator's kernels compile at ``$CVTILE_OPT`` (``sim/optlevel.py``), not at numba's process level.
+
+Checked: the level reaches LLVM's pass builders during a kernel's compile and numba's own level is back after
+it; the level is in the module text (two levels, two modules, never one cache entry for both); a kernel
+compiled at level 1 and at level 3 gives the same bits (no fast-math, so LLVM keeps IEEE semantics); a level
+the simulator does not take is a ValueError naming ``CVTILE_OPT``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba.core import codegen as numba_codegen
+from numba.core import config
+
+import cvtile.dsl as ct
+from cvtile.sim import optlevel
+from cvtile.sim.launch import NumbaRunner
+
+R, C, N = 32, 64, 3
+
+
+@ct.jit
+def scores_exp_f16(x, w, out, n, scale, R: ct.constexpr, C: ct.constexpr):
+    """One mma per block and an fp16 exp of its scaled, max-shifted scores (matmul, transcendental, rounding)."""
+    for i in range(ct.block_idx(), n, ct.block_num()):
+        with ct.cube():
+            s = ct.mma(ct.load(w[0:C, 0:C]), ct.load(x[i, 0:C, 0:R]))
+        with ct.vector():
+            t = s * scale
+            ct.store(out[i, 0:C, 0:R], ct.cast(ct.exp(t - ct.rowmax(t)[:, None]), ct.float16))
+
+
+def _args():
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-2, 2, (N, C, R)).astype(np.float16)
+    w = rng.uniform(-2, 2, (C, C)).astype(np.float16)
+    return x, w, np.zeros((N, C, R), np.float16)
+
+
+def _run_at(level, monkeypatch, seen):
+    monkeypatch.setenv("CVTILE_OPT", str(level))
+    x, w, out = _args()
+    runner = NumbaRunner(scores_exp_f16.compile(x, w, out, N, 0.125, R=R, C=C), "program")
+    seen.clear()
+    runner.launch(2, [x, w, out, N, 0.125])
+    return runner.source, out
+
+
+def test_kernels_compile_at_their_level_with_the_same_bits(monkeypatch, tmp_path):
+    monkeypatch.setenv("CVTILE_CACHE_DIR", str(tmp_path))
+    seen = []
+    real = numba_codegen.CPUCodegen._pass_builder
+
+    def spy(self, **kwargs):
+        seen.append(int(kwargs.get("opt", config.OPT)))
+        return real(self, **kwargs)
+
+    monkeypatch.setattr(numba_codegen.CPUCodegen, "_pass_builder", spy)
+    process_level = int(config.OPT)
+    text1, out1 = _run_at(1, monkeypatch, seen)
+    assert 1 in seen and 3 not in seen, seen
+    text3, out3 = _run_at(3, monkeypatch, seen)
+    assert 3 in seen, seen
+    assert int(config.OPT) == process_level
+    assert "optimisation level 1" in text1 and "optimisation level 3" in text3
+    assert text1.replace("level 1", "level 3") == text3
+    assert np.array_equal(out1.view(np.uint16), out3.view(np.uint16))
+    assert np.isfinite(out1.astype(np.float32)).all() and out1.any()
+
+
+@pytest.mark.parametrize("raw", ["0", "4", "max", "fast"])
+def test_a_level_the_simulator_does_not_take_names_cvtile_opt(monkeypatch, raw):
+    monkeypatch.setenv("CVTILE_OPT", raw)
+    with pytest.raises(ValueError, match=r"CVTILE_OPT='.*'.*one of 1, 2, 3"):
+        optlevel.kernel_opt_level()
+
+
+def test_numbas_level_is_restored_when_a_compile_raises(monkeypatch):
+    monkeypatch.setenv("CVTILE_OPT", "2")
+    before = int(config.OPT)
+    with pytest.raises(RuntimeError):
+        with optlevel.compiling_kernels() as level:
+            assert level == 2 and int(config.OPT) == 2
+            raise RuntimeError("a failing compile")
+    assert int(config.OPT) == before
