@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from .cli_call import add_shape_options, arrays_of_call, build_call, dtype_overrides_of_call
-from .cli_options import add_case_options, case_options_of
+from .cli_options import add_case_options, case_options_of, check_output_dir
 
 __all__ = ["add_cost_parsers", "run_cost", "run_trace"]
 
@@ -122,6 +122,7 @@ def run_trace(args) -> int:
 
     given = case_options_of(args)
     spec = with_options(DEFAULT_CASES[0], name="custom", **given) if given else DEFAULT_CASES[0]
+    check_output_dir(args.output)     # before the call: a directory that cannot be made costs nothing
     try:
         platform = get_platform(spec.target)
         q, k, v, kw = make_inputs(spec, args.seed)

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from .cli_options import add_case_options, case_options_of
+from .cli_options import add_case_options, case_options_of, check_output_dir
 
 __all__ = ["add_emit_parser", "run_emit"]
 
@@ -129,6 +129,8 @@ def run_emit(args) -> int:
                          "st corpus .json file with --case ID")
         if args.st_case is not None and not args.what.endswith(".json"):
             return _fail(f"--case {args.st_case!r} names a case of an st corpus: give the corpus .json file")
+        for _, out in jobs:     # an output directory that cannot be made fails before any kernel compiles
+            check_output_dir(out)
         failed = False
         for record, out in jobs:
             failed |= _emit_one(args, record, out)

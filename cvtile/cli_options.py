@@ -5,15 +5,19 @@ the rule (argparse then prints one line and exits 2). ``add_case_options`` adds 
 ``cvtile run`` case (also taken by ``emit`` and ``trace``): fields of the decode default case
 (``cvtile.cases.DEFAULT_CASES``) to change; ``case_options_of`` reads back the ones given.
 ``validate_shape_options`` gives ``cvtile tiling`` / ``cost``'s shape options (``cli_call``) the same
-range-checked types.
+range-checked types. ``check_output_dir`` refuses an ``-o`` directory that cannot be made before a command
+does any work, without making it (a command that fails leaves no directory behind).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+from pathlib import Path
 
 __all__ = ["positive_int", "non_negative_int", "positive_float", "target_name", "add_case_options", "case_options_of",
-           "validate_shape_options"]
+           "validate_shape_options", "check_output_dir"]
 
 _CASE_OPTIONS = ("batch", "num_heads", "num_kv_heads", "q_seqlen", "kv_seqlen", "head_dim", "dtype", "layout",
                  "sparse_mode", "pre_tokens", "next_tokens", "lse", "target", "actual_q", "actual_kv", "kv_dtype")
@@ -119,3 +123,20 @@ def validate_shape_options(p) -> None:
             action.type = non_negative_int
         elif action.dest == "target":
             action.type = target_name
+
+
+def check_output_dir(path: Path) -> None:
+    """Raise the OSError ``path.mkdir(parents=True, exist_ok=True)`` would raise (a file in the way, an ancestor
+    that is a file, no write permission where the first missing directory would go), without making anything."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))

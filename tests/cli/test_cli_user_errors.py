@@ -172,8 +172,17 @@ def test_check_fits_names_the_largest_tensor_and_the_limit():
 
 
 @pytest.mark.parametrize("command", ["trace", "emit"])
-def test_an_output_directory_that_cannot_be_made_is_a_one_line_user_error(capsys, tmp_path, command):
-    """``-o`` under a regular file used to raise NotADirectoryError through a traceback."""
+def test_an_output_directory_that_cannot_be_made_is_a_one_line_user_error(capsys, tmp_path, command, monkeypatch):
+    """``-o`` under a regular file used to raise NotADirectoryError through a traceback. It is also refused before
+    any work: ``emit`` used to compile, simulate and lower the FIA kernels first (40 s on a cold cache)."""
+    import cvtile.cli_emit
+    import cvtile.kernels.fia.cost
+
+    def too_early(*a, **k):
+        raise AssertionError("the call ran before the output directory was made")
+
+    monkeypatch.setattr(cvtile.cli_emit, "_emit_one", too_early)
+    monkeypatch.setattr(cvtile.kernels.fia.cost, "fia_cost", too_early)
     blocker = tmp_path / "file"
     blocker.write_text("")
     argv = ([command, "fia"] if command == "emit" else [command]) + ["-o", str(blocker / "out")]
@@ -266,3 +275,21 @@ def test_run_kv_seqlen_0_passes_with_the_pass_rule_stated(capsys):
     assert "softmax_lse    PASS" in out and "attention_out  PASS" in out
     last = out.rstrip().splitlines()[-1]
     assert last.endswith(": PASS") and "at most 0.50% of its elements outside rtol/atol" in last
+
+
+def test_check_output_dir_raises_what_mkdir_would_and_makes_nothing(tmp_path):
+    """``check_output_dir`` (run before a command's work) refuses what ``mkdir(parents=True, exist_ok=True)``
+    refuses, with the same error type, and leaves the file system as it was."""
+    from cvtile.cli_options import check_output_dir
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for path in (blocker, blocker / "out", blocker / "a" / "b"):
+        with pytest.raises(OSError) as checked:
+            check_output_dir(path)
+        with pytest.raises(OSError) as made:
+            path.mkdir(parents=True, exist_ok=True)
+        assert type(checked.value) is type(made.value) and checked.value.filename == str(path)
+    check_output_dir(tmp_path / "new" / "deeper")
+    check_output_dir(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
