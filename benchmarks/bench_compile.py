@@ -5,7 +5,8 @@ numba code is generated and compiled; the runtime helpers of ``cvtile.sim.rt`` c
 as on any machine that ran cvtile once). ``warm``: the same cache directory a second time (the kernels load
 from the cache). A case whose call launches several kernels compiles the later ones in a child process while
 it compiles the first (``sim/precompile.py``); ``CVTILE_COMPILE_PROCESSES=1`` measures them one after the
-other. Printed per case: best of N of the compile seconds (``CaseResult.compile_seconds``), the
+other; the kernels compile at ``$CVTILE_OPT`` (default LLVM level 1, ``sim/optlevel.py``), ``CVTILE_OPT=3`` at
+numba's usual level. Printed per case: best of N of the compile seconds (``CaseResult.compile_seconds``), the
 simulator run seconds, and the process's wall time to its first result (import included).
 
     python benchmarks/bench_compile.py [--repeat N] [--case 0|1 ...] [--order program|pipelined]
