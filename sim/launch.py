@@ -27,6 +27,9 @@ error, naming the kernel source line. ``CVTILE_THREADS`` sets the thread count
 (``checking.launch_checked``: the same conversion, threads and error decoding,
 plus the shadow arrays each program gets).
 
+A module's functions compile at the LLVM level its text names (``OPT_LEVEL``, from ``$CVTILE_OPT`` when it
+was generated; ``optlevel``), not at numba's process-wide level.
+
 A module compiled without NRT (``codegen``: a function that allocates
 nothing) that numba refuses to compile so is regenerated with NRT and compiled
 again.
@@ -528,9 +531,10 @@ def signatures(module, group: bool, err, args, shadows=None) -> list:
 
 def compile_signatures(module, sigs: list) -> None:
     """Compile (or load from numba's cache) each function of ``module`` for its argument types, without running
-    it, each holding its lock file (``_compiling``), at the kernels' optimisation level (``optlevel``)."""
+    it, each holding its lock file (``_compiling``), at the LLVM level the module's text names (``OPT_LEVEL``,
+    ``optlevel``: a child compiling the same text compiles at the same level whatever its environment)."""
     for name, sig in sigs:
-        with _compiling(module, name), compiling_kernels():
+        with _compiling(module, name), compiling_kernels(module.OPT_LEVEL):
             getattr(module, name).compile(sig)
 
 

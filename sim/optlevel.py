@@ -20,8 +20,10 @@ Invariants
 * ``compiling_kernels()`` holds numba's global compiler lock while the level is swapped in, so no other
   numba compile of the process (another thread's) runs at the kernels' level, and the process's level is
   restored when the compile ends or raises.
-* The level is part of a generated module's text (``codegen``'s header), so a kernel cached at one level is
-  never loaded by a process compiling at another: numba's own cache index does not record the level.
+* The level is part of a generated module's text (``OPT_LEVEL``, written by ``codegen`` when it generates the
+  module), and the launcher compiles the module at that level: a kernel cached at one level is never loaded
+  by a process asking for another (numba's own cache index does not record the level), and a text and its
+  compile cannot disagree, even in a ``precompile`` child with another environment.
 * Runtime helpers (``cvtile.sim.rt``) a kernel calls for the first time are compiled inside the kernel's
   compile, so at the kernels' level; their cache is numba's and is shared by every level (only speed can
   differ, never a bit).
@@ -50,13 +52,14 @@ def kernel_opt_level() -> int:
 
 
 @contextlib.contextmanager
-def compiling_kernels():
-    """Compile the generated kernels inside this block at ``kernel_opt_level()``: numba's process-wide level
-    is swapped for the kernels' under numba's compiler lock and put back on exit."""
+def compiling_kernels(level: int | None = None):
+    """Compile the generated kernels inside this block at ``level`` (default ``kernel_opt_level()``; the launcher
+    passes the level the module's text names): numba's process-wide level is swapped for it under numba's
+    compiler lock and put back on exit."""
     from numba.core import config
     from numba.core.compiler_lock import global_compiler_lock
 
-    level = kernel_opt_level()
+    level = kernel_opt_level() if level is None else int(level)
     with global_compiler_lock:
         config.reload_config()     # a NUMBA_OPT set since the last compile takes effect now, not inside ours
         saved = config.OPT

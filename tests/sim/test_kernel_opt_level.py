@@ -42,6 +42,21 @@ def _args():
     return x, w, np.zeros((N, C, R), np.float32)
 
 
+@pytest.fixture
+def seen(monkeypatch):
+    """The optimisation levels LLVM's pass builders are asked for while the test runs (numba's cheap round asks
+    for 0 whatever the level)."""
+    levels = []
+    real = numba_codegen.CPUCodegen._pass_builder
+
+    def spy(self, **kwargs):
+        levels.append(int(kwargs.get("opt", config.OPT)))
+        return real(self, **kwargs)
+
+    monkeypatch.setattr(numba_codegen.CPUCodegen, "_pass_builder", spy)
+    return levels
+
+
 def _run_at(level, monkeypatch, seen):
     monkeypatch.setenv("CVTILE_OPT", str(level))
     x, w, out = _args()
@@ -51,26 +66,31 @@ def _run_at(level, monkeypatch, seen):
     return runner.source, out
 
 
-def test_kernels_compile_at_their_level_with_the_same_bits(monkeypatch, tmp_path):
+def test_kernels_compile_at_their_level_with_the_same_bits(monkeypatch, tmp_path, seen):
     monkeypatch.setenv("CVTILE_CACHE_DIR", str(tmp_path))
-    seen = []
-    real = numba_codegen.CPUCodegen._pass_builder
-
-    def spy(self, **kwargs):
-        seen.append(int(kwargs.get("opt", config.OPT)))
-        return real(self, **kwargs)
-
-    monkeypatch.setattr(numba_codegen.CPUCodegen, "_pass_builder", spy)
     process_level = int(config.OPT)
     text1, out1 = _run_at(1, monkeypatch, seen)
     assert 1 in seen and 3 not in seen, seen
     text3, out3 = _run_at(3, monkeypatch, seen)
     assert 3 in seen, seen
     assert int(config.OPT) == process_level
-    assert "optimisation level 1" in text1 and "optimisation level 3" in text3
-    assert text1.replace("level 1", "level 3") == text3
+    assert "\nOPT_LEVEL = 1 " in text1 and "\nOPT_LEVEL = 3 " in text3
+    assert text1.replace("OPT_LEVEL = 1 ", "OPT_LEVEL = 3 ") == text3
     assert np.array_equal(out1.view(np.uint32), out3.view(np.uint32))
     assert np.isfinite(out1).all() and out1.any()
+
+
+def test_a_module_compiles_at_the_level_its_text_names_not_at_the_current_environments(monkeypatch, tmp_path, seen):
+    """The level is read once, when the module is generated; a later change of ``CVTILE_OPT`` (or a child process
+    with another environment compiling the same text) does not make the text and its compile disagree."""
+    monkeypatch.setenv("CVTILE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CVTILE_OPT", "2")
+    x, w, out = _args()
+    runner = NumbaRunner(scores_math_f32.compile(x, w, out, N, 0.125, R=R, C=C), "program")
+    assert "\nOPT_LEVEL = 2 " in runner.source
+    monkeypatch.setenv("CVTILE_OPT", "3")
+    runner.launch(2, [x, w, out, N, 0.125])
+    assert 2 in seen and 3 not in seen, seen
 
 
 @pytest.mark.parametrize("raw", ["0", "4", "max", "fast"])
