@@ -14,10 +14,12 @@ share kernel specialisations and module-scoped fixtures, so one worker compiles
 and computes them once, and no worker waits on the cache lock for a kernel the
 other is compiling. xdist hands out the files with the most tests first, so the
 run ends on small files and both workers finish together (measured: within 8 s
-of each other on a 22-minute run). The exception is ``LONG_FIRST``: a file with few
-tests that runs many corpus cases for minutes would be handed out last and leave
-the tier a long tail, so ``pytest_xdist_make_scheduler`` puts it at the head of
-the queue and the other files fill the second core around it.
+of each other on a 22-minute run). Two exceptions, both made by ``pytest_xdist_make_scheduler``:
+``LONG_FIRST``, a file with few tests that runs many corpus cases for minutes, would be
+handed out last and leave the tier a long tail, so it goes to the head of the queue
+and the other files fill the second core around it; and each ``SHARDED`` test (a shard
+of the FIA st corpus, ``-m corpus``) is a work unit of its own, also at the head of the
+queue, so the shards of one file run on every core.
 
 The tier's two xdist workers already keep both cores busy, so a call's later kernels are not compiled in child
 processes too (``CVTILE_COMPILE_PROCESSES=1`` unless set; ``sim/precompile.py``'s tests ask for children).
@@ -44,21 +46,28 @@ os.environ.setdefault("CVTILE_COMPILE_PROCESSES", "1")
 
 #: test files xdist hands out before the others: few tests, many minutes (the st corpus' feature sample)
 LONG_FIRST = ("tests/kernels/test_st_corpus.py",)
+#: tests xdist hands out one by one, before the others: each runs many corpus cases for minutes (a shard of the
+#: FIA st corpus)
+SHARDED = ("tests/kernels/test_st_corpus.py::test_st_corpus_shard",)
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadfile`` with the ``LONG_FIRST`` files at the head of the queue (None: xdist's own choice)."""
+    """``--dist loadfile``, with the ``LONG_FIRST`` files at the head of the queue and each ``SHARDED`` test a
+    work unit of its own there too (None: xdist's own choice)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    class LongFilesFirst(LoadFileScheduling):
+    class LongWorkFirst(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            return nodeid if nodeid.startswith(SHARDED) else super()._split_scope(nodeid)
+
         def _assign_work_unit(self, node):
-            for scope in [s for s in self.workqueue if s in LONG_FIRST]:
+            for scope in [s for s in reversed(self.workqueue) if s.startswith(SHARDED) or s in LONG_FIRST]:
                 self.workqueue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
 
-    return LongFilesFirst(config, log)
+    return LongWorkFirst(config, log)
 
 
 @pytest.fixture(autouse=True)
