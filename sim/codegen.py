@@ -5,8 +5,10 @@ Model
 The generated module has one function, ``core(blk, nblk, sub, err, bufs,
 <args>)``: one AI core's program (``sub`` is the vector core's sub-block index
 where the program reads it). GM tensors arrive flat (``x_flat``,
-16-bit floats as uint16 bits, FP8 as its uint8 codes) with their runtime shape (``x_shape``); scalars
-as numba scalars. It is compiled ``nogil``, so the launcher runs the cores on
+16-bit floats as uint16 bits, FP8 as its uint8 codes); their runtime shapes arrive together in one int64
+array, the last argument ``_dims`` (every tensor's axes in parameter order: the tensor's rank, known when
+the kernel is specialised, places them; one argument instead of one a tensor, since numba's Python wrapper
+unboxes each array argument with code of its own); scalars as numba scalars. It is compiled ``nogil``, so the launcher runs the cores on
 plain Python threads in parallel (numba's ``prange`` would compile the whole
 kernel a second time for its parallel region, doubling the cold compile).
 
@@ -292,24 +294,27 @@ class _Gen:
     # -------------------------------------------------------------- driver
     def bind_params(self):
         """The generated function's parameters for the kernel's runtime arguments, and (name, kind) of each
-        in the order the launcher passes them."""
+        in the order the launcher passes them: each tensor's flat storage or scalar, then ``dims``, the
+        tensors' axes one after the other (a tensor's first axis at the sum of the ranks before it)."""
         params = []
         arg_names = []
         args = iter(self.k.args)
+        at = 0
         for p in self.k.params:
             if p.kind == "constexpr":
                 continue
             v = next(args)
             ident = _ident(p.name)
             if p.kind in ("tensor", "workspace"):
-                flat, shape = f"{ident}_flat", f"{ident}_shape"
-                self.tensors[v.id] = (flat, shape, v.type.dtype.name)
-                params += [flat, shape]
+                flat = f"{ident}_flat"
+                self.tensors[v.id] = (flat, at, v.type.dtype.name)
+                at += v.type.rank
+                params.append(flat)
             else:
                 self.names[v.id] = ident
                 params.append(ident)
             arg_names.append((p.name, p.kind))
-        return params, arg_names
+        return params + ["_dims"], arg_names
 
     def function(self, name: str, signature: list) -> list:
         """The text of one generated function running ``self.body``."""
@@ -702,9 +707,9 @@ class _Gen:
         self.names[op.result.id] = out
 
     def op_dim(self, op):
-        _, shape, _ = self.tensors[op.operands[0].id]
+        _, first_axis, _ = self.tensors[op.operands[0].id]
         out = self.var_name(op.result)
-        self.emit_pure(f"{out} = {shape}[{op.attrs['axis']}]")
+        self.emit_pure(f"{out} = _dims[{first_axis + op.attrs['axis']}]")
         self.names[op.result.id] = out
 
     def op_block_idx(self, op):

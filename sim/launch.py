@@ -219,7 +219,8 @@ class NumbaRunner:
         return None
 
     def convert(self, grid: int, args: list, variant: _Variant):
-        """(flat arguments of the generated function, the copies to write back, storage by parameter name)."""
+        """(flat arguments of the generated function, the copies to write back, storage by parameter name): each
+        tensor's flat storage or scalar in parameter order, then every tensor's axes in one int64 array."""
         flat_args = []
         writeback = []
         storages = {}
@@ -228,7 +229,7 @@ class NumbaRunner:
         if len(user) != len(args):
             raise TypeError(f"{self.compiled.name}: expected {len(user)} runtime arguments, got {len(args)}")
         args = list(args) + workspace_views(self.ir, grid)
-        shapes = []   # (where in flat_args, shape) of each tensor's shape argument
+        dims = []     # every tensor's axes, in parameter order
         for (pname, kind), value in zip(names, args):
             if kind in ("tensor", "workspace"):
                 storage, _ = to_storage(value, pname)
@@ -243,17 +244,17 @@ class NumbaRunner:
                 flat = storage.reshape(-1)
                 if not (read_only or _is_view_of(value) or _shares(flat, value)):
                     writeback.append((value, storage))
-                shapes.append((len(flat_args) + 1, storage.shape))
-                flat_args += [flat, None]
+                dims += storage.shape
+                flat_args.append(flat)
             elif kind == "scalar":
                 flat_args.append(_scalar(value))
-        _shape_arguments(flat_args, shapes)
+        flat_args.append(np.array(dims, dtype=np.int64))
         return flat_args, writeback, storages
 
     def flat_types(self, args: list) -> list:
         """The numba types of the flat arguments ``convert`` makes of ``args``, without converting or allocating
         anything (the arrays of a recording that does not run are read-only broadcasts): every tensor's storage
-        and shape a writeable C-contiguous 1-d array, a scalar as ``_scalar`` makes it."""
+        a writeable C-contiguous 1-d array, a scalar as ``_scalar`` makes it, and last the axes (``convert``)."""
         from numba import from_dtype, types, typeof
 
         from .storage import storage_dtype
@@ -263,10 +264,10 @@ class NumbaRunner:
         for (_, kind), value in zip(self.generated.arg_names, list(args) + [None] * len(self.generated.arg_names)):
             if kind in ("tensor", "workspace"):
                 dt = storage_dtype(next(workspaces).type.dtype.name if kind == "workspace" else value.dtype)
-                flat += [types.Array(from_dtype(dt), 1, "C"), types.Array(types.int64, 1, "C")]
+                flat.append(types.Array(from_dtype(dt), 1, "C"))
             elif kind == "scalar":
                 flat.append(typeof(_scalar(value)))
-        return flat
+        return flat + [types.Array(types.int64, 1, "C")]
 
     def execute(self, variant: _Variant, grid: int, flat_args: list, serial: bool, dry: bool, shadows=None):
         """Compile if needed and run every core (group); returns (err, problems). ``shadows``: the checked
@@ -553,17 +554,6 @@ def _types(values: list) -> tuple:
     from numba.core.types import Type
 
     return tuple(x if isinstance(x, Type) else typeof(x) for x in values)
-
-
-def _shape_arguments(flat_args: list, shapes: list) -> None:
-    """Put each tensor's shape argument (int64, one entry per axis, empty for a 0-d tensor; C-contiguous, as
-    numba types it) at its place in ``flat_args``: consecutive views of one array holding every shape, one
-    numpy allocation a launch instead of one a tensor."""
-    dims = np.array([d for _, shape in shapes for d in shape], dtype=np.int64)
-    at = 0
-    for where, shape in shapes:
-        flat_args[where] = dims[at:at + len(shape)]
-        at += len(shape)
 
 
 def stored_params(ir) -> frozenset:
