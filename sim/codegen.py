@@ -5,12 +5,14 @@ Model
 The generated module has one function, ``core(blk, nblk, sub, err, bufs,
 <args>)``: one AI core's program (``sub`` is the vector core's sub-block index
 where the program reads it). GM tensors arrive flat (``x_flat``,
-16-bit floats as uint16 bits, FP8 as its uint8 codes); their runtime shapes arrive together in one int64
-array, the last argument ``_dims`` (every tensor's axes in parameter order: the tensor's rank, known when
-the kernel is specialised, places them; one argument instead of one a tensor, since numba's Python wrapper
-unboxes each array argument with code of its own); scalars as numba scalars. It is compiled ``nogil``, so the launcher runs the cores on
-plain Python threads in parallel (numba's ``prange`` would compile the whole
-kernel a second time for its parallel region, doubling the cold compile).
+16-bit floats as uint16 bits, FP8 as its uint8 codes); their runtime shapes
+arrive together in one int64 array, the last argument ``_dims`` (every tensor's
+axes in parameter order, placed by the ranks known when the kernel is
+specialised: one argument instead of one a tensor, since numba's Python wrapper
+unboxes each array argument with code of its own); scalars as numba scalars.
+It is compiled ``nogil``, so the launcher runs the cores on plain Python
+threads in parallel (numba's ``prange`` would compile the whole kernel a second
+time for its parallel region, doubling the cold compile).
 
 Tiles. Every tile value owns a flat buffer of its static capacity, allocated
 by the module's ``alloc`` (plain Python: numpy makes the arrays, once per
@@ -294,7 +296,7 @@ class _Gen:
     # -------------------------------------------------------------- driver
     def bind_params(self):
         """The generated function's parameters for the kernel's runtime arguments, and (name, kind) of each
-        in the order the launcher passes them: each tensor's flat storage or scalar, then ``dims``, the
+        in the order the launcher passes them: each tensor's flat storage or scalar, then ``_dims``, the
         tensors' axes one after the other (a tensor's first axis at the sum of the ranks before it)."""
         params = []
         arg_names = []
