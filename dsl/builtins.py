@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-from .types import int32
+from .types import float16, int32
 
 __all__ = ["Builtin", "constexpr", "BUILTINS", "ScopeMarker", "cube", "vector"]
 
@@ -143,6 +143,14 @@ def through_gm(tile):
 @_builtin
 def mma(a, b, trans_b=False, acc=None):
     """mma(a, b, trans_b=False, acc=None) -> L0C tile: a @ b (or a @ b.T), fp32/int32 accumulation."""
+
+
+@_builtin
+def dequant(x, scale, dtype=float16):
+    """dequant(x, scale, dtype=float16) -> L0C tile: the fixpipe's dequantisation of an int32 mma result on its way
+    out of L0C (quantPre DEQF16), float16(float32(x) * scale) rounded to nearest even. Cube scope; ``scale`` is one
+    float32 scalar (deqScalar). Only a store or a hand-off to the vector reads the result: the conversion is done
+    by the move, which then carries float16 (half the bytes of the int32 block, and no vector work)."""
 
 
 # ------------------------------------------------------------------ tile creation

@@ -402,6 +402,25 @@ class Builder:
             operands.append(acc)
         return self.emit("mma", operands, [rt], attrs, windows=windows).result
 
+    def dequant(self, x, scale, dtype=float16) -> Value:
+        """The fixpipe's DEQF16: an int32 L0C tile (an int8 mma's result) dequantised on its way out of L0C,
+        float16(float32(x) * scale). Its result is a view that only a store or a hand-off reads."""
+        self._require_scope("dequant", "cube")
+        x = self.use(self._tile(x, "dequant's tile"))
+        if x.type.space is not L0C or x.type.dtype != int32:
+            self.error(f"dequant reads an int32 L0C tile (an int8 mma's result), got a {x.type.dtype} "
+                       f"{x.type.space} tile")
+        if dtype_of(dtype) != float16:
+            self.error(f"dequant produces float16 (the fixpipe's DEQF16), got dtype={dtype_of(dtype)}: the A2/A3 "
+                       f"fixpipe has no int32 -> {dtype_of(dtype)} dequant with a scalar scale")
+        if isinstance(scale, Value) and scale.is_tile:
+            self.error("dequant's scale is one float32 scalar (the fixpipe's deqScalar); a per-channel scale "
+                       "vector (VDEQF16) is not in the language")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float, Value)):
+            self.error(f"dequant's scale must be a float scalar, got {scale!r}")
+        s = self.scast(self.const(scale) if not isinstance(scale, Value) else scale, float32)
+        return self.emit("dequant", [x, self.const(s)], [x.type.with_(dtype=float16)]).result
+
     def _mma_operand(self, x, l0: Space, which: str):
         if isinstance(x, Window):
             if len(x.dims) != 2:

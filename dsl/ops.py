@@ -104,6 +104,14 @@ def _verify_mma(op, platform):
         return "mma must produce a float32/int32 L0C tile"
 
 
+def _verify_dequant(op, platform):
+    x, res = op.args[0].type, _result(op)
+    if x.space is not L0C or x.dtype.name != "int32":
+        return f"dequant reads an int32 L0C tile (an int8 mma's result), got a {x.dtype} {x.space} tile"
+    if res.space is not L0C or res.dtype.name != "float16":
+        return "dequant must produce a float16 L0C tile (the fixpipe's DEQF16 output)"
+
+
 def _verify_create(op, platform):
     space = _result(op).space
     if (op.scope == "vector") != (space is UB):
@@ -239,6 +247,10 @@ _DEFS = [
           doc="a tile crossing between the cube and the vector cores (attrs route); split_cv lowers it"),
     OpDef("mma", "tile", ("cube",), True, "M", ("a?", "b?", "acc?"), ("a", "b"), _verify_mma, _valid_mma,
           doc="matmul into L0C (attrs trans_b, acc); a or b may be a GM window (streamed through L1)"),
+    OpDef("dequant", "tile", ("cube",), True, "FIX", ("x", "scale"), (), _verify_dequant, _valid_same,
+          doc="the fixpipe's dequantisation of an int32 L0C tile on its way out (quantPre DEQF16): "
+              "float16(float32(x) * scale), rounded to nearest even; a view of x that only a store or a hand-off "
+              "reads (the conversion happens in the move, which carries float16)"),
     OpDef("create", "tile", _BOTH, True, "V", ("value", "*valid"), (), _verify_create, _valid_operands,
           doc="a tile filled with a scalar (zeros/full)"),
     OpDef("iota", "tile", _VEC, True, "V", ("start", "*valid"), (), _verify_vector, _valid_operands,

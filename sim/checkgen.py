@@ -460,6 +460,10 @@ class CheckedGen(_Gen):
         self._check_read(op, op.operands[0])
         super().op_cast(op)
 
+    def op_dequant(self, op):
+        self._check_read(op, op.operands[0])
+        super().op_dequant(op)
+
     def op_device_print(self, op):
         self._check_read(op, op.args[0])
         super().op_device_print(op)

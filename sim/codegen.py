@@ -148,7 +148,7 @@ _FUSE_CONSUMERS = ("ewise", "cast", "reduce")
 #: scalar ops whose generated statement is pure arithmetic (``_Gen.emit_pure``): no memory access, no effect
 _PURE_SCALAR = ("const", "sbin", "sun", "scast", "sselect", "dim", "block_idx", "block_num", "subblock_idx")
 #: ops whose result gets a buffer of its own (copy, handoff and loop/branch results alias another value's)
-_OWN_BUFFER = ("create", "iota", "load", "mma", "ewise", "cast", "reduce", "gather")
+_OWN_BUFFER = ("create", "iota", "load", "mma", "dequant", "ewise", "cast", "reduce", "gather")
 
 
 class GeneratedSource:
@@ -257,7 +257,7 @@ def _module_header(kernel: Kernel) -> list:
         "                           frsqrt_call, round_f16_call, round_bf16_call, dot_rows_t, axpy_rows,",
         "                           ftanh, fsigmoid, ferf, ffloor, fpow, ftanh_call, fsigmoid_call, ferf_call,",
         "                           ffloor_call, fpow_call, dot_into, dot_int_into, mm_bt_i8, mm_b_i8, sel,",
-        "                           f8e4m3_bits_to_f32, read_rows_f8e4m3)",
+        "                           f8e4m3_bits_to_f32, read_rows_f8e4m3, fixpipe_scale)",
     ] + (["from cvtile.sim.sync import abort_group, finish_turn, take_turn, wait_turn"] if len(kernel.programs()) == 2
          else []) + [""]
 
@@ -1130,6 +1130,20 @@ class _Gen:
         base, stride = self._plain_base(w)
         args = [a, flat, _i64(base), _i64(stride), _i64(counts[0]), _i64(counts[1]), out] + extra
         self.emit(f"{fn}_{'bt' if trans else 'b'}_{kind}({', '.join(args)})")
+
+    def op_dequant(self, op):
+        """The fixpipe's DEQF16 as the chip computes it: float32(x) (exact below 2**24, else to nearest even) times
+        the scale as the fixpipe keeps it (its fp32 cut to the high 19 bits, ``rt.fixpipe_scale``), rounded to
+        float16 (nearest even): for a scale already so cut, the same steps as ``cast(cast(x, float32) * scale,
+        float16)`` in the vector unit."""
+        x, scale = op.operands
+        src = self.tile_var[x.id]
+        out = self.view(op.result, [f"{src}.shape[0]", f"{src}.shape[1]"])
+        i, j, k = self.tmp("i"), self.tmp("j"), self.tmp("deq")
+        self.emit(f"{k} = fixpipe_scale({self._scalar_as(scale, F32.dtype)})")
+        self.emit(f"for {i} in range({src}.shape[0]):")
+        self.emit(f"    for {j} in range({src}.shape[1]):")
+        self.emit(f"        {out}[{i}, {j}] = {_ROUND['float16']}(f32({src}[{i}, {j}]) * {k})")
 
     def op_create(self, op):
         t: TileType = op.result.type

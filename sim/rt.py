@@ -54,7 +54,7 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "f8e4m3_bits_to_f32", "read_rows_f8e4m3",
            "f32_to_f16_bits", "f32_to_bf16_bits", "round_to_f16", "round_to_bf16", "FASTMATH", "f32",
            "NEG_INF", "POS_INF", "cast_rint", "cast_trunc", "cast_floor", "cast_ceil", "cast_round", "sat_int",
-           "round_to_f16_away", "round_to_bf16_away", "fail", "fail_first", "row_sum", "SKINNY_ROWS",
+           "round_to_f16_away", "round_to_bf16_away", "fail", "fail_first", "fixpipe_scale", "row_sum", "SKINNY_ROWS",
            "mm_auto_bt_f16", "mm_auto_b_f16", "mm_auto_bt_bf16", "mm_auto_b_bf16", "mm_auto_bt_f32", "mm_auto_b_f32",
            "row_max", "row_min", "row_max_int", "row_min_int", "mm_bt_f16", "mm_b_f16", "mm_bt_bf16", "mm_b_bf16",
            "mm_bt_f32", "mm_b_f32", "read_rows_f16", "write_rows_f16", "read_rows_bf16", "write_rows_bf16",
@@ -209,6 +209,16 @@ def cast_round(x, lo, hi):
     """Round half away from zero (Ascend C CAST_ROUND), saturated."""
     a = np.float64(x)
     return sat_int(np.floor(a + 0.5) if a >= 0 else -np.floor(0.5 - a), lo, hi)
+
+
+#: the bits of a DEQF16 scale the fixpipe keeps: sign, exponent and the 10 high mantissa bits
+FIXPIPE_SCALE_BITS = np.uint32(0xFFFFE000)
+
+
+@njit(inline="always")
+def fixpipe_scale(s):
+    """The fp32 the fixpipe's DEQF16 multiplies by: the scale s (an fp32) cut to its high 19 bits."""
+    return _u32_as_f32(np.uint32(_f32_as_u32(np.float32(s)) & FIXPIPE_SCALE_BITS))
 
 
 @njit(cache=True, nogil=True, _nrt=True)

@@ -242,6 +242,13 @@ class _Lowering(CubeRules):
             "__aicore__ inline int64_t cvtMod(int64_t a, int64_t b) { return a - cvtFloorDiv(a, b) * b; }",
             "template <typename T> __aicore__ inline T cvtMin(T a, T b) { return a < b ? a : b; }",
             "template <typename T> __aicore__ inline T cvtMax(T a, T b) { return a > b ? a : b; }",
+            "// a Fixpipe DEQF16 scale: the fp32's bits in the low 32 bits of deqScalar",
+            "__aicore__ inline uint64_t cvtDeqScalar(float s)",
+            "{",
+            "    union { float f; uint32_t u; } b;",
+            "    b.f = s;",
+            "    return static_cast<uint64_t>(b.u);",
+            "}",
             "#endif", "", ""])
 
     def emit_flag_ids(self, programs: dict):

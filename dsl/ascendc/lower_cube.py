@@ -44,7 +44,8 @@ Model
   and at the end the credits drained and an ``MTE1 -> MTE2`` fence, so nothing the mma read or wrote on
   chip is in flight after it and the IR's own events around it stay valid.
 * ``store`` of an L0C tile: ``Fixpipe`` NZ2ND to GM per row block (``quantPre`` F322F16 / F322BF16 for
-  16-bit outputs), one call for a window with one row stride, one per row otherwise (mixed-radix or paged
+  16-bit outputs; DEQF16 with the scale's fp32 bits as ``deqScalar`` for a ``dequant``'s int32 tile, which has
+  no code of its own and is stored, streamed piece by piece or not, as its int32 source would be), one call for a window with one row stride, one per row otherwise (mixed-radix or paged
   rows).
 * On the 950 a hand-off's slots are read and written where the simulator keeps them (the workspace slot
   area, through GM); the plan's on-chip slot buffers stay unused.
@@ -615,6 +616,8 @@ class CubeRules:
 
         st = self._cube()
         users = st.users.get(v.id, [])
+        if len(users) == 1 and users[0].kind == "dequant":   # the fixpipe dequantises each piece as it stores it
+            users = st.users.get(users[0].result.id, [])
         if len(users) != 1 or users[0].kind != "store":
             raise AscendCUnsupported(f"{what} of {v.type.shape} (more than the L0C pieces hold) read by "
                                      f"{len(users)} ops: it streams out only to one store", after.loc)
@@ -624,7 +627,7 @@ class CubeRules:
             raise AscendCUnsupported(f"a streamed-out {what} stored in another block", after.loc)
         i, j = block.ops.index(after), block.ops.index(store)
         for mid in block.ops[i + 1:j]:
-            if not (mid.kind in ("event_set", "event_wait", "flag_wait", "barrier", "check") or
+            if not (mid.kind in ("event_set", "event_wait", "flag_wait", "barrier", "check", "dequant") or
                     (mid.defn.category == "scalar" and mid.defn.pure)):
                 raise AscendCUnsupported(f"a streamed-out {what} whose store follows a {mid.kind} (the mma is "
                                          "computed piece by piece at its store)", after.loc)
@@ -1013,6 +1016,16 @@ class CubeRules:
         self.emit("}")
 
     # ------------------------------------------------------------------ L0C -> GM
+    def op_dequant(self, op):
+        """No code of its own: the Fixpipe of each store reading it dequantises (``quantPre`` DEQF16 with the
+        scale's bits as ``deqScalar``)."""
+        st = self._cube()
+        for u in st.users.get(op.result.id, []):
+            if u.kind != "store":
+                raise AscendCUnsupported(f"a dequant read by a {u.kind}: the fixpipe dequantises only what it moves "
+                                         "out of L0C (a store or a hand-off)", op.loc)
+        self.api |= {"QuantMode_t"}
+
     def cube_store(self, op):
         from .names import c_string
 
@@ -1022,11 +1035,12 @@ class CubeRules:
         if t.space.name != "L0C" or t.rank != 2:
             raise AscendCUnsupported(f"a store of a {t.space} tile on the cube side", op.loc)
         gdt = w.tensor.type.dtype.name
-        if (t.dtype.name, gdt) not in _QUANT:
+        src_tile, _ = _fixpipe_source(tile)
+        if _quant_mode(tile, gdt) is None:
             raise AscendCUnsupported(f"a Fixpipe store of {t.dtype} to a {gdt} tensor", op.loc)
         self._cube()
-        deferred = getattr(self, "deferred", {}).pop(tile.id, None)
-        deferred_if = getattr(self, "deferred_ifs", {}).pop(tile.id, None)
+        deferred = getattr(self, "deferred", {}).pop(src_tile.id, None)
+        deferred_if = getattr(self, "deferred_ifs", {}).pop(src_tile.id, None)
         mv, nv = self.extents(tile)
         wcounts = self._window_counts(op, w, "store")
         for i, (n, wn) in enumerate(zip((mv, nv), wcounts)):
@@ -1042,9 +1056,9 @@ class CubeRules:
             for fs in getattr(self, "postponed", {}).pop(id(op), []):
                 self.op_flag_set(fs, postponed=True)
             return
-        src = self.tile(tile)
+        src = self.tile(src_tile)
         blocks = l0c_blocks(*t.shape)
-        self.emit(f"// L0C -> GM (NZ2ND, {t.dtype} -> {gdt}{f', {len(blocks)} row blocks' if len(blocks) > 1 else ''})")
+        self.emit(f"// L0C -> GM (NZ2ND, {src_tile.type.dtype} -> {gdt}{f', {len(blocks)} row blocks' if len(blocks) > 1 else ''})")
         for m0, rows, M1, cofs in blocks:
             self._fixpipe(op, _at(src, str(cofs)), M1, m0, _clamp(mv, m0, rows, t.shape[0]), 0, nv)
 
@@ -1055,9 +1069,11 @@ class CubeRules:
         w = op.windows["window"]
         tile = op.args[-1]
         gdt = w.tensor.type.dtype.name
-        quant = _QUANT[(tile.type.dtype.name, gdt)]
+        quant = _quant_mode(tile, gdt)
+        src_tile, deq = _fixpipe_source(tile)
         g = self.gm[w.tensor.id]
-        gt, lt = CTYPE[gdt], CTYPE[tile.type.dtype.name]
+        gt, lt = CTYPE[gdt], CTYPE[src_tile.type.dtype.name]
+        deq_line = f"{{fp}}.deqScalar = cvtDeqScalar({self.ref(deq.args[1])});" if deq is not None else None
         d0, d1 = w.dims
         cstart = _fold(c_sum(self.ref(d1.start), str(n0) if n0 else ""))
         fp = self.namer.ident("fixParams")
@@ -1069,12 +1085,16 @@ class CubeRules:
             self.emit(f"FixpipeParamsV220 {fp}({c_cast('uint16_t', ncols)}, {c_cast('uint16_t', nrows)}, {16 * M1}, "
                       f"{c_cast('uint32_t', dstride)}, false);")
             self.emit(f"{fp}.quantPre = QuantMode_t::{quant};")
+            if deq_line:
+                self.emit(deq_line.format(fp=fp))
             self.emit(f"Fixpipe<{gt}, {lt}, CFG_ROW_MAJOR>({g}[{base}], {src}, {fp});")
             return
         one = str(max(_const(ncols), 1)) if _const(ncols) is not None else f"cvtMax<int64_t>({ncols}, 1)"
         self.emit(f"FixpipeParamsV220 {fp}({c_cast('uint16_t', ncols)}, 1, {16 * M1}, {c_cast('uint32_t', one)}, "
                   "false);")
         self.emit(f"{fp}.quantPre = QuantMode_t::{quant};")
+        if deq_line:
+            self.emit(deq_line.format(fp=fp))
         r = self.namer.ident("row")
         self.emit(f"for (int64_t {r} = 0; {r} < {nrows}; ++{r}) {{")
         self.depth += 1
@@ -1083,6 +1103,22 @@ class CubeRules:
                   f"{src}[{r} * 16], {fp});")
         self.depth -= 1
         self.emit("}")
+
+
+def _fixpipe_source(tile):
+    """(the L0C tile a Fixpipe reads, the ``dequant`` op it applies or None) of a stored cube tile."""
+    o = tile.owner
+    if o is not None and o.kind == "dequant":
+        return o.args[0], o
+    return tile, None
+
+
+def _quant_mode(tile, gdt: str):
+    """The Fixpipe ``quantPre`` storing ``tile`` into a ``gdt`` tensor (DEQF16 for a dequant), or None."""
+    src, deq = _fixpipe_source(tile)
+    if deq is not None:
+        return "DEQF16" if (src.type.dtype.name, gdt) == ("int32", "float16") else None
+    return _QUANT.get((tile.type.dtype.name, gdt))
 
 
 def _blocks_of(block):

@@ -97,7 +97,8 @@ __all__ = ["plan_memory", "MemoryPlan", "Buffer", "SpacePlan", "MmaPlan", "plan_
 
 #: the spaces each program owns
 SPACES_OF = {"aic": ("L1", "L0A", "L0B", "L0C"), "aiv": ("UB",), "kernel": ("UB", "L1", "L0A", "L0B", "L0C")}
-_VIEWS = ("expand", "slice_rows", "insert_rows")
+#: ops whose result shares its operand's buffer (``dequant``: the fixpipe converts the int32 L0C tile as it moves it)
+_VIEWS = ("expand", "slice_rows", "insert_rows", "dequant")
 _INPLACE = ("ewise", "cast", "reduce", "create", "iota", "load", "mma")
 
 
@@ -362,8 +363,9 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
         if op.kind != "mma":
             continue
         users = lv.users.get(op.results[0].id, [])
-        if not op.attrs.get("acc") and users and all(u.kind in ("store",) for u in users):
+        if not op.attrs.get("acc") and users and all(_leaves_by_store(u, lv) for u in users):
             skip.add(op.results[0].id)
+            skip.update(u.results[0].id for u in users if u.kind == "dequant")
             staged.setdefault(id(op), []).append("out")
         for which, src in _mma_sources(op):
             if src is None:
@@ -469,6 +471,15 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
         _assign(mine, platform.align(space))
         out[space] = _space_plan(space, mine, platform.capacity(space), lv.n)
     return out, mmas, of, outs
+
+
+def _leaves_by_store(user: Op, lv: Liveness) -> bool:
+    """A user of an mma result that only moves it out of L0C: a store, or a ``dequant`` only stores read (the
+    fixpipe converts each piece as it writes it)."""
+    if user.kind == "dequant":
+        after = lv.users.get(user.results[0].id, [])
+        return bool(after) and all(u.kind == "store" for u in after)
+    return user.kind == "store"
 
 
 def _streamed_if_results(op: Op, lv: Liveness):

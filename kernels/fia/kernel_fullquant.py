@@ -24,9 +24,9 @@ and at the row's end out = h(go / h(gl)) (Bmm2UpdateDivNoTail), written as fp16 
 QuantCompute multiplies the half rows by h(scale2) in half; the two can differ by one int8 step), lse = gm +
 log(gl) in fp32.
 
-The fixpipe's dequant is done here by the vector unit on the int32 block the cube hands over (the numerics
-are those of one fp32 multiply and one rounding to fp16 either way; the cost model then books it on the vector
-pipe instead of FIX). The half steps are fp16 tiles (the simulator rounds each fp16 op's result; a scalar
+The fixpipe's dequant is the cube's ``ct.dequant``: the int32 block leaves L0C as fp16 (Fixpipe quantPre
+DEQF16, the scale's fp32 bits as deqScalar), so the hand-off carries half the bytes of the int32 block and the
+vector unit does no dequant work, as on the chip. The half steps are fp16 tiles (the simulator rounds each fp16 op's result; a scalar
 operand of an fp16 op is taken in fp16, as Muls takes h(scale) and h(qs1)); the softmax widens the scores to
 fp32 as SoftmaxFlashV2<half> does.
 
@@ -47,20 +47,14 @@ from .kernel import band_and_mask, band_bounds, batch_extent, empty_state, fold_
 
 
 @ct.inline
-def dequant_half(c, deq):
-    """The fixpipe's dequant of an int32 block: c · deq in fp32, rounded to an fp16 tile."""
-    return ct.cast(ct.cast(c, ct.float32) * deq, ct.float16)
-
-
-@ct.inline
 def fq_step(q1, kv, vv, a, m, gm, gl, go, scale16, deq1, qs16, deq2, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask,
             pse, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK):
     """One KV block of m positions from position a: C1, V1 (dequant, scale, pse, masks, online softmax, P's
     quantisation), C2, V2; returns the updated (gm, gl, go)."""
-    with ct.cube():
-        c = ct.mma(q1, kv[ct.ds(a, S2, valid=m), 0:D], trans_b=True)
+    with ct.cube():   # the fixpipe dequantises the int32 scores on their way out of L0C
+        c = ct.dequant(ct.mma(q1, kv[ct.ds(a, S2, valid=m), 0:D], trans_b=True), deq1)
     with ct.vector():
-        s = dequant_half(c, deq1) * scale16
+        s = c * scale16
         if PSE:
             pv = pse_rows(pse, b, n2, s1, q0, ORDER, G, PSE_ONE_ROW)
             s = s + ct.cast(ct.load(pv[ct.ds(m0, M, valid=mrows), ct.ds(k0 + a, S2, valid=m)]), ct.float16)
@@ -69,9 +63,9 @@ def fq_step(q1, kv, vv, a, m, gm, gl, go, scale16, deq1, qs16, deq2, b, n2, s1, 
         p, dm, gl, gm = sink_softmax_step(s, gm, gl, 0.0, False, False)
         p8 = ct.cast(ct.cast(p, ct.float16) * qs16, ct.int8, rounding="round")
     with ct.cube():
-        o = ct.mma(p8, vv[ct.ds(a, S2, valid=m), 0:DV])
+        o = ct.dequant(ct.mma(p8, vv[ct.ds(a, S2, valid=m), 0:DV]), deq2)
     with ct.vector():
-        go = go * ct.cast(dm, ct.float16)[:, None] + dequant_half(o, deq2)
+        go = go * ct.cast(dm, ct.float16)[:, None] + o
     return gm, gl, go
 
 

@@ -23,7 +23,8 @@ table (``Platform.cost``; each entry names its source):
   compare/select, dup; a row reduce adds a per-row term; the math-library functions tanh,
   sigmoid, erf, pow and floor count as several passes at the exp rate, ``_MATH_PASSES``),
   plus a per-row cost where an operand is broadcast along the rows (the chip expands it first);
-* views (``expand``, ``slice_rows``) and ``device_print`` (no code on the chip) cost nothing; scalar ops cost a scalar
+* views (``expand``, ``slice_rows``), ``device_print`` (no code on the chip) and ``dequant`` (the fixpipe converts
+  while it moves the tile: the store or hand-off that reads it is timed by the float16 bytes it writes) cost nothing; scalar ops cost a scalar
   issue; a scalar GM read the data-cache miss; a ``gather`` is scalar work per
   element (S: a GM read miss and a scalar issue each) followed by a vector op.
 
@@ -120,8 +121,10 @@ def tile_cost(op, ext_of, window_ext, cost) -> list:
         rows, cols = _rows_cols(ext_of(op.results[0]))
         return [Piece("S", rows * cols * (cost.scalar_gm_read_cycles + cost.scalar_op_cycles)),
                 Piece("V", _vector_cycles(op, ext_of, cost))]
-    if kind in ("expand", "slice_rows", "device_print") or (kind == "create" and op.attrs.get("uninit")):
-        return []       # views, a buffer that is only claimed (no fill instruction), a simulator-only print
+    if kind in ("expand", "slice_rows", "device_print", "dequant") or (kind == "create" and op.attrs.get("uninit")):
+        # views, a buffer that is only claimed (no fill instruction), a simulator-only print, and the fixpipe's
+        # dequant (done by the FIX move that reads it, which is timed by the bytes it writes)
+        return []
     return [Piece("V", _vector_cycles(op, ext_of, cost))]
 
 

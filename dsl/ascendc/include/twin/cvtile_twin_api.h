@@ -1342,14 +1342,38 @@ inline void CheckQuant(const char* api, QuantMode_t q)
     if (f32 && std::is_same<T, half>::value && q == F322F16) return;
     if (f32 && std::is_same<T, bfloat16_t>::value && q == F322BF16) return;
     if (!f32 && std::is_same<T, int32_t>::value && q == NoQuant) return;
+    if (!f32 && std::is_same<T, half>::value && q == DEQF16) return;
     Fail(api, "quantPre %d with L0C %s and destination %s is not modelled (float->float/int32->int32 need NoQuant, "
-              "float->half F322F16, float->bfloat16_t F322BF16)",
+              "float->half F322F16, float->bfloat16_t F322BF16, int32->half DEQF16)",
         static_cast<int>(q), TypeName<U>(), TypeName<T>());
 }
+// The scalar dequant of DEQF16: the fixpipe keeps the high 19 bits of deqScalar's fp32 (sign, exponent, 10
+// mantissa bits), multiplies the int32 converted to fp32 by it in fp32 and rounds to half (nearest even).
+struct Dequant {
+    bool on = false;
+    float scale = 0.0f;
+};
+inline Dequant DequantOf(QuantMode_t q, uint64_t deqScalar)
+{
+    Dequant d;
+    if (q == DEQF16) {
+        const uint32_t bits = static_cast<uint32_t>(deqScalar & 0xFFFFFFFFull) & 0xFFFFE000u;
+        d.on = true;
+        std::memcpy(&d.scale, &bits, 4);
+    }
+    return d;
+}
 template <typename T, typename U>
-inline T Convert(U v, bool relu)
+inline T Convert(U v, bool relu, const Dequant& deq)
 {
     using namespace ::cvtile_twin;
+    if (std::is_same<U, int32_t>::value && deq.on) {
+        int32_t x;
+        std::memcpy(&x, &v, 4);
+        float f = static_cast<float>(x) * deq.scale;
+        if (relu) f = VecRelu(f);
+        return T(f);
+    }
     if (std::is_same<U, int32_t>::value) {
         int32_t x;
         std::memcpy(&x, &v, 4);
@@ -1372,6 +1396,7 @@ struct Geo {
     uint64_t srcNdStrideElems, dstNdStrideElems;
     uint32_t srcNzC0Stride; // DN only: row step in 16-element units
     uint64_t nzDstColBlockElems;
+    Dequant deq; // quantPre DEQF16 (set from the parameter block by the Fixpipe entry points)
 };
 
 // Copy L0C -> destination through `put(elemIndex, value)`; rows [m0, m1) and cols [n0, n1) selected.
@@ -1398,7 +1423,7 @@ inline void Walk(const char* api, Core* c, const LocalTensor<U>& src, const Geo&
                     de = static_cast<uint64_t>(cc / 16) * g.nzDstColBlockElems + static_cast<uint64_t>(jj) * 16 +
                          cc % 16;
                 }
-                put(de, Convert<T, U>(v, relu));
+                put(de, Convert<T, U>(v, relu, g.deq));
             }
         }
     }
@@ -1474,6 +1499,7 @@ inline CVT_ENABLE(cvtile_api::FixpipeOk<T, U>::value)
     const FixpipeParamsV220& p = intriParams;
     cvtile_fix::CheckQuant<T, U>(api, p.quantPre);
     cvtile_fix::Geo g{};
+    g.deq = cvtile_fix::DequantOf(p.quantPre, p.deqScalar);
     g.layout = cvtile_fix::LayoutOf(config.format);
     if (g.layout == 2 && Cfg().arch != 35) {
         Fail(api, "CFG_COLUMN_MAJOR (NZ2DN) exists on Ascend 950 only");
@@ -1507,6 +1533,7 @@ inline CVT_ENABLE(cvtile_api::FixpipeOk<T, U>::value)
     const FixpipeParamsV220& p = intriParams;
     cvtile_fix::CheckQuant<T, U>(api, p.quantPre);
     cvtile_fix::Geo g{};
+    g.deq = cvtile_fix::DequantOf(p.quantPre, p.deqScalar);
     g.layout = cvtile_fix::LayoutOf(config.format);
     if (g.layout == 2) {
         Fail(api, "CFG_COLUMN_MAJOR is not available with FixpipeParamsV220");
@@ -1596,6 +1623,7 @@ inline CVT_ENABLE(cvtile_api::FixpipeOk<T, U>::value) Fixpipe(const GlobalTensor
         Fail(api, "isChannelSplit is not modelled by the twin");
     }
     cvtile_fix::Geo g = cvtile_fix::Geo3510<config.format>(p);
+    g.deq = cvtile_fix::DequantOf(p.quantPre, p.deqScalar);
     cvtile_fix::ToGm<T, U>(api, c, dst, src, g, p.reluEn);
 }
 template <typename T, typename U, const FixpipeConfig& config>
@@ -1609,6 +1637,7 @@ inline CVT_ENABLE(cvtile_api::FixpipeOk<T, U>::value) Fixpipe(const LocalTensor<
     const auto& p = intriParams;
     cvtile_fix::CheckQuant<T, U>(api, p.quantPre);
     cvtile_fix::Geo g = cvtile_fix::Geo3510<config.format>(p);
+    g.deq = cvtile_fix::DequantOf(p.quantPre, p.deqScalar);
     cvtile_fix::CheckSizes(api, g);
     const HW dh = TensorHw(api, "dst", dst);
     if (g.nSize == 0 || g.mSize == 0 || g.ndNum == 0) {
