@@ -29,7 +29,8 @@ For -2²¹ <= c < 6291456 that is c exactly; outside, the int32 carries into the
 follows the bit pattern (``dato``: the binades |c| <= 512·128² reaches, each exact in fp32).
 
 The DATO correction and the rope's addition happen here in the vector unit on the cube's int32 and fp32 blocks
-(the numerics are one fp32 addition each either way; the cost model books them on the vector pipe). The half
+(the numerics are one fp32 addition each either way; the cost model books them on the vector pipe). C2's DEQF16
+is the cube's ``ct.dequant``: the P·V block leaves L0C as fp16, as on the chip. The half
 steps are fp16 tiles (the simulator rounds each fp16 op's result).
 
 Invariants
@@ -112,10 +113,10 @@ def fia_mla_quant(q, qr, dq, k, kr, v, out, lse, mask, block_table, ws_o, ws_ml,
                 mp = ct.exp(ct.rowmax(s) - guarded_max(hm)) + MLA_QUANT_EPS
                 p8 = ct.cast(ct.cast(p * (P_RANGE / mp)[:, None], ct.float16), ct.int8)
                 gm = hm
-            with ct.cube():
-                o = ct.mma(p8, vv[ct.ds(a, S2, valid=n), 0:DV])
+            with ct.cube():   # the fixpipe's DEQF16 by 2⁻¹⁰ as the block leaves L0C
+                o = ct.dequant(ct.mma(p8, vv[ct.ds(a, S2, valid=n), 0:DV]), MM2_DEQ)
             with ct.vector():
-                o16 = ct.cast(ct.cast(o, ct.float32) * MM2_DEQ, ct.float16) * ct.cast(mp, ct.float16)[:, None]
+                o16 = o * ct.cast(mp, ct.float16)[:, None]
                 go = go * ct.cast(alpha, ct.float16)[:, None] + o16
         with ct.vector():
             ok = gl != 0.0
