@@ -209,3 +209,18 @@ def test_pipelined_order_matches_program_order():
     b, lb = fia(**kw, order="pipelined")
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(la, lb)
+
+
+def test_the_matmul_blocks_leave_l0c_as_fp16_through_the_fixpipe():
+    """Both int32 blocks (q·kᵀ and p8·v) are dequantised by the cube's fixpipe (``ct.dequant``, DEQF16) as on the
+    chip: the cube hands the vector fp16 tiles, and the vector program holds no int32 tile (no dequant work)."""
+    from cvtile.dsl.ir import walk
+    from cvtile.dsl.jit import record_launches
+
+    with record_launches(run=False) as rec:
+        fia(**_call(scale=1.0, softmax_lse_flag=True))
+    (launch,) = [r for r in rec.launches if r.kernel.name == "fia_fullquant"]
+    progs = launch.kernel.compilation.final.programs()
+    deqs = [op for op in walk(progs["aic"]) if op.kind == "dequant"]
+    assert len(deqs) == 2 and all(op.results[0].type.dtype.name == "float16" for op in deqs)
+    assert not any(v.is_tile and v.type.dtype.name == "int32" for op in walk(progs["aiv"]) for v in op.results)
