@@ -33,7 +33,8 @@ the budget is judged on the split programs).
   place into its accumulator) (``plan_mma``: half of each
   buffer per piece); an operand read from GM, or handed over from the vector
   side into L1 only to be staged, streams through two L1 pieces (a base tile by up to 256 of the
-  contraction). A result that only leaves the cube (a store, a hand-off)
+  contraction). A result that only leaves the cube (a store, a hand-off, or a ``dequant`` only those read:
+  the fixpipe converts each piece as it moves it, so a dequant is a view of its operand)
   streams out of L0C piece by piece, also when a runtime ``if`` chooses
   between two mma results (each arm's result read by its yield only) whose
   ``if`` result only leaves the cube; such a result holds the mma's L0C pieces
