@@ -30,7 +30,9 @@ for the backends and the cost model.
   its slot's rows from ``row_offset`` (by AIV 0 alone for a tile both AIVs
   hold); ``recv(row_offset, *valid)`` a ``load`` of those rows with the given
   valid extents. Both are marked as the one-op span of their channel
-  (``attrs["channels"]``), which insert_sync wraps in flags.
+  (``attrs["channels"]``), which insert_sync wraps in flags, and carry the
+  channel's route (``attrs["route"]``: "gm" or "onchip"), which the cost model
+  times them by.
 * Names. Channels are named as the FIA kernel names its flags: the producing
   and consuming sections, a side's section number growing each time it
   receives after having sent (C1V1: cube section 1 to vector section 1, then
@@ -176,7 +178,7 @@ def _lowered(op: Op, ch: Channel, kernel: Kernel, ws: Value, ve: ValidExtents, l
     role = "produce" if op.kind == "send" else "consume"
     span = [(ch.id, role, "begin"), (ch.id, role, "end")]
     if op.kind == "send":
-        new = Op("store", [tile], [], {"channels": span, "handoff": ch.name}, (), loc, op.scope,
+        new = Op("store", [tile], [], {"channels": span, "handoff": ch.name, "route": ch.route}, (), loc, op.scope,
                  {"window": window})
         if op.attrs.get("writer") == "aiv0":
             sub = Op("subblock_idx", [], [Value(INDEX, "sub")], {}, (), loc, None)
@@ -187,7 +189,8 @@ def _lowered(op: Op, ch: Channel, kernel: Kernel, ws: Value, ve: ValidExtents, l
             new = Op("if", [first], [], {"channels": span, "handoff": ch.name},
                      [then, Block(ops=[Op("yield", [], [], {}, (), loc, None)])], loc, None)
     else:   # the recv's result becomes the load's: its uses stay as they are
-        new = Op("load", [], [tile], {"channels": span, "handoff": ch.name}, (), loc, op.scope, {"window": window})
+        new = Op("load", [], [tile], {"channels": span, "handoff": ch.name, "route": ch.route}, (), loc, op.scope,
+                 {"window": window})
     ops.append(new)
     return ops
 

@@ -11,7 +11,9 @@ table (``Platform.cost``; each entry names its source):
 * stores: from UB through MTE3 at the write rate; from L0C through the
   fixpipe (FIX) with its drain head, a per-row floor and the drain rate;
 * on-chip copies: L1 -> L0A / L0B on MTE1 at the LoadData rates; on 950
-  L0C -> UB (FIX) and UB -> L1 (MTE3) at their rates;
+  L0C -> UB (FIX) and UB -> L1 (MTE3) at their rates, which are also what a hand-off on the 950's on-chip
+  route costs (place_handoffs' store into the receiving core's slot, ``attrs["route"] == "onchip"``; its
+  load by the receiver costs nothing: the data is already in that core's buffer);
 * ``mma`` (M): the MMAD head plus one cycle per 16x16xk0 fractal
   (k0 = 32 bytes of the input dtype; fp32 takes more passes). An operand read
   straight from a GM window is streamed through L1 first: its MTE2 load and
@@ -78,6 +80,13 @@ def _fix_drain(cost, rows: int, nbytes: int) -> float:
     return cost.fix_head_cycles + rows * cost.fix_row_cycles + nbytes / cost.fix_bytes_per_cycle
 
 
+def _onchip_move(cost, src, rows: int, nbytes: int) -> Piece:
+    """The 950's on-chip moves between the core types: L0C -> UB through the fixpipe, UB -> L1 on MTE3."""
+    if src is L0C:
+        return Piece("FIX", cost.fix_head_cycles + rows * cost.fix_row_cycles + nbytes / cost.l0c_ub_bytes_per_cycle)
+    return Piece("MTE3", cost.mte3_head_cycles + nbytes / cost.ub_l1_bytes_per_cycle)
+
+
 def _fractals(cost, m: int, k: int, n: int, dtype) -> float:
     k0 = max(1, 32 // dtype.itemsize) if dtype.bits >= 8 else 64
     per = cost.mma_cycles_per_fractal.get(dtype.name, 1)
@@ -88,6 +97,8 @@ def tile_cost(op, ext_of, window_ext, cost) -> list:
     """The spans of tile op ``op``: a list of ``Piece`` in the order they run. ``ext_of(v)`` gives a tile
     operand's runtime valid extents, ``window_ext(w)`` a GM window's."""
     kind = op.kind
+    if kind == "load" and op.attrs.get("route") == "onchip":
+        return []       # the producer's move already put the hand-off in this core's own buffer
     if kind == "load":
         t = op.results[0].type
         rows, cols = _rows_cols(window_ext(op.windows["window"]))
@@ -97,6 +108,8 @@ def tile_cost(op, ext_of, window_ext, cost) -> list:
         w = op.windows["window"]
         rows, cols = _rows_cols(window_ext(w))
         out_bytes = rows * cols * w.tensor.type.dtype.itemsize
+        if op.attrs.get("route") == "onchip":
+            return [_onchip_move(cost, src.type.space, rows, out_bytes)]
         if src.type.space is L0C:
             return [Piece("FIX", _fix_drain(cost, rows, out_bytes))]
         return [Piece("MTE3", cost.mte3_head_cycles + rows * cost.mte2_row_cycles
@@ -109,11 +122,8 @@ def tile_cost(op, ext_of, window_ext, cost) -> list:
             return [Piece("MTE1", cost.mte1_head_cycles + nbytes / cost.mte1_l0a_bytes_per_cycle)]
         if dst.space is L0B:
             return [Piece("MTE1", cost.mte1_head_cycles + nbytes / cost.mte1_l0b_bytes_per_cycle)]
-        if src.space is L0C and dst.space is UB:
-            return [Piece("FIX", cost.fix_head_cycles + rows * cost.fix_row_cycles
-                          + nbytes / cost.l0c_ub_bytes_per_cycle)]
-        if src.space is UB and dst.space is L1:
-            return [Piece("MTE3", cost.mte3_head_cycles + nbytes / cost.ub_l1_bytes_per_cycle)]
+        if (src.space, dst.space) in ((L0C, UB), (UB, L1)):
+            return [_onchip_move(cost, src.space, rows, nbytes)]
         return [Piece(op.pipe, cost.mte1_head_cycles + nbytes / cost.mte1_l0a_bytes_per_cycle)]
     if kind == "mma":
         return _mma_cost(op, ext_of, window_ext, cost)
