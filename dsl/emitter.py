@@ -418,8 +418,8 @@ class Builder:
                        "vector (VDEQF16) is not in the language")
         if isinstance(scale, bool) or not isinstance(scale, (int, float, Value)):
             self.error(f"dequant's scale must be a float scalar, got {scale!r}")
-        s = self.scast(self.const(scale) if not isinstance(scale, Value) else scale, float32)
-        return self.emit("dequant", [x, self.const(s)], [x.type.with_(dtype=float16)]).result
+        s = self.const(self.scast(scale, float32))
+        return self.emit("dequant", [x, s], [x.type.with_(dtype=float16)]).result
 
     def _mma_operand(self, x, l0: Space, which: str):
         if isinstance(x, Window):

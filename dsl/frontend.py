@@ -922,8 +922,8 @@ class FunctionCompiler(ast.NodeVisitor):
     def bi_where(self, cond, a, b):
         return self.b.ewise("where", cond, a, b)
 
-    def bi_dequant(self, x, scale, dtype=None):
-        return self.b.dequant(x, scale, dtype if dtype is not None else "float16")
+    def bi_dequant(self, x, scale, dtype="float16"):
+        return self.b.dequant(x, scale, dtype)
 
     def bi_cast(self, x, dtype, rounding="rint"):
         return self.b.cast(x, dtype, rounding)

@@ -9,14 +9,15 @@ Legal IR
 * Scopes: scalar ops and control flow have scope None (both core types run
   them); every tile op has scope "cube" or "vector":
     - cube:   load GM->L1, store L0C->GM, copy L1->L0A/L0B (and L0C->UB/L1 on
-              targets with on-chip paths), mma, create in L1/L0*
+              targets with on-chip paths), mma, dequant (int32 -> float16 in L0C,
+              the fixpipe's DEQF16), create in L1/L0*
     - vector: load GM->UB, store UB->GM, create/iota/ewise/cast/reduce/expand in UB,
               copy UB->L1 on targets with on-chip paths
     - handoff: from a value of the other scope into UB (vector) or L1 (cube).
 * dtypes: mma operands float16/bfloat16/float32/int8, both alike, result float32/int32
   in L0C; L0A/L0B hold mma operands, L0C accumulators; elementwise operands
   share one dtype; a UB->GM store does not convert (L0C->GM may cast fp32 to
-  fp16/bf16 through the fixpipe).
+  fp16/bf16 through the fixpipe, and stores an int32 tile's ``dequant`` as fp16).
 * After split_cv the kernel body holds only ``program`` ops (one per core
   type); an aic program holds no vector op and an aiv program no cube op, and
   a program reads only the kernel's arguments and its own values.

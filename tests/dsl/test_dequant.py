@@ -16,10 +16,8 @@ import pytest
 
 import cvtile.dsl as ct
 from cvtile.dsl.jit import record_launches
+from cvtile.kernels.golden.fullquant import dequant_value
 from cvtile.sim.cost import estimate_calls
-
-SCALE_MASK = np.uint32(0xFFFFE000)
-
 
 @ct.jit
 def scores_dequant(q, k, out, deq, M: ct.constexpr, N: ct.constexpr, D: ct.constexpr):
@@ -54,9 +52,10 @@ def _inputs(M, N, D, seed=0):
 
 
 def reference(q, k, deq: float) -> np.ndarray:
-    """The documented DEQF16 of q · kᵀ (exact int32) with a float32 scale."""
+    """The documented DEQF16 of q · kᵀ (exact int32) with a float32 scale, the scale as the golden reads it
+    (``dequant_value``: cut to the fixpipe's 19 bits)."""
     c = q.astype(np.int64) @ k.astype(np.int64).T
-    scale = (np.array([deq], np.float32).view(np.uint32) & SCALE_MASK).view(np.float32)[0]
+    scale = np.float32(dequant_value(np.array([deq], np.float32)))
     return (c.astype(np.int32).astype(np.float32) * scale).astype(np.float16)
 
 
@@ -75,7 +74,7 @@ def test_fixpipe_dequant_matches_the_vector_steps_for_a_cut_scale():
     """With a scale the fixpipe keeps whole, moving the dequant from the vector to the fixpipe changes no bit."""
     M, N, D = 16, 2048, 64     # 16 x 2048 int32: more than the L0C pieces, so the mma streams out
     q, k = _inputs(M, N, D, seed=1)
-    deq = float((np.array([3.0e-4], np.float32).view(np.uint32) & SCALE_MASK).view(np.float32)[0])
+    deq = dequant_value(np.array([3.0e-4], np.float32))
     a, b = np.zeros((M, N), np.float16), np.zeros((M, N), np.float16)
     scores_dequant[1](q, k, a, deq, M=M, N=N, D=D, order="pipelined")
     scores_vector_dequant[1](q, k, b, deq, M=M, N=N, D=D, order="pipelined")
