@@ -96,7 +96,7 @@ from .tiny_rdv import is_tiny_rdv_path, load_tiny_rdv
 
 __all__ = ["CaseRecord", "StResult", "StKind", "FIA_KIND", "RAU_KIND", "FAS_KIND", "case_kind", "corpus_kind", "rau_golden",
            "run_st_corpus", "run_case", "golden_api", "is_unsupported", "load_cases", "default_api", "load_api", "check_selected",
-           "corpus_launches", "feature_sample",
+           "corpus_launches", "feature_sample", "feature_cover",
            "FIA_GOLDENS", "golden_for", "main", "case_inputs", "find_case", "SchedulerUnavailableError", "SchedulerConnectError",
            "SCHEDULER_CONNECT_TIMEOUT"]
 
@@ -200,6 +200,33 @@ def feature_sample(path) -> list[int]:
         if key not in best or case.elements() < cases[best[key]].elements():
             best[key] = i
     return sorted(best.values())
+
+
+def feature_cover(path) -> list[int]:
+    """Indices of a few st cases that together give every optional input of the corpus at least once, and one
+    case that gives none: for each optional input, the rarest first, the case with the fewest input elements
+    among those giving it (ties to the first), unless a case already chosen gives it. Every feature once, each
+    at its cheapest, not every combination (``feature_sample`` gives those)."""
+    cases = load_st_cases(path)
+    counts: dict = {}
+    for case in cases:
+        for f in case.features():
+            counts[f] = counts.get(f, 0) + 1
+    chosen: list[int] = []
+    covered: set = set()
+
+    def cheapest(indices):
+        return min(indices, key=lambda i: (cases[i].elements(), i))
+
+    for f in sorted(counts, key=lambda f: (counts[f], f)):
+        if f not in covered:
+            best = cheapest([i for i, c in enumerate(cases) if f in c.features()])
+            chosen.append(best)
+            covered |= set(cases[best].features())
+    plain = [i for i, c in enumerate(cases) if not c.features()]
+    if plain:
+        chosen.append(cheapest(plain))
+    return sorted(set(chosen))
 
 
 def corpus_launches(path, api: Callable | None = None):
