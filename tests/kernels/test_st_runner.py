@@ -184,3 +184,35 @@ def test_st_golden_rounds_like_the_executor():
     single = fia_golden_st(tq, tk, tv, num_heads=2, input_layout="TND", scale=0.3, accuracy_standard="default",
                            actual_seq_lengths=[3], actual_seq_lengths_kv=[40])[0]
     assert isinstance(single, np.ndarray) and np.array_equal(single, t_out.golden)
+
+
+class _Case:
+    """A stand-in st case: what ``feature_cover`` reads (its optional inputs and its size)."""
+
+    def __init__(self, features, elements):
+        self._features, self._elements = list(features), elements
+
+    def features(self):
+        return self._features
+
+    def elements(self):
+        return self._elements
+
+
+def test_feature_cover_takes_the_rarest_input_first_each_at_its_cheapest(monkeypatch):
+    from cvtile.kernels import st_runner
+
+    cases = [_Case(["mask", "pse"], 50),        # 0: the cheapest with pse, which also gives mask
+             _Case(["mask"], 10),               # 1: the cheapest with mask: not needed once 0 is chosen
+             _Case(["pse"], 80),                # 2
+             _Case(["sink", "mask"], 200),      # 3: the only case with sink (the rarest input): chosen first
+             _Case([], 30),                     # 4: plain
+             _Case([], 20),                     # 5: the cheapest plain case
+             _Case(["mask", "pse", "lse"], 500),  # 6
+             _Case(["lse"], 40)]                # 7: the cheapest with lse
+    monkeypatch.setattr(st_runner, "load_st_cases", lambda path: cases)
+    # sink (1 case) -> 3, lse (2) -> 7, pse (3) -> 0, mask: given by 3 already; then the plain case 5
+    assert st_runner.feature_cover("corpus.json") == [0, 3, 5, 7]
+    # a corpus without a plain case gets none
+    monkeypatch.setattr(st_runner, "load_st_cases", lambda path: cases[:4])
+    assert st_runner.feature_cover("corpus.json") == [0, 3]
