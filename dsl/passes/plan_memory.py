@@ -36,7 +36,7 @@ the budget is judged on the split programs).
   contraction). A result that only leaves the cube (a store, a hand-off, or a ``dequant`` only those read:
   the fixpipe converts each piece as it moves it, so a dequant is a view of its operand)
   streams out of L0C piece by piece, also when a runtime ``if`` chooses
-  between two mma results (each arm's result read by its yield only) whose
+  between two mma results (each arm's result, or a ``dequant`` of it, read by its yield only) whose
   ``if`` result only leaves the cube; such a result holds the mma's L0C pieces
   until its last store (the next mma's pieces cannot take their place before
   it: two scores computed back to back, then both handed off). One used
@@ -358,9 +358,9 @@ def _plan_program(body: Block, spaces: tuple, platform, slots=(), pings: dict | 
         if op.kind == "if":   # each arm's mma result yielded to an if result that only leaves the cube streams too
             for r, arms in _streamed_if_results(op, lv):
                 skip.add(r.id)
-                for y in arms:
-                    skip.add(y.id)
-                    staged.setdefault(id(y.owner), []).append("out")
+                for y, mma in arms:
+                    skip.update((y.id, mma.results[0].id))
+                    staged.setdefault(id(mma), []).append("out")
         if op.kind != "mma":
             continue
         users = lv.users.get(op.results[0].id, [])
@@ -484,19 +484,29 @@ def _leaves_by_store(user: Op, lv: Liveness) -> bool:
 
 
 def _streamed_if_results(op: Op, lv: Liveness):
-    """(result, arm mma results) of an ``if`` whose tile result only leaves the cube (every user a store) and
-    whose every arm yields an mma result (no acc) read by that yield only: the arms' results stream out of L0C
-    as one result would (the chip's fixpipe writes either matmul's base tiles out), no resident score block."""
+    """(result, [(arm yield, its mma op), ...]) of an ``if`` whose tile result only leaves the cube (every user a
+    store) and whose every arm yields, read by that yield only, an mma result (no acc) or a ``dequant`` of one
+    read by the dequant only: the arms' results stream out of L0C as one result would (the chip's fixpipe
+    writes either matmul's base tiles out, converting each as it goes), no resident score block."""
     found = []
     for i, r in enumerate(op.results):
         users = lv.users.get(r.id, [])
         if not r.is_tile or not users or not all(u.kind == "store" for u in users):
             continue
-        arms = [arm.ops[-1].args[i] for arm in op.blocks]
-        if len(arms) == 2 and all(y.owner is not None and y.owner.kind == "mma" and not y.owner.attrs.get("acc")
-                                  and _only_use(y, lv, "yield") for y in arms):
+        arms = [(y, _streamed_mma_of(y, lv)) for y in (arm.ops[-1].args[i] for arm in op.blocks)]
+        if len(arms) == 2 and all(mma is not None and _only_use(y, lv, "yield") for y, mma in arms):
             found.append((r, arms))
     return found
+
+
+def _streamed_mma_of(y, lv: Liveness):
+    """The mma op (no acc) whose result ``y`` is, directly or through a ``dequant`` that is its only reader;
+    None otherwise."""
+    if y.owner is not None and y.owner.kind == "dequant" and _only_use(y.owner.args[0], lv, "dequant"):
+        y = y.owner.args[0]
+    if y.owner is not None and y.owner.kind == "mma" and not y.owner.attrs.get("acc"):
+        return y.owner
+    return None
 
 
 def _share_loop(op: Op, groups: _Groups, lv: Liveness):
