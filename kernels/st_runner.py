@@ -190,16 +190,19 @@ def default_api(path) -> str:
     return "cvtile.kernels.fia.api:fused_infer_attention_score_v4"
 
 
+def _cheapest(cases, indices) -> int:
+    """The index among ``indices`` of the case with the fewest input elements, ties to the first."""
+    return min(indices, key=lambda i: (cases[i].elements(), i))
+
+
 def feature_sample(path) -> list[int]:
     """Indices of one st case per distinct feature set (the optional inputs a case gives): the one with the
     fewest input elements, ties to the first. Every feature combination of the corpus, each at its cheapest."""
     cases = load_st_cases(path)
-    best: dict = {}
+    by_set: dict = {}
     for i, case in enumerate(cases):
-        key = tuple(sorted(case.features()))
-        if key not in best or case.elements() < cases[best[key]].elements():
-            best[key] = i
-    return sorted(best.values())
+        by_set.setdefault(tuple(sorted(case.features())), []).append(i)
+    return sorted(_cheapest(cases, indices) for indices in by_set.values())
 
 
 def feature_cover(path) -> list[int]:
@@ -208,25 +211,22 @@ def feature_cover(path) -> list[int]:
     among those giving it (ties to the first), unless a case already chosen gives it. Every feature once, each
     at its cheapest, not every combination (``feature_sample`` gives those)."""
     cases = load_st_cases(path)
-    counts: dict = {}
-    for case in cases:
-        for f in case.features():
-            counts[f] = counts.get(f, 0) + 1
-    chosen: list[int] = []
+    features = [set(c.features()) for c in cases]
+    giving: dict = {}
+    for i, fs in enumerate(features):
+        for f in fs:
+            giving.setdefault(f, []).append(i)
+    chosen: set = set()
     covered: set = set()
-
-    def cheapest(indices):
-        return min(indices, key=lambda i: (cases[i].elements(), i))
-
-    for f in sorted(counts, key=lambda f: (counts[f], f)):
+    for f in sorted(giving, key=lambda f: (len(giving[f]), f)):
         if f not in covered:
-            best = cheapest([i for i, c in enumerate(cases) if f in c.features()])
-            chosen.append(best)
-            covered |= set(cases[best].features())
-    plain = [i for i, c in enumerate(cases) if not c.features()]
+            best = _cheapest(cases, giving[f])
+            chosen.add(best)
+            covered |= features[best]
+    plain = [i for i, fs in enumerate(features) if not fs]
     if plain:
-        chosen.append(cheapest(plain))
-    return sorted(set(chosen))
+        chosen.add(_cheapest(cases, plain))
+    return sorted(chosen)
 
 
 def corpus_launches(path, api: Callable | None = None):
