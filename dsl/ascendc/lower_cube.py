@@ -31,7 +31,8 @@ Model
   result no buffer): when those results exceed their pieces, the whole ``if`` is lowered at its result's
   store (each arm its scalars, then its mma Fixpiped piece by piece; ``defer_if``); otherwise it stays
   where it is and its result is a ``LocalTensor`` handle each arm's yield points at that arm's own pieces
-  (``if_result_handle``).
+  (``if_result_handle``). An arm may yield its mma through a ``dequant``: such an ``if`` is always lowered at
+  its store, each arm's Fixpipes with DEQF16 and that arm's scale (a handle would not carry the arm's scale).
 * A hand-off received into L1 only to be staged (the plan gives it no buffer of its own) is loaded at its
   ``load`` -- where the channel's flags are -- into the consuming mma's ``.stream`` pieces; when it does
   not fit them, the mma itself is lowered at the ``load``, streaming the hand-off from its slot piece by
@@ -636,31 +637,40 @@ class CubeRules:
     def defer_if(self, op):
         """An if whose arms each end in an mma whose result streams out of L0C (the plan gives the if's result no
         buffer), stored once after the if: the whole if is lowered at that store (``_only_store``'s rule for
-        what may stand between), each arm's mma Fixpiped into the store's window piece by piece."""
+        what may stand between), each arm's mma Fixpiped into the store's window piece by piece. An arm may yield
+        its mma through a ``dequant``: that arm's Fixpipes then dequantise (DEQF16 with the arm's own scale)."""
 
         why = "an if whose arms' mma results stream out of L0C to its result's store"
         if len(op.results) != 1 or not op.results[0].is_tile or len(op.blocks) != 2:
             raise AscendCUnsupported(f"{why}, with other results or one arm, is not lowered", op.loc)
         r = op.results[0]
+        store = self._only_store(r, op, "if result")
+        gdt = store.windows["window"].tensor.type.dtype.name
         for arm in op.blocks:
-            mma = self._arm_mma(arm, 0)
+            mma = self._arm_mma(arm, 0, through_dequant=True)
             if mma is None:
                 raise AscendCUnsupported(f"{why}: an arm yields a value no streamed mma of its own made", op.loc)
+            deq = _arm_dequant(arm, mma)
             for o in arm.ops:
-                if not (o is mma or o is arm.ops[-1] or (o.kind == "copy" and o.attrs.get("staged")) or
+                if not (o is mma or o is deq or o is arm.ops[-1] or (o.kind == "copy" and o.attrs.get("staged")) or
                         (o.defn.category == "scalar" and o.defn.pure)):
                     raise AscendCUnsupported(f"{why}: an arm also holds a {o.kind}", o.loc)
-        store = self._only_store(r, op, "if result")
+            if _quant_of(mma.result.type.dtype.name, deq, gdt) is None:
+                raise AscendCUnsupported(f"{why}: a Fixpipe store of an arm's {mma.result.type.dtype}"
+                                         f"{' dequantised' if deq is not None else ''} to a {gdt} tensor", op.loc)
         self.deferred_ifs = getattr(self, "deferred_ifs", {})
         self.deferred_ifs[r.id] = op
         self.emit(f"// if (line {op.loc.line if op.loc else '?'}): its arms' mmas stream out of L0C, so it runs at "
                   f"its result's store (line {store.loc.line if store.loc else '?'})")
 
-    def _arm_mma(self, arm, i: int):
+    def _arm_mma(self, arm, i: int, through_dequant: bool = False):
         """The mma of ``arm`` (an if's block) whose result the arm yields as the if's result ``i``, when it is
-        the arm's own, does not accumulate and streams out through the plan's ``.c`` pieces; else None."""
+        the arm's own, does not accumulate and streams out through the plan's ``.c`` pieces; else None. With
+        ``through_dequant`` the arm may yield it through a ``dequant`` of its own (``_arm_dequant``)."""
         y = arm.ops[-1]
         mma = y.args[i].owner if y.kind == "yield" and len(y.args) > i else None
+        if through_dequant and mma is not None and mma.kind == "dequant" and mma in arm.ops:
+            mma = mma.args[0].owner
         if mma is None or mma.kind != "mma" or mma not in arm.ops or mma.attrs.get("acc") or \
                 "c" not in self._mma_pieces(mma):
             return None
@@ -686,7 +696,7 @@ class CubeRules:
         False when an arm's result streams out piece by piece at its store instead (``defer_if``)."""
         i = op.results.index(r)
         for arm in op.blocks:
-            mma = self._arm_mma(arm, i)
+            mma = self._arm_mma(arm, i)    # an arm yielding a dequant is lowered at the store (``defer_if``)
             if mma is None or mma.result.id in self.plan.streamed_out:
                 return False
         name = self.namer.ident(r.name or "ifResult")
@@ -706,7 +716,7 @@ class CubeRules:
             for o in arm.ops:
                 if o.kind == "mma":
                     self._mma_emit(self._mma_prepare(o, store=store), store=store)
-                elif o.kind != "yield":
+                elif o.kind not in ("yield", "dequant"):     # a dequant is the arm's Fixpipes' (``_fixpipe``)
                     self.note(o)
                     getattr(self, "op_" + o.kind)(o)
             self.depth -= 1
@@ -877,7 +887,8 @@ class CubeRules:
         if store is not None:
             self.emit(f"SetFlag<HardEvent::M_FIX>({ec});")
             self.emit(f"WaitFlag<HardEvent::M_FIX>({ec});")
-            self._fixpipe(store, dst, M1, str(m0), _clamp(mv, m0, mrows, M), n0, _clamp(nv, n0, npc, N))
+            self._fixpipe(store, dst, M1, str(m0), _clamp(mv, m0, mrows, M), n0, _clamp(nv, n0, npc, N),
+                          mma=op)
             self.emit(f"SetFlag<HardEvent::FIX_M>({ec});")
 
     def _check_source(self, op, copy, l1, pos: int, pieces: dict, one_piece: bool):
@@ -1036,11 +1047,11 @@ class CubeRules:
             raise AscendCUnsupported(f"a store of a {t.space} tile on the cube side", op.loc)
         gdt = w.tensor.type.dtype.name
         src_tile, _ = _fixpipe_source(tile)
-        if _quant_mode(tile, gdt) is None:
-            raise AscendCUnsupported(f"a Fixpipe store of {t.dtype} to a {gdt} tensor", op.loc)
         self._cube()
         deferred = getattr(self, "deferred", {}).pop(src_tile.id, None)
         deferred_if = getattr(self, "deferred_ifs", {}).pop(src_tile.id, None)
+        if deferred_if is None and _quant_mode(tile, gdt) is None:   # a deferred if's arms: checked by defer_if
+            raise AscendCUnsupported(f"a Fixpipe store of {t.dtype} to a {gdt} tensor", op.loc)
         mv, nv = self.extents(tile)
         wcounts = self._window_counts(op, w, "store")
         for i, (n, wn) in enumerate(zip((mv, nv), wcounts)):
@@ -1062,17 +1073,22 @@ class CubeRules:
         for m0, rows, M1, cofs in blocks:
             self._fixpipe(op, _at(src, str(cofs)), M1, m0, _clamp(mv, m0, rows, t.shape[0]), 0, nv)
 
-    def _fixpipe(self, op, src: str, M1: int, m0: int, nrows: str, n0: int, ncols: str):
+    def _fixpipe(self, op, src: str, M1: int, m0: int, nrows: str, n0: int, ncols: str, mma=None):
         """Rows [0, nrows) x columns [0, ncols) of the L0C NZ matrix ``src`` (16 * M1 rows) into the store's
-        window from its row m0, column n0: NZ2ND, one call for rows with one stride, one per row otherwise."""
+        window from its row m0, column n0: NZ2ND, one call for rows with one stride, one per row otherwise.
+        ``mma``: the mma whose pieces these are, when they stream out at the store: its own result type and
+        dequant (an if's arm's, which the store's tile does not show) decide the conversion."""
 
         w = op.windows["window"]
-        tile = op.args[-1]
         gdt = w.tensor.type.dtype.name
-        quant = _quant_mode(tile, gdt)
-        src_tile, deq = _fixpipe_source(tile)
+        if mma is not None:
+            src_dt, deq = mma.result.type.dtype.name, _arm_dequant(None, mma, self._cube().users)
+        else:
+            src_tile, deq = _fixpipe_source(op.args[-1])
+            src_dt = src_tile.type.dtype.name
+        quant = _quant_of(src_dt, deq, gdt)
         g = self.gm[w.tensor.id]
-        gt, lt = CTYPE[gdt], CTYPE[src_tile.type.dtype.name]
+        gt, lt = CTYPE[gdt], CTYPE[src_dt]
         deq_line = f"{{fp}}.deqScalar = cvtDeqScalar({self.ref(deq.args[1])});" if deq is not None else None
         d0, d1 = w.dims
         cstart = _fold(c_sum(self.ref(d1.start), str(n0) if n0 else ""))
@@ -1116,9 +1132,23 @@ def _fixpipe_source(tile):
 def _quant_mode(tile, gdt: str):
     """The Fixpipe ``quantPre`` storing ``tile`` into a ``gdt`` tensor (DEQF16 for a dequant), or None."""
     src, deq = _fixpipe_source(tile)
+    return _quant_of(src.type.dtype.name, deq, gdt)
+
+
+def _quant_of(src_dt: str, deq, gdt: str):
+    """The Fixpipe ``quantPre`` moving an L0C ``src_dt`` tile into a ``gdt`` tensor, through the ``dequant`` op
+    ``deq`` (DEQF16) or not; None when no Fixpipe mode converts so."""
     if deq is not None:
-        return "DEQF16" if (src.type.dtype.name, gdt) == ("int32", "float16") else None
-    return _QUANT.get((tile.type.dtype.name, gdt))
+        return "DEQF16" if (src_dt, gdt) == ("int32", "float16") else None
+    return _QUANT.get((src_dt, gdt))
+
+
+def _arm_dequant(arm, mma, users=None):
+    """The ``dequant`` reading ``mma``'s result: in ``arm`` (an if's block), or among the result's ``users``
+    (the program's use lists); None when the result leaves L0C as it is."""
+    if arm is not None:
+        return next((o for o in arm.ops if o.kind == "dequant" and o.args[0] is mma.result), None)
+    return next((u for u in users.get(mma.result.id, []) if u.kind == "dequant"), None)
 
 
 def _blocks_of(block):

@@ -3,9 +3,13 @@ block, dequantised by the fixpipe) and whose result only leaves the cube was pla
 arm, because the plan's rule for an ``if`` of streamed mmas looked for an mma result in each arm's yield and
 found the dequant. A 16 x 2048 int32 block (128 KB, the whole of an A2 L0C) then failed the budget. The rule now
 looks through the dequant (the fixpipe converts each piece as it writes it out): each arm's mma streams out of
-L0C in its base tiles, and the results are the documented DEQF16 bit for bit in both orders."""
+L0C in its base tiles, and the results are the documented DEQF16 bit for bit in both orders. The Ascend C
+backend refused it by name; it now lowers it, each arm's pieces dequantised in their own Fixpipes."""
 
 from __future__ import annotations
+
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -76,16 +80,29 @@ def test_each_arms_mma_is_computed_at_the_store_and_takes_no_l0c_of_its_own():
     assert cost.estimated_us > 0 and cost.busy["aiv"].get("V", 0.0) == 0.0
 
 
-def test_the_ascendc_backend_refuses_it_by_name(tmp_path):
-    """The simulator, the plan and the cost model take the kernel; the Ascend C backend's lowering of an ``if``
-    at its result's store does not carry an arm's dequant into the Fixpipe yet, and says so with the line."""
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH (the Ascend C checks need a C++17 g++)")
+@pytest.mark.parametrize("N, first", [(2048, 1), (2048, 0), (128, 0)])
+def test_the_ascendc_backend_dequantises_each_arms_pieces_in_its_fixpipe(tmp_path, N, first):
+    """The Ascend C backend lowers the ``if`` at its result's store (``lower_cube.defer_if``): each arm's mma is
+    Fixpiped piece by piece with DEQF16 and the arm's scale, whether the result streams out (2048 columns) or
+    would fit the L0C pieces (128: a handle cannot carry an arm's dequant, so it is lowered at the store too).
+    It refused this before with "an arm yields a value no streamed mma of its own made". The CPU twin gives the
+    simulator's bits."""
     from cvtile.dsl import ascendc as A
 
-    M, N, D = 16, 2048, 64
+    M, D = 16, 64
     q, k1, k2 = _inputs(M, N, D)
+    deq = float(np.float32(7.3e-4))     # mantissa bits below the fixpipe's 10
     out = np.zeros((M, N), np.float16)
-    with record_launches(run=False) as rec:
-        dequantised_scores_from_either_key.on("Ascend910B1")[1](q, k1, k2, out, 1e-3, 1, M=M, N=N, D=D)
-    with pytest.raises(A.AscendCUnsupported, match="an arm yields a value no streamed mma of its own made") as exc:
-        A.emit(str(tmp_path / "proj"), [A.Launch.of(r) for r in rec.launches])
-    assert "test_if_of_dequantised_mmas_regression.py:" in str(exc.value)
+    with record_launches() as rec:
+        dequantised_scores_from_either_key.on("Ascend910B1")[1](q, k1, k2, out, deq, first, M=M, N=N, D=D)
+    np.testing.assert_array_equal(out.view(np.uint16), _reference(q, k1 if first > 0 else k2, deq).view(np.uint16))
+    d = str(tmp_path / "proj")
+    res = A.emit(d, [A.Launch.of(r) for r in rec.launches], atol=0.0, rtol=0.0)
+    A.check_project(d, res["kernels"])
+    report = A.run_project(d, "arch22")
+    assert report.strip() and all(ln.startswith("PASS") for ln in report.splitlines() if ln.strip()), report
+    src = "\n".join(p.read_text() for p in sorted((tmp_path / "proj" / "op_kernel").glob("*_kernel.cpp")))
+    assert "so it runs at its result's store" in src
+    assert len(re.findall(r"\.quantPre = QuantMode_t::DEQF16;", src)) >= 2       # one Fixpipe in each arm
+    assert "Cast(" not in src
