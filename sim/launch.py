@@ -58,7 +58,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from ..dsl.errors import SimulationError
-from . import checking
+from . import checking, direct
 from .codegen import generate
 from .optlevel import compiling_kernels
 from .shadow import ERR_WIDTH
@@ -72,7 +72,7 @@ _MODULES: dict[str, object] = {}
 _LOCK = threading.Lock()
 #: seconds this process has spent generating, loading and compiling kernels (for reports that separate
 #: compile time from run time)
-COMPILE_STATS = {"seconds": 0.0, "kernels": 0, "nrt_fallbacks": 0}
+COMPILE_STATS = {"seconds": 0.0, "kernels": 0, "nrt_fallbacks": 0, "direct": 0, "direct_fallbacks": 0}
 
 
 _BLAS = {"modules": -1, "controller": None, "libs": []}
@@ -150,7 +150,9 @@ class _Variant:
         self.generated = generated
         self.name = name
         self._module = None
-        self.ready: set = set()
+        #: argument signature -> what runs it: the imported module (numba's functions) or a
+        #: ``direct.DirectModule``
+        self.ready: dict = {}
 
     @property
     def module(self):
@@ -276,33 +278,45 @@ class NumbaRunner:
         group = variant.generated.entry == "group"
         sig = tuple([(a.dtype, a.ndim) if type(a) is np.ndarray or hasattr(a, "ndim") else type(a)
                      for a in flat_args])
-        if sig not in variant.ready:  # compile (or load from numba's cache) before the timed run
+        if sig not in variant.ready:  # compile (or load from a cache) before the timed run
             t0 = time.perf_counter()
             fallback = ""
-            try:
-                compile_signatures(variant.module, signatures(variant.module, group, err, flat_args, shadows))
-            except Exception as e:   # an NRT-free function that turns out to need NRT: compile it with NRT
-                if _NO_NRT not in variant.generated.text or not _is_numba_error(e):
-                    raise
-                fallback = _nrt_reason(e)
-                variant.generated.text = variant.generated.text.replace(_NO_NRT, "")
-                variant._module = None
-                compile_signatures(variant.module, signatures(variant.module, group, err, flat_args, shadows))
+            runnable = None
+            sigs = signatures(variant.module, group, err, flat_args, shadows)
+            if direct.compiler() == "direct":
+                try:
+                    runnable = direct.compile_functions(variant.module, variant.generated.text, sigs,
+                                                        variant.module.OPT_LEVEL, _direct_cache_path, _compiling)
+                    COMPILE_STATS["direct"] += 1
+                except direct.Unsupported as e:   # outside the direct compiler's subset: numba compiles it
+                    fallback = f"direct fallback: {e}"[:200]
+                    COMPILE_STATS["direct_fallbacks"] += 1
+            if runnable is None:
+                try:
+                    compile_signatures(variant.module, sigs)
+                except Exception as e:   # an NRT-free function that turns out to need NRT: compile it with NRT
+                    if _NO_NRT not in variant.generated.text or not _is_numba_error(e):
+                        raise
+                    fallback = _nrt_reason(e)
+                    variant.generated.text = variant.generated.text.replace(_NO_NRT, "")
+                    variant._module = None
+                    compile_signatures(variant.module, signatures(variant.module, group, err, flat_args, shadows))
+                    COMPILE_STATS["nrt_fallbacks"] += 1
+                runnable = variant.module
             seconds = time.perf_counter() - t0
             COMPILE_STATS["seconds"] += seconds
             COMPILE_STATS["kernels"] += 1
-            if fallback:
-                COMPILE_STATS["nrt_fallbacks"] += 1
-            variant.ready.add(sig)
+            variant.ready[sig] = runnable
             _log_compile(seconds, self.compiled.name, self.order, variant, fallback)
         if dry:
             return err, []
         threads = 1 if serial or (shadows is not None and shadows.serial) else _threads()
+        runnable = variant.ready[sig]
         with _one_blas_thread():
             if group:
-                problems = _run_groups(variant.module, grid, err, flat_args, threads, shadows)
+                problems = _run_groups(runnable, grid, err, flat_args, threads, shadows)
             else:
-                _run_cores(variant.module, grid, err, flat_args, threads, shadows)
+                _run_cores(runnable, grid, err, flat_args, threads, shadows)
                 problems = []
         return err, problems
 
@@ -492,6 +506,11 @@ def _nrt_reason(e: Exception) -> str:
 
     found = re.search(r'lowering "([^"]*)"', str(e))
     return "nrt fallback: " + (found.group(1) if found else str(e).splitlines()[0])[:160]
+
+
+def _direct_cache_path(module, function: str, key: str) -> Path:
+    """Where the direct compiler keeps ``function``'s machine code for ``key`` (beside the module's text)."""
+    return cache_dir() / f"{module.__name__}.{function}.{key}.direct"
 
 
 @contextlib.contextmanager
