@@ -281,16 +281,8 @@ class NumbaRunner:
         if sig not in variant.ready:  # compile (or load from a cache) before the timed run
             t0 = time.perf_counter()
             fallback = ""
-            runnable = None
             sigs = signatures(variant.module, group, err, flat_args, shadows)
-            if direct.compiler() == "direct":
-                try:
-                    runnable = direct.compile_functions(variant.module, variant.generated.text, sigs,
-                                                        variant.module.OPT_LEVEL, _direct_cache_path, _compiling)
-                    COMPILE_STATS["direct"] += 1
-                except direct.Unsupported as e:   # outside the direct compiler's subset: numba compiles it
-                    fallback = f"direct fallback: {e}"[:200]
-                    COMPILE_STATS["direct_fallbacks"] += 1
+            runnable, fallback = compile_direct(variant.module, variant.generated.text, sigs)
             if runnable is None:
                 try:
                     compile_signatures(variant.module, sigs)
@@ -506,6 +498,36 @@ def _nrt_reason(e: Exception) -> str:
 
     found = re.search(r'lowering "([^"]*)"', str(e))
     return "nrt fallback: " + (found.group(1) if found else str(e).splitlines()[0])[:160]
+
+
+def compile_direct(module, text: str, sigs: list):
+    """(the ``direct.DirectModule`` of ``sigs``'s functions, "") when ``$CVTILE_COMPILER`` is ``direct`` and the
+    direct compiler takes the module, else (None, why not: "" when numba is the compiler)."""
+    if direct.compiler() != "direct":
+        return None, ""
+    try:
+        runnable = direct.compile_functions(module, text, sigs, module.OPT_LEVEL, _direct_cache_path, _compiling)
+    except direct.Unsupported as e:   # outside the direct compiler's subset: numba compiles it
+        COMPILE_STATS["direct_fallbacks"] += 1
+        return None, f"direct fallback: {e}"[:200]
+    COMPILE_STATS["direct"] += 1
+    return runnable, ""
+
+
+def compiled_on_disk(module, text: str, function: str, sig) -> bool:
+    """Whether ``function`` of ``module`` has machine code for ``sig`` in the kernel cache, by the compiler
+    ``$CVTILE_COMPILER`` names (numba's index file, or the direct compiler's object)."""
+    if direct.compiler() == "direct":
+        return _direct_cache_path(module, function, direct.cache_key(text, function, sig, module.OPT_LEVEL)).exists()
+    return any((cache_dir() / "__pycache__").glob(f"{module.__name__}.{function}-*.nbi"))
+
+
+def compile_job(module, text: str, function: str, sig) -> None:
+    """Compile ``function`` of ``module`` for ``sig`` into the kernel cache by the compiler ``$CVTILE_COMPILER``
+    names (numba when the direct compiler does not take it): ``precompile``'s children."""
+    runnable, _ = compile_direct(module, text, [(function, sig)])
+    if runnable is None:
+        compile_signatures(module, [(function, sig)])
 
 
 def _direct_cache_path(module, function: str, key: str) -> Path:

@@ -8,13 +8,14 @@ combine), or a kernel in pipelined order (a core group's ``prog_aic`` and ``prog
 module), compiles them one after the other when it first runs, on one core. ``compile_ahead(call, order)``
 records the launches ``call()`` makes without running them (``record_launches(run=False, isolated=True)``:
 a recording the caller has open does not see them) and lists the
-functions they call whose machine code is in neither this process nor numba's disk cache, in launch order.
+functions they call whose machine code is in neither this process nor the disk cache (numba's, or the direct
+compiler's when ``$CVTILE_COMPILER`` is ``direct``: ``launch.compiled_on_disk``), in launch order.
 The caller keeps the first; the others go to child processes (``python -m cvtile.sim.precompile``), as many
 as the CPUs this process may use less one (``$CVTILE_COMPILE_PROCESSES`` sets that count, 1 starts no child),
 child k taking the jobs k, k + n, ... in order. A child loads the same generated module from the kernel cache
 and compiles each of its functions for the launch's argument types (``NumbaRunner.flat_types``,
-``launch.signatures``) holding that function's cache lock (``launch._compiling``); numba writes the machine
-code to its disk cache. The caller then runs the call as it would anyway: it compiles the first function
+``launch.signatures``) holding that function's cache lock (``launch._compiling``) with the process's compiler
+(``launch.compile_job``), which writes the machine code to its disk cache. The caller then runs the call as it would anyway: it compiles the first function
 itself, and when it reaches one a child took, the lock makes it wait for the child, then it loads what the
 child wrote.
 
@@ -77,11 +78,11 @@ def _processes() -> int:
 
 def _jobs(records, order: str) -> list:
     """(module text, kernel name, function name, argument types) of each function the recorded launches call
-    that is compiled neither in this process nor in numba's disk cache, once each, in launch order (a core
+    that is compiled neither in this process nor in the disk cache, once each, in launch order (a core
     group's ``prog_aic`` before its ``prog_aiv``)."""
     import numpy as np
 
-    from .launch import cache_dir, signatures
+    from .launch import compiled_on_disk, signatures
 
     jobs, seen = [], set()
     for rec in records:
@@ -93,7 +94,7 @@ def _jobs(records, order: str) -> list:
         module = variant.module
         err = np.zeros((max(rec.grid, 1), 5), np.int64)
         for name, sig in signatures(module, variant.generated.entry == "group", err, runner.flat_types(rec.args)):
-            if not any((cache_dir() / "__pycache__").glob(f"{module.__name__}.{name}-*.nbi")):
+            if not compiled_on_disk(module, variant.generated.text, name, sig):
                 jobs.append((variant.generated.text, variant.name, name, sig))
     return jobs
 
@@ -145,10 +146,10 @@ def compiled_ahead(call, order: str = "program", processes: int | None = None):
 
 def _child() -> int:
     """A child's work: compile each function of the jobs on stdin, in order, each holding its lock file."""
-    from .launch import _load_module, compile_signatures
+    from .launch import _load_module, compile_job
 
     for text, name, function, sig in pickle.load(sys.stdin.buffer):
-        compile_signatures(_load_module(text, name), [(function, sig)])
+        compile_job(_load_module(text, name), text, function, sig)
     return 0
 
 

@@ -34,8 +34,10 @@ from ..stamp import source_stamp
 from .entry import DirectFunction, build_entry, leading
 from .lower import FunctionLowering, Unsupported
 
-__all__ = ["compile_functions"]
+__all__ = ["compile_functions", "cache_key", "DirectModule", "STATS"]
 
+#: what this process's direct compiles did: compiled afresh, or loaded from the kernel cache
+STATS = {"compiled": 0, "loaded": 0}
 _STATE: dict = {}
 _TREES: dict = {}
 _LOCK = threading.RLock()
@@ -51,7 +53,7 @@ def _context():
         typingctx.refresh()
         target.refresh()
         ctx = target.subtarget(error_model=callconv.create_error_model("numpy", target), enable_nrt=False)
-        _STATE.update(ctx=ctx, typingctx=typingctx, memo={"sig": {}, "fnty": {}, "cres": {}})
+        _STATE.update(ctx=ctx, typingctx=typingctx, memo={"sig": {}, "fnty": {}, "cres": {}, "attr": {}})
     return _STATE["ctx"], _STATE["typingctx"], _STATE["memo"]
 
 
@@ -64,7 +66,8 @@ def _function_node(text: str, name: str) -> ast.FunctionDef:
     return tree[name]
 
 
-def _key(text: str, name: str, argtys, level: int) -> str:
+def cache_key(text: str, name: str, argtys, level: int) -> str:
+    """The cache key of ``name``'s machine code (see the module docstring for what it covers)."""
     import numba
     from llvmlite import binding as llvm
 
@@ -79,7 +82,7 @@ def compile_function(module, text: str, name: str, argtys, level: int, cache_pat
     from numba.core.compiler_lock import global_compiler_lock
 
     ctx, typingctx, memo = _context()
-    key = _key(text, name, argtys, level)
+    key = cache_key(text, name, argtys, level)
     entry_name = f"cvtile_direct_{name}_{key}"
     path = cache_path(key)
     with global_compiler_lock:
@@ -87,7 +90,9 @@ def compile_function(module, text: str, name: str, argtys, level: int, cache_pat
         if path.exists():
             try:
                 lib = codegen.unserialize_library(pickle.loads(path.read_bytes()))
-                return DirectFunction(lib, lib.get_pointer_to_function(entry_name), leading(argtys), name)
+                fn = DirectFunction(lib, lib.get_pointer_to_function(entry_name), leading(argtys), name)
+                STATS["loaded"] += 1
+                return fn
             except Exception:   # noqa: BLE001  (a damaged or foreign cache file: compile afresh)
                 pass
         lib = codegen.create_library(entry_name)
@@ -109,6 +114,7 @@ def compile_function(module, text: str, name: str, argtys, level: int, cache_pat
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(pickle.dumps(lib.serialize_using_object_code()))
         os.replace(tmp, path)
+        STATS["compiled"] += 1
         return DirectFunction(lib, address, leading(argtys), name)
 
 

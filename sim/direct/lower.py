@@ -590,8 +590,27 @@ class FunctionLowering:
         return v, self.element_pointer(v, [self.expr(i) for i in idx])
 
     def store_item(self, target, value: V):
+        if isinstance(target.slice, ast.Slice):       # x[a:b] = value: a scalar everywhere, or a 1-d array
+            view = self.slice1d(self.expr(target.value), target.slice)
+            if not isinstance(value.ty, types.Array):
+                self.fill(view, value)
+                return
+            self.copy_into(view, value)
+            return
         arr, ptr = self.item_pointer(target)
         self.store_at(arr, ptr, value)
+
+    def copy_into(self, view: V, src: V):
+        """``view[:] = src`` for a 1-d ``src`` of the view's length (numba raises on another length)."""
+        if src.ty.ndim != 1:
+            self.unsupported(f"a slice assigned a {src.ty}")
+        (n,), (m,) = self.shape(view), self.shape(src)
+        with cgutils.if_unlikely(self.b, self.b.icmp_signed("!=", n, m)):
+            self.ctx.call_conv.return_user_exc(self.b, ValueError, ("cannot assign slices of different lengths",))
+        with cgutils.for_range(self.b, n) as loop:
+            i = V(loop.index, types.intp)
+            x = V(self.ctx.unpack_value(self.b, src.ty.dtype, self.element_pointer(src, [i])), src.ty.dtype)
+            self.store_at(view, self.element_pointer(view, [i]), x)
 
     def store_at(self, arr: V, ptr, value: V):
         self.ctx.pack_value(self.b, arr.ty.dtype, self.cast(value, arr.ty.dtype), ptr)
@@ -632,18 +651,33 @@ class FunctionLowering:
         return self.make_array(v.ty.copy(layout=layout), self.data(v), self.shape(v)[::-1], self.strides(v)[::-1])
 
     def reshape(self, v: V, dims: list) -> V:
-        if v.ty.ndim != 1 or v.ty.layout != "C" or len(dims) != 2:
-            self.unsupported(f"a reshape of a {v.ty} to {len(dims)} dimensions")
-        (n,) = self.shape(v)
-        size = self.b.mul(dims[0], dims[1])
-        with cgutils.if_unlikely(self.b, self.b.icmp_signed("!=", size, n)):
-            self.ctx.call_conv.return_user_exc(self.b, ValueError, ("total size of new array must be unchanged",))
-        itemsize = self.ctx.get_abi_sizeof(self.ctx.get_data_type(v.ty.dtype))
-        strides = [self.b.mul(dims[1], ir.Constant(_I64, itemsize)), ir.Constant(_I64, itemsize)]
-        return self.make_array(v.ty.copy(ndim=2, layout="C"), self.data(v), dims, strides)
+        """``v.reshape(*dims)`` by numba's own lowering of it: numba computes the view's strides in a C helper
+        (``numba_attempt_nocopy_reshape``), so LLVM does not see the new shape as constants, and the loops of
+        the runtime helpers that read it are vectorised as in numba's compile of the same text (a known trip
+        count can change a reassociated sum's order)."""
+        fnty = self.memo["attr"].get((v.ty, "reshape"))
+        if fnty is None:
+            fnty = self.memo["attr"][(v.ty, "reshape")] = self.typingctx.resolve_getattr(v.ty, "reshape")
+        argtys = tuple(types.intp for _ in dims)
+        key = (fnty, argtys)
+        found = self.memo["sig"].get(key)
+        if found is None:
+            sig = self.typingctx.resolve_function_type(fnty, argtys, {})
+            if sig is None:
+                self.unsupported(f"a reshape of a {v.ty} to {len(dims)} dimensions")
+            sig = sig if sig.recvr is not None else sig.replace(recvr=v.ty)
+            found = self.memo["sig"][key] = (sig, self.ctx.get_function(fnty, sig))
+        sig, impl = found
+        params = list(sig.args)
+        if params and isinstance(params[-1], (types.StarArgTuple, types.StarArgUniTuple)):
+            star = params.pop()
+            vals = [self.ctx.make_tuple(self.b, star, dims)]
+        else:
+            vals = list(dims)
+        return V(impl(self.b, [v.value] + vals), sig.return_type)
 
     def fill(self, v: V, value: V) -> V:
-        if v.ty.layout != "C":
+        if v.ty.layout != "C" or v.ty.ndim > 2:
             self.unsupported(f"fill of a {v.ty}")
         x = self.cast(value, v.ty.dtype)
         n = self.b.extract_value(v.value, 2)

@@ -3,7 +3,8 @@
 In process: a specialisation is keyed by (source hash, constexpr values, argument dtypes and ranks, target);
 the same key returns the same CompiledKernel, any change of those recompiles, shapes and scalar values do
 not. On disk: the numba backend writes the generated module into ``$CVTILE_CACHE_DIR`` and numba keeps the
-machine code beside it, so a second *process* with the same kernel loads instead of compiling.
+machine code beside it, so a second *process* with the same kernel loads instead of compiling (numba's compile,
+``CVTILE_COMPILER=numba``; the direct compiler's cache is tested in ``tests/sim/test_direct_compiler.py``).
 """
 
 from __future__ import annotations
@@ -120,7 +121,9 @@ def _run_child(script, cache):
 
 
 def _child_command(script, cache):
-    return [sys.executable, str(script)], dict(os.environ, CVTILE_CACHE_DIR=str(cache))
+    """The child runs numba's compile (``CVTILE_COMPILER=numba``): these tests are about numba's disk cache; the
+    direct compiler's is ``tests/sim/test_direct_compiler.py``'s."""
+    return [sys.executable, str(script)], dict(os.environ, CVTILE_CACHE_DIR=str(cache), CVTILE_COMPILER="numba")
 
 
 def _result(done):

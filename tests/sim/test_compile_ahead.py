@@ -65,6 +65,13 @@ def _call(x):
     return z
 
 
+def _on_disk(kernel: str, function: str) -> bool:
+    """Whether a child left ``function``'s machine code in the kernel cache: numba's index file, or the direct
+    compiler's object (``$CVTILE_COMPILER``)."""
+    return any((cache_dir() / "__pycache__").glob(f"cvtile_k_{kernel}_*.{function}-*.nbi")) or \
+        any(cache_dir().glob(f"cvtile_k_{kernel}_*.{function}.*.direct"))
+
+
 def test_the_second_kernel_compiles_in_a_child(tmp_path, monkeypatch):
     monkeypatch.setenv("CVTILE_CACHE_DIR", str(tmp_path))
     x = np.arange(256, dtype=np.float32).reshape(16, 16)
@@ -73,7 +80,7 @@ def test_the_second_kernel_compiles_in_a_child(tmp_path, monkeypatch):
         z = _call(x)
     assert [c.returncode for c in children] == [0]
     assert np.array_equal(z, x * 2 + 1)
-    assert any((cache_dir() / "__pycache__").glob("cvtile_k__plus_one_*.core-*.nbi"))
+    assert _on_disk("_plus_one", "core")
     assert compile_ahead(lambda: _call(x), processes=2) == []     # compiled: nothing left to start
 
 
@@ -109,7 +116,7 @@ def test_a_core_groups_two_programs_compile_in_two_processes(tmp_path, monkeypat
         o = call()
     assert [c.returncode for c in children] == [0]
     assert np.array_equal(o, b.astype(np.float32) * 0.5)
-    assert any((cache_dir() / "__pycache__").glob("cvtile_k__mixed_*.prog_aiv-*.nbi"))
+    assert _on_disk("_mixed", "prog_aiv")
 
 
 _API_CHILD = r"""

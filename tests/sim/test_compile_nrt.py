@@ -72,7 +72,8 @@ def test_decorator_keeps_nrt_for_allocations_and_checked_mode():
     assert CheckedGen.nrt_free is False
 
 
-def test_falls_back_to_nrt_when_a_function_needs_it(compiled):
+def test_falls_back_to_nrt_when_a_function_needs_it(compiled, monkeypatch):
+    monkeypatch.setenv("CVTILE_COMPILER", "numba")      # the NRT fallback is numba's compile
     runner = NumbaRunner(compiled, "program")
     # an allocation the marker list does not know: the NRT-free compile fails, the launcher recompiles with NRT
     text = runner.source.replace("    return 0\n", "    _t = np.arange(3)\n    return 0\n", 1)
