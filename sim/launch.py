@@ -5,8 +5,14 @@ Model
 ``NumbaRunner`` is the "numba" backend of ``cvtile.dsl``. For one compiled
 kernel it generates the numba module text (``codegen.generate``), writes it
 into the cache directory under a name derived from a hash of the text, and
-imports it; numba's own ``cache=True`` then keeps the machine code beside it,
-so a second process with the same kernel loads instead of compiling. The
+imports it. The functions a launch calls are compiled by the direct compiler
+(``direct``: the text typed and lowered to LLVM with numba's own rules and
+runtime helpers, without numba's front end), or by numba when
+``$CVTILE_COMPILER`` is ``numba`` or the direct compiler does not take the
+module (``compile_direct``; the compile log says why). Either keeps the machine
+code beside the text (the direct compiler's ``*.direct`` objects, numba's
+``cache=True`` files), so a second process with the same kernel loads instead
+of compiling. The
 compile of each of the module's functions holds a lock file beside the module
 (``_compiling``), so processes that need the same kernel at the same moment
 (test or corpus workers, ``precompile``'s children) compile it once: the others

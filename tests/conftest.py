@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("CVTILE_COMPILE_PROCESSES", "1")
 
 
-#: test files xdist hands out before the others: few tests, many minutes (the st corpus' feature cover)
+#: test files xdist hands out before the others: few tests, many minutes (the FIA st corpus)
 LONG_FIRST = ("tests/kernels/test_st_corpus.py",)
 #: tests xdist hands out one by one, before the others: each runs many corpus cases for minutes (a shard of the
 #: FIA st corpus)

@@ -9,21 +9,14 @@ BSH/BSND/BNSD cases (``standard`` "default") against the executor's fp32 golden 
 classes (NaN equals NaN), the TND cases (``cv_fused_double_benchmark``) by the double benchmark against an
 online-softmax benchmark (:func:`cvtile.kernels.precision.compare_double_benchmark`).
 
-Two tiers, because the corpus' cost is numba compiles (114 kernel specialisations):
-
-* default (CI): the feature cover (``st_runner.feature_cover``): every optional input of the corpus at least
-  once, each in its cheapest case, and the cheapest case with none (11 of 123 cases, about 2 minutes of
-  compiling on one core). It took the place of the feature sample (one case per feature *set*, 43 cases,
-  9 to 12 minutes) when the sample had grown to a third of CI's 30 minutes: the combinations are the
-  corpus tier's, the features one by one are each covered by the kernel tests too. ``tests/conftest.py``
-  hands this file to an xdist worker first (``LONG_FIRST``), so the cover runs beside the rest of the tier;
-* ``corpus``: all 123 cases, the acceptance run, in ``SHARDS`` contiguous shards of the file (the corpus is
-  ordered by feature set, so cases that share kernel specialisations mostly share a shard). ``conftest.py``
-  hands out each shard as a work unit of its own (``SHARDED``), so ``python -m pytest -n auto -m corpus``
-  runs the corpus on every core: the shards took 1,659 CPU seconds on a fresh cache inside a whole tier run
-  (2026-12-07; 94 to 331 s each). That does not fit in CI beside the default tier: the tier with the shards
-  in place of the sample took 29:20 on 2 cores (``docs/compile_time.md``). ``cvtile cases
-  .../st/fia_v4.json --golden st`` is the same run as one command.
+The whole corpus runs in the default tier (CI), in ``SHARDS`` contiguous shards of the file (the corpus is
+ordered by feature set, so cases that share kernel specialisations mostly share a shard); ``tests/conftest.py``
+hands out each shard as a work unit of its own (``SHARDED``), so both xdist workers run the corpus from the
+start of the tier beside the other files. It fits since the simulator's kernels compile through the direct
+compiler (``cvtile.sim.direct``, 2026-12-07: an FIA attention kernel about 2.8 s, the KV antiquant kernel about
+6 s, against 11 and 13 to 35 s through numba's pipeline); before, CI ran a feature cover of 11 cases and the
+corpus was a tier of its own (``docs/compile_time.md``). ``cvtile cases .../st/fia_v4.json --golden st`` is the
+same run as one command.
 
 The ratchet: ``passed`` may only go up; the known failures and errors are listed with their causes and may
 only go away.
@@ -57,9 +50,6 @@ from cvtile.kernels.fia.api import fused_infer_attention_score_v4 as v4_api
 #: the corpus has no unsupported case and no error: every case passes but the known failures (a floor of
 #: 123 - 1; each shard holds its share of it)
 PASSED_FLOOR = 122
-#: passed cases of the feature cover (default tier), see ``_feature_cover``: all 11 (2026-12-07; the whole-file
-#: run above covers them)
-COVER_PASSED_FLOOR = 11
 #: known failures (case id -> cause); a case may leave this list, none may join it
 KNOWN_FAILED = {
     # decode D 128 with scale 1.0 on [-2, 2] data: scores reach |43|, softmax rows are peaked. One P (0.450561)
@@ -153,13 +143,6 @@ def test_feature_cover_gives_every_optional_input_in_few_cases(fia_path):
         min(c.elements() for c in cases if rarest in c.features())
 
 
-def test_st_corpus_feature_cover(fia_path):
-    """CI's share of the corpus: every optional input once (measured 2026-12-07: 11 cases, all passed, 124 s
-    of compiling and running on one core against 564 s for the 43-case feature sample)."""
-    res = run_st_corpus(fia_path, v4_api, golden=fia_golden_st, select=_feature_cover(fia_path))
-    _check_ratchet(res, COVER_PASSED_FLOOR)
-
-
 def shard_ids(path, shard: int) -> list[str]:
     """The st ids of shard ``shard`` of ``SHARDS``: a contiguous run of the file's cases."""
     cases = load_st_cases(path)
@@ -174,7 +157,6 @@ def test_shards_cover_the_corpus_once(fia_path):
     assert PASSED_FLOOR == len(ids) - len(KNOWN_FAILED) - len(KNOWN_ERRORS)
 
 
-@pytest.mark.corpus
 @pytest.mark.parametrize("shard", range(SHARDS))
 def test_st_corpus_shard(fia_path, shard):
     """One shard of the whole corpus: each of its cases passes, but a known failure may fail and a known
