@@ -398,10 +398,16 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int, sha
     def state() -> tuple:
         return (module.alloc(),) if shadows is None else (module.alloc(), shadows.for_core())
 
+    def bound(st):
+        """``core`` with this thread's arguments fixed (a directly compiled core packs them once: ``bind``)."""
+        if hasattr(core, "bind"):
+            return core.bind(err, *st, *args)
+        return lambda blk, nblk, sub: core(blk, nblk, sub, err, *st, *args)
+
     if threads <= 1 or grid <= 1:
-        st = state()
+        run = bound(state())
         for blk in range(grid):
-            if core(blk, grid, 0, err, *st, *args):
+            if run(blk, grid, 0):
                 return
         return
     counter = iter(range(grid))
@@ -409,14 +415,14 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int, sha
     failures = []
 
     def worker():
-        st = state()
+        run = bound(state())
         while True:
             with lock:
                 blk = next(counter, None)
             if blk is None:
                 return
             try:
-                core(blk, grid, 0, err, *st, *args)
+                run(blk, grid, 0)
             except BaseException as e:  # a numba-level error: report it from the launching thread
                 failures.append(e)
                 return
