@@ -441,23 +441,29 @@ def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int, sh
     counter = iter(range(grid))
     failures = []
 
-    def program(fn, blk, sub, role, flags, sched, st):
+    def program(run, blk, sub, role, sched):
         try:
-            fn(blk, grid, sub, role, flags, sched, err, *st, *args)
+            run(blk, grid, sub, role)
         except BaseException as e:   # a numba-level error: stop the group, report from the launching thread
             failures.append(e)
             abort_group(sched)
 
-    def one(blk, states, flags, reset):
+    def bound(fn, flags, sched, st):
+        """``fn`` with this worker's arguments fixed (a directly compiled program packs them once: ``bind``)."""
+        if hasattr(fn, "bind"):
+            return fn.bind(flags, sched, err, *st, *args)
+        return lambda blk, nblk, sub, role: fn(blk, nblk, sub, role, flags, sched, err, *st, *args)
+
+    def one(blk, runs, flags, sched, reset):
         flags[:] = 0
         if reset is not None:
             reset()
-        sched = new_sched()
-        aivs = [threading.Thread(target=program, args=(module.prog_aiv, blk, k, k + 1, flags, sched, states[k + 1]),
-                                 daemon=True) for k in (0, 1)]
+        sched[:] = new_sched()
+        aivs = [threading.Thread(target=program, args=(runs[k + 1], blk, k, k + 1, sched), daemon=True)
+                for k in (0, 1)]
         for t in aivs:
             t.start()
-        program(module.prog_aic, blk, 0, 0, flags, sched, states[0])
+        program(runs[0], blk, 0, 0, sched)
         for t in aivs:
             t.join()
         if sched[2] == 2:
@@ -478,10 +484,13 @@ def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int, sh
             tuples, reset = shadows.for_group()
             states = [(b, t) for b, t in zip(bufs, tuples)]
         flags = np.zeros((5, 16), np.int64)
+        sched = new_sched()         # reset for each group (``one``), so the bound programs keep pointing at it
+        runs = [bound(fn, flags, sched, st) for fn, st in zip((module.prog_aic, module.prog_aiv, module.prog_aiv),
+                                                               states)]
         while True:
             with lock:
                 blk = next(counter, None)
-            if blk is None or not one(blk, states, flags, reset):
+            if blk is None or not one(blk, runs, flags, sched, reset):
                 return
 
     if threads <= 1 or grid <= 1:
