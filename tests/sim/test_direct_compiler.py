@@ -226,3 +226,26 @@ def test_a_later_process_loads_the_machine_code(tmp_path):
     assert runs[0]["digest"] == runs[1]["digest"]
     assert math.isclose(runs[1]["stats"]["direct"], runs[0]["stats"]["direct"])
     assert list(tmp_path.glob("*.direct"))
+
+
+@pytest.mark.slow
+def test_the_st_corpus_feature_cover_gives_numba_bits_compiled_directly(corpus_file, monkeypatch):
+    """Every optional input of the FIA st corpus (``st_runner.feature_cover``: KV antiquant, full quant, MLA,
+    paged and NZ caches, shared prefix, tensor lists, pse, masks, sinks, post-quant ...), each launch run both
+    ways from the same inputs: every output bit the same."""
+    from cvtile.kernels.fia.api import fused_infer_attention_score_v4
+    from cvtile.kernels.st_cases import load_st_cases
+    from cvtile.kernels.st_runner import feature_cover
+
+    path = corpus_file("st/fia_v4.json")
+    cases = load_st_cases(path)
+    checked = 0
+    for i in feature_cover(path):
+        with record_launches() as rec:
+            fused_infer_attention_score_v4(**cases[i].make_inputs(np.random.default_rng(0)))
+        for launch in rec.launches:
+            want = _outputs(launch, "numba", "program", monkeypatch)
+            got = _outputs(launch, "direct", "program", monkeypatch)
+            assert all(_same_bits(a, b) for a, b in zip(want, got)), (cases[i].id, launch.kernel.name)
+            checked += 1
+    assert checked >= len(feature_cover(path))
