@@ -1,8 +1,9 @@
 """Compile time of the simulator: cold compile of the default cases and the warm process's first result.
 
 Each measurement runs in a fresh Python process. ``cold``: a fresh, empty ``CVTILE_CACHE_DIR`` (the kernels'
-numba code is generated and compiled; the runtime helpers of ``cvtile.sim.rt`` come from numba's own cache,
-as on any machine that ran cvtile once). ``warm``: the same cache directory a second time (the kernels load
+modules are generated and compiled, by the direct compiler or, with ``CVTILE_COMPILER=numba``, by numba's
+pipeline; the runtime helpers of ``cvtile.sim.rt`` come from numba's own cache, as on any machine that ran
+cvtile once). ``warm``: the same cache directory a second time (the kernels load
 from the cache). A case whose call launches several kernels compiles the later ones in a child process while
 it compiles the first (``sim/precompile.py``); ``CVTILE_COMPILE_PROCESSES=1`` measures them one after the
 other; the kernels compile at ``$CVTILE_OPT`` (default LLVM level 1, ``sim/optlevel.py``), ``CVTILE_OPT=3`` at
