@@ -16,7 +16,8 @@ as they are and every other argument from ``block``, in parameter order, each as
 It calls the body and returns what the body returns; ``*status`` gets numba's status code (0 when the body
 returned normally; an exception a runtime helper raised is a nonzero code, which ``DirectFunction`` raises
 as ``DirectRuntimeError``). ``pack`` writes the block for a call's Python values, ``build_entry`` reads it
-in LLVM, both from the same numba types, so they agree word for word.
+in LLVM, both from the same numba types, so they agree word for word. ``DirectFunction.bind`` packs a
+launch's arguments once and returns a callable of the leading integers, which the launcher calls per core.
 
 The entry is called through ``ctypes``, which releases the GIL for the call: the launcher's threads run
 cores in parallel as they do with numba's nogil functions.

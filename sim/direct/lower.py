@@ -17,9 +17,11 @@ Values
 ------
 A value is a ``V`` (LLVM value, numba type). Arrays are numba array structs (meminfo and parent null),
 built here for views: a 1-d slice with Python's bounds (clamped, negative from the end), a row of a 2-d
-array, a C-contiguous 1-d array reshaped to 2-d (its size checked), ``.T``. Elements are read and written
+array, ``.T``; a reshape is numba's own lowering (its C helper hides the new shape from LLVM, as in numba's
+compile, which keeps the runtime helpers' vectorised sums in numba's order). Elements are read and written
 through ``cgutils.get_item_pointer2`` with negative indices wrapped, as numba indexes (no bounds check:
-the kernel's own checks guard every GM access). Locals live in entry-block allocas (LLVM promotes them);
+the kernel's own checks guard every GM access); ``x[a:b] = v`` fills the slice with a scalar or copies a
+1-d array of its length. Locals live in entry-block allocas (LLVM promotes them);
 a name keeps the type of its first assignment, and a later assignment of another type is ``Unsupported``.
 
 Calls
