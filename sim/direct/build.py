@@ -9,7 +9,8 @@ helpers' libraries the body calls, optimises the whole at the module's LLVM leve
 ``optlevel.compiling_kernels``, as numba compiles the module) and emits machine code. The library is
 serialised (its object code) into the kernel cache beside the module's text, keyed by the function's text,
 its argument types, the LLVM level, numba's version, the host CPU and the direct compiler's own source
-stamp; a later process loads it instead of compiling.
+stamp; a later process loads it instead of compiling, without loading numba's typing and lowering
+registries (``_loader``): a warm process pays neither numba's front end nor its registries.
 
 Invariants
 ----------
@@ -57,6 +58,25 @@ def _context():
     return _STATE["ctx"], _STATE["typingctx"], _STATE["memo"]
 
 
+def _loader():
+    """numba's CPU codegen, ready to load cached machine code: numba's C helpers, its NRT and the BLAS (which
+    the linked runtime helpers may call) in place, but not numba's typing and lowering registries, whose
+    loading (``refresh``, about a quarter of a second more) only a compile needs."""
+    if "codegen" not in _STATE:
+        from numba.core.registry import cpu_target
+        from numba.core.runtime import rtsys
+        from numba.np.linalg import ensure_blas
+
+        target = cpu_target.target_context
+        rtsys.initialize(target)
+        # the BLAS numba's matmul helpers call (scipy's), loaded now: the launcher holds every BLAS it finds
+        # loaded at one thread (``launch._one_blas_thread``); loaded later, inside a kernel's first product, it
+        # would run on all threads and block its sums otherwise (other bits)
+        ensure_blas()
+        _STATE["codegen"] = target.codegen()
+    return _STATE["codegen"]
+
+
 def _function_node(text: str, name: str) -> ast.FunctionDef:
     tree = _TREES.get(text)
     if tree is None:
@@ -81,21 +101,20 @@ def compile_function(module, text: str, name: str, argtys, level: int, cache_pat
     ``cache_path(key)`` when a process compiled it before, else compiled and written there."""
     from numba.core.compiler_lock import global_compiler_lock
 
-    ctx, typingctx, memo = _context()
     key = cache_key(text, name, argtys, level)
     entry_name = f"cvtile_direct_{name}_{key}"
     path = cache_path(key)
     with global_compiler_lock:
-        codegen = ctx.codegen()
         if path.exists():
             try:
-                lib = codegen.unserialize_library(pickle.loads(path.read_bytes()))
+                lib = _loader().unserialize_library(pickle.loads(path.read_bytes()))
                 fn = DirectFunction(lib, lib.get_pointer_to_function(entry_name), leading(argtys), name)
                 STATS["loaded"] += 1
                 return fn
             except Exception:   # noqa: BLE001  (a damaged or foreign cache file: compile afresh)
                 pass
-        lib = codegen.create_library(entry_name)
+        ctx, typingctx, memo = _context()
+        lib = ctx.codegen().create_library(entry_name)
         irmod = lib.create_ir_module(entry_name)
         body = ir.Function(irmod, ctx.call_conv.get_function_type(types.int64, list(argtys)), f"{entry_name}_body")
         body.linkage = "internal"

@@ -208,7 +208,7 @@ from cvtile.cases import DEFAULT_CASES, make_inputs, with_options
 from cvtile.kernels.fia.api import npu_fused_infer_attention_score
 from cvtile.sim.direct import build
 from cvtile.sim.launch import COMPILE_STATS
-spec = with_options(DEFAULT_CASES[0], batch=1, num_heads=4, num_kv_heads=1, kv_seqlen=600, head_dim=64)
+spec = with_options(DEFAULT_CASES[1], num_heads=2, num_kv_heads=2)   # the causal prefill: BLAS products
 q, k, v, kw = make_inputs(spec)
 out = npu_fused_infer_attention_score(q, k, v, **kw)[0]
 print(json.dumps({"stats": dict(COMPILE_STATS), "build": dict(build.STATS),
@@ -217,6 +217,10 @@ print(json.dumps({"stats": dict(COMPILE_STATS), "build": dict(build.STATS),
 
 
 def test_a_later_process_loads_the_machine_code(tmp_path):
+    """The second process loads what the first compiled and computes the same bits. Regression: the loading
+    process skipped numba's registries and with them scipy's BLAS, which then loaded inside the first product,
+    after the launcher had held the loaded BLAS libraries at one thread: the products ran threaded and
+    blocked their sums otherwise, the causal prefill's outputs other bits."""
     env = dict(__import__("os").environ, CVTILE_CACHE_DIR=str(tmp_path), CVTILE_COMPILER="direct",
                CVTILE_COMPILE_PROCESSES="1")
     runs = [json.loads(subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
