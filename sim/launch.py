@@ -390,6 +390,15 @@ def _threads() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
+def _bound(fn, *fixed):
+    """``fn`` with every argument after its leading integers (``blk, nblk, sub`` and a program's ``role``) fixed to
+    ``fixed``: a thread binds a launch's arguments once and calls the result for each core (group). A directly
+    compiled function packs them once (``DirectFunction.bind``); the callable keeps ``fixed`` alive."""
+    if hasattr(fn, "bind"):
+        return fn.bind(*fixed)
+    return lambda *lead: fn(*lead, *fixed)
+
+
 def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int, shadows=None) -> None:
     """Run core(blk) for blk in 0..grid-1 on ``threads`` threads, each taking the next core when free
     and reusing one set of tile buffers (and, checked, of workspace shadows) for all the cores it runs."""
@@ -398,14 +407,8 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int, sha
     def state() -> tuple:
         return (module.alloc(),) if shadows is None else (module.alloc(), shadows.for_core())
 
-    def bound(st):
-        """``core`` with this thread's arguments fixed (a directly compiled core packs them once: ``bind``)."""
-        if hasattr(core, "bind"):
-            return core.bind(err, *st, *args)
-        return lambda blk, nblk, sub: core(blk, nblk, sub, err, *st, *args)
-
     if threads <= 1 or grid <= 1:
-        run = bound(state())
+        run = _bound(core, err, *state(), *args)
         for blk in range(grid):
             if run(blk, grid, 0):
                 return
@@ -415,7 +418,7 @@ def _run_cores(module, grid: int, err: np.ndarray, args: list, threads: int, sha
     failures = []
 
     def worker():
-        run = bound(state())
+        run = _bound(core, err, *state(), *args)
         while True:
             with lock:
                 blk = next(counter, None)
@@ -448,12 +451,6 @@ def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int, sh
             failures.append(e)
             abort_group(sched)
 
-    def bound(fn, flags, sched, st):
-        """``fn`` with this worker's arguments fixed (a directly compiled program packs them once: ``bind``)."""
-        if hasattr(fn, "bind"):
-            return fn.bind(flags, sched, err, *st, *args)
-        return lambda blk, nblk, sub, role: fn(blk, nblk, sub, role, flags, sched, err, *st, *args)
-
     def one(blk, runs, flags, sched, reset):
         flags[:] = 0
         if reset is not None:
@@ -485,8 +482,8 @@ def _run_groups(module, grid: int, err: np.ndarray, args: list, threads: int, sh
             states = [(b, t) for b, t in zip(bufs, tuples)]
         flags = np.zeros((5, 16), np.int64)
         sched = new_sched()         # reset for each group (``one``), so the bound programs keep pointing at it
-        runs = [bound(fn, flags, sched, st) for fn, st in zip((module.prog_aic, module.prog_aiv, module.prog_aiv),
-                                                               states)]
+        runs = [_bound(fn, flags, sched, err, *st, *args)
+                for fn, st in zip((module.prog_aic, module.prog_aiv, module.prog_aiv), states)]
         while True:
             with lock:
                 blk = next(counter, None)

@@ -164,6 +164,11 @@ class _CubeState:
                     self.if_of_yield[id(b.ops[-1])] = op
                 self._number(b)
 
+    def dequant_of(self, mma):
+        """The ``dequant`` reading ``mma``'s result (an if arm's, when the arm yields it so), or None when the
+        result leaves L0C as it is."""
+        return next((u for u in self.users.get(mma.result.id, []) if u.kind == "dequant"), None)
+
     def readers(self, v) -> list:
         """The ops reading ``v``, through the if it is yielded from: that if's readers of the result instead."""
         out = []
@@ -650,7 +655,7 @@ class CubeRules:
             mma = self._arm_mma(arm, 0, through_dequant=True)
             if mma is None:
                 raise AscendCUnsupported(f"{why}: an arm yields a value no streamed mma of its own made", op.loc)
-            deq = _arm_dequant(arm, mma)
+            deq = self._cube().dequant_of(mma)
             for o in arm.ops:
                 if not (o is mma or o is deq or o is arm.ops[-1] or (o.kind == "copy" and o.attrs.get("staged")) or
                         (o.defn.category == "scalar" and o.defn.pure)):
@@ -666,7 +671,7 @@ class CubeRules:
     def _arm_mma(self, arm, i: int, through_dequant: bool = False):
         """The mma of ``arm`` (an if's block) whose result the arm yields as the if's result ``i``, when it is
         the arm's own, does not accumulate and streams out through the plan's ``.c`` pieces; else None. With
-        ``through_dequant`` the arm may yield it through a ``dequant`` of its own (``_arm_dequant``)."""
+        ``through_dequant`` the arm may yield it through a ``dequant`` of its own (``dequant_of``)."""
         y = arm.ops[-1]
         mma = y.args[i].owner if y.kind == "yield" and len(y.args) > i else None
         if through_dequant and mma is not None and mma.kind == "dequant" and mma in arm.ops:
@@ -1082,7 +1087,7 @@ class CubeRules:
         w = op.windows["window"]
         gdt = w.tensor.type.dtype.name
         if mma is not None:
-            src_dt, deq = mma.result.type.dtype.name, _arm_dequant(None, mma, self._cube().users)
+            src_dt, deq = mma.result.type.dtype.name, self._cube().dequant_of(mma)
         else:
             src_tile, deq = _fixpipe_source(op.args[-1])
             src_dt = src_tile.type.dtype.name
@@ -1141,14 +1146,6 @@ def _quant_of(src_dt: str, deq, gdt: str):
     if deq is not None:
         return "DEQF16" if (src_dt, gdt) == ("int32", "float16") else None
     return _QUANT.get((src_dt, gdt))
-
-
-def _arm_dequant(arm, mma, users=None):
-    """The ``dequant`` reading ``mma``'s result: in ``arm`` (an if's block), or among the result's ``users``
-    (the program's use lists); None when the result leaves L0C as it is."""
-    if arm is not None:
-        return next((o for o in arm.ops if o.kind == "dequant" and o.args[0] is mma.result), None)
-    return next((u for u in users.get(mma.result.id, []) if u.kind == "dequant"), None)
 
 
 def _blocks_of(block):

@@ -199,13 +199,13 @@ class FunctionLowering:
     def st_AugAssign(self, st):
         if not isinstance(st.target, ast.Subscript):
             if isinstance(st.target, ast.Name):
-                self.assign(st.target.id, self.binop(_BINOPS[type(st.op)], self.load_name(st.target.id),
-                                                     self.expr(st.value)))
+                self.assign(st.target.id, self.apply(_BINOPS[type(st.op)], [self.load_name(st.target.id),
+                                                          self.expr(st.value)]))
                 return
             self.unsupported("an augmented assignment")
         arr, ptr = self.item_pointer(st.target)
         old = V(self.ctx.unpack_value(self.b, arr.ty.dtype, ptr), arr.ty.dtype)
-        self.store_at(arr, ptr, self.binop(_BINOPS[type(st.op)], old, self.expr(st.value)))
+        self.store_at(arr, ptr, self.apply(_BINOPS[type(st.op)], [old, self.expr(st.value)]))
 
     def st_Expr(self, st):
         if isinstance(st.value, ast.Constant):
@@ -303,7 +303,7 @@ class FunctionLowering:
         op = _BINOPS.get(type(e.op))
         if op is None:
             self.unsupported(f"the operator {type(e.op).__name__}")
-        return self.binop(op, self.expr(e.left), self.expr(e.right))
+        return self.apply(op, [self.expr(e.left), self.expr(e.right)])
 
     def ex_UnaryOp(self, e):
         op = _UNOPS.get(type(e.op))
@@ -314,44 +314,24 @@ class FunctionLowering:
     def ex_Compare(self, e):
         if len(e.ops) != 1:
             self.unsupported("a chained comparison")
-        return self.binop(_CMPOPS[type(e.ops[0])], self.expr(e.left), self.expr(e.comparators[0]))
+        return self.apply(_CMPOPS[type(e.ops[0])], [self.expr(e.left), self.expr(e.comparators[0])])
 
     def ex_BoolOp(self, e):
         """``a or b`` / ``a and b`` with Python's short circuit (the value of the operand that decides)."""
-        first = self.expr(e.values[0])
-        out_ty = first.ty
-        values = [first]
-        result = None
-        blocks = []
         end = self.fn.append_basic_block("boolop.end")
-        cur = first
-        for k, x in enumerate(e.values[1:]):
-            truth = self.truth(cur)
-            nxt = self.fn.append_basic_block("boolop.next")
-            blocks.append((self.b.block, cur))
-            if isinstance(e.op, ast.Or):
-                self.b.cbranch(truth, end, nxt)
-            else:
-                self.b.cbranch(truth, nxt, end)
-            self.b.position_at_end(nxt)
-            cur = self.expr(x)
-            values.append(cur)
-        blocks.append((self.b.block, cur))
-        self.b.branch(end)
-        self.b.position_at_end(end)
-        for v in values[1:]:
-            out_ty = self.typingctx.unify_types(out_ty, v.ty)
-        if out_ty is None:
-            self.unsupported("a boolean operation over values of different types")
-        # each incoming value cast to the result type in its own block
         incoming = []
-        for blk, v in blocks:
-            with self.b.goto_block(blk):
-                incoming.append((self.cast(v, out_ty), blk))
-        result = self.b.phi(self.ctx.get_value_type(out_ty))
-        for val, blk in incoming:
-            result.add_incoming(val, blk)
-        return V(result, out_ty)
+        for x in e.values[:-1]:
+            cur = self.expr(x)
+            incoming.append((cur, self.b.block))
+            nxt = self.fn.append_basic_block("boolop.next")
+            if isinstance(e.op, ast.Or):
+                self.b.cbranch(self.truth(cur), end, nxt)
+            else:
+                self.b.cbranch(self.truth(cur), nxt, end)
+            self.b.position_at_end(nxt)
+        incoming.append((self.expr(e.values[-1]), self.b.block))
+        self.b.branch(end)
+        return self.merge(incoming, end, "a boolean operation")
 
     def ex_IfExp(self, e):
         cond = self.truth(self.expr(e.test))
@@ -359,31 +339,35 @@ class FunctionLowering:
         other = self.fn.append_basic_block("ifexp.else")
         end = self.fn.append_basic_block("ifexp.end")
         self.b.cbranch(cond, then, other)
-        self.b.position_at_end(then)
-        a = self.expr(e.body)
-        a_end = self.b.block
-        self.b.position_at_end(other)
-        c = self.expr(e.orelse)
-        c_end = self.b.block
-        ty = self.typingctx.unify_types(a.ty, c.ty)
-        if ty is None:
-            self.unsupported("a conditional expression over values of different types")
-        with self.b.goto_block(a_end):
-            av = self.cast(a, ty)
+        incoming = []
+        for blk, arm in ((then, e.body), (other, e.orelse)):
+            self.b.position_at_end(blk)
+            incoming.append((self.expr(arm), self.b.block))
             self.b.branch(end)
-        with self.b.goto_block(c_end):
-            cv = self.cast(c, ty)
-            self.b.branch(end)
+        return self.merge(incoming, end, "a conditional expression")
+
+    def merge(self, incoming: list, end, what: str) -> V:
+        """The value at ``end`` of the (value, block) pairs of the blocks branching to it: their types unified
+        as numba unifies them, each cast in its own block before the branch."""
+        ty = incoming[0][0].ty
+        for v, _ in incoming[1:]:
+            ty = self.typingctx.unify_types(ty, v.ty)
+            if ty is None:
+                self.unsupported(f"{what} over values of different types")
+        cast = []
+        for v, blk in incoming:
+            with self.b.goto_block(blk):       # before the block's branch to ``end``
+                cast.append((self.cast(v, ty), blk))
         self.b.position_at_end(end)
         phi = self.b.phi(self.ctx.get_value_type(ty))
-        phi.add_incoming(av, a_end)
-        phi.add_incoming(cv, c_end)
+        for val, blk in cast:
+            phi.add_incoming(val, blk)
         return V(phi, ty)
 
     def ex_Attribute(self, e):
         if isinstance(e.value, ast.Name) and e.value.id not in self.vars:
             obj = self.ns.get(e.value.id)
-            if obj is not None and not isinstance(obj, V):
+            if obj is not None:
                 try:
                     return self.constant(getattr(obj, e.attr), f"{e.value.id}.{e.attr}")
                 except AttributeError:
@@ -451,35 +435,36 @@ class FunctionLowering:
         self.unsupported(f"a call of {name}")
 
     # ------------------------------------------------------------------ numba's typing and lowering
-    def resolve(self, fn, argtys: tuple):
-        """(signature, lowering) of the Python function ``fn`` (an operator or builtin) on ``argtys``: numba's
-        typing of the call and numba's implementation of that signature."""
-        key = (fn, argtys)
-        found = self.memo["sig"].get(key)
+    def apply(self, fn, args: list) -> V:
+        """The Python function ``fn`` (an operator or builtin) applied to ``args`` as numba types and lowers it."""
+        fnty = self.memo["fnty"].get(fn)
+        if fnty is None:
+            fnty = self.memo["fnty"][fn] = self.typingctx.resolve_value_type(fn)
+        return self.call_typed(fnty, args)
+
+    def call_typed(self, fnty, args: list, recvr: V | None = None) -> V:
+        """A call of the numba function type ``fnty`` (``recvr``: the array of a bound method) on ``args``:
+        numba's typing of it, then numba's implementation of that signature, the arguments cast to it (a
+        ``*args`` tail packed into one tuple, as numba folds it)."""
+        argtys = tuple(a.ty for a in args)
+        found = self.memo["sig"].get((fnty, argtys))
         if found is None:
-            fnty = self.memo["fnty"].get(fn)
-            if fnty is None:
-                fnty = self.memo["fnty"][fn] = self.typingctx.resolve_value_type(fn)
             sig = self.typingctx.resolve_function_type(fnty, argtys, {})
             if sig is None:
-                self.unsupported(f"{getattr(fn, '__name__', fn)} of {argtys}")
-            found = self.memo["sig"][key] = (sig, self.ctx.get_function(fnty, sig))
-        return found
-
-    def apply(self, fn, args: list) -> V:
-        sig, impl = self.resolve(fn, tuple(a.ty for a in args))
+                self.unsupported(f"{fnty} of {argtys}")
+            if recvr is not None and sig.recvr is None:
+                sig = sig.replace(recvr=recvr.ty)
+            found = self.memo["sig"][(fnty, argtys)] = (sig, self.ctx.get_function(fnty, sig))
+        sig, impl = found
         params = list(sig.args)
-        if params and isinstance(params[-1], (types.StarArgTuple, types.StarArgUniTuple)):
-            star = params.pop()        # *args: the rest packed into one tuple, as numba folds them
-            rest = args[len(params):]
-            packed = [self.cast(a, t) for a, t in zip(rest, star.types)]
-            vals = [self.cast(a, t) for a, t in zip(args, params)] + [self.ctx.make_tuple(self.b, star, packed)]
-        else:
-            vals = [self.cast(a, t) for a, t in zip(args, params)]
-        return V(impl(self.b, vals), sig.return_type)
-
-    def binop(self, fn, a: V, c: V) -> V:
-        return self.apply(fn, [a, c])
+        star = params.pop() if params and isinstance(params[-1], (types.StarArgTuple, types.StarArgUniTuple)) \
+            else None
+        vals = [self.cast(a, t) for a, t in zip(args, params)]
+        if star is not None:
+            vals.append(self.ctx.make_tuple(self.b, star, [self.cast(a, t) for a, t in
+                                                           zip(args[len(params):], star.types)]))
+        head = [recvr.value] if recvr is not None else []
+        return V(impl(self.b, head + vals), sig.return_type)
 
     def cast(self, v: V, ty):
         if v.ty == ty:
@@ -660,23 +645,7 @@ class FunctionLowering:
         fnty = self.memo["attr"].get((v.ty, "reshape"))
         if fnty is None:
             fnty = self.memo["attr"][(v.ty, "reshape")] = self.typingctx.resolve_getattr(v.ty, "reshape")
-        argtys = tuple(types.intp for _ in dims)
-        key = (fnty, argtys)
-        found = self.memo["sig"].get(key)
-        if found is None:
-            sig = self.typingctx.resolve_function_type(fnty, argtys, {})
-            if sig is None:
-                self.unsupported(f"a reshape of a {v.ty} to {len(dims)} dimensions")
-            sig = sig if sig.recvr is not None else sig.replace(recvr=v.ty)
-            found = self.memo["sig"][key] = (sig, self.ctx.get_function(fnty, sig))
-        sig, impl = found
-        params = list(sig.args)
-        if params and isinstance(params[-1], (types.StarArgTuple, types.StarArgUniTuple)):
-            star = params.pop()
-            vals = [self.ctx.make_tuple(self.b, star, dims)]
-        else:
-            vals = list(dims)
-        return V(impl(self.b, [v.value] + vals), sig.return_type)
+        return self.call_typed(fnty, [V(d, types.intp) for d in dims], recvr=v)
 
     def fill(self, v: V, value: V) -> V:
         if v.ty.layout != "C" or v.ty.ndim > 2:
