@@ -1,7 +1,7 @@
 """cvtile: write, check and understand Ascend NPU attention kernels on a CPU.
 
 * ``cvtile.dsl``: the Cube/Vector tile language (``@jit`` kernels).
-* ``cvtile.sim``: the numba simulator the kernels run on.
+* ``cvtile.sim``: the simulator the kernels run on (generated numba code, compiled by ``cvtile.sim.direct``).
 * ``cvtile.tiling``: the mirror of CANN op_host tiling (checks, routes, core split).
 * ``cvtile.kernels``: the attention kernels, goldens and operator APIs.
 

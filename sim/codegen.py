@@ -1,5 +1,9 @@
 """The numba backend: tile IR to the Python source of a numba-compiled simulator.
 
+The text is numba's language, and numba's compile of it is the reference; by default it is compiled by
+``sim.direct``, which reads this same text and lowers it with numba's typing, lowering and runtime
+helpers but without numba's front end (``docs/compile_time.md``). What follows holds for either compiler.
+
 Model
 -----
 The generated module has one function, ``core(blk, nblk, sub, err, bufs,

@@ -12,9 +12,12 @@ function of the process at numba's own level.
 Invariants
 ----------
 * The level is not meant to change a result. The kernels' own statements carry no fast-math flags, so LLVM
-  keeps IEEE semantics for them at every level. The runtime's exp, log, sqrt and rsqrt (``rt.FASTMATH``)
-  do carry flags that let LLVM contract and reassociate, where another pass pipeline could round
-  differently; measured, they give the same bits at levels 1 and 3 (a test compiles one kernel that uses
+  keeps IEEE semantics for them at every level. The runtime's exp, log, sqrt and rsqrt are declared with
+  ``rt.FASTMATH``, but numba lowers a helper it inlines (``inline="always"``) with its caller's flags, so
+  inside a kernel they are IEEE too (found by the direct compiler, 2026-12-07: its first copies of them kept
+  the flags and gave other bits). The reassociated sums of the compiled helpers (``row_sum``, the skinny
+  matmuls) keep their own flags, where another pass pipeline could round differently; measured, they give
+  the same bits at levels 1 and 3 (a test compiles one kernel that uses
   all four at both levels and compares fp32 bits), and the default cases' outputs hash the same at levels
   0 to 3.
 * ``compiling_kernels()`` holds numba's global compiler lock while the level is swapped in, so no other

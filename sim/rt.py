@@ -63,7 +63,9 @@ __all__ = ["fexp", "flog", "fsqrt", "frsqrt", "fmax", "fmin", "frelu", "f16_bits
            "fsigmoid", "ferf", "ffloor", "fpow", "ftanh_call", "fsigmoid_call", "ferf_call", "ffloor_call",
            "fpow_call", "dot_into", "dot_int_into", "mm_bt_i8", "mm_b_i8", "sel"]
 
-#: LLVM fast-math flags for generated code: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay IEEE.
+#: LLVM fast-math flags of the elementary functions: no "nnan"/"ninf" (masks use -inf), so NaN and inf stay
+#: IEEE. numba lowers a helper it inlines at its IR level with its caller's flags, so in a kernel (and in the
+#: ``*_call`` variants) these functions compile without them.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 f32 = np.float32
