@@ -201,7 +201,7 @@ def test_the_checks_records_are_numbas():
 
 
 _CHILD = r"""
-import json, os
+import json, os, sys
 from cvtile.cases import DEFAULT_CASES, make_inputs, with_options
 from cvtile.kernels.fia.api import npu_fused_infer_attention_score
 from cvtile.sim.direct import build
@@ -210,6 +210,7 @@ spec = with_options(DEFAULT_CASES[1], num_heads=2, num_kv_heads=2)   # the causa
 q, k, v, kw = make_inputs(spec)
 out = npu_fused_infer_attention_score(q, k, v, **kw)[0]
 print(json.dumps({"stats": dict(COMPILE_STATS), "build": dict(build.STATS),
+                  "scipy_linalg_package": "scipy.linalg" in sys.modules,
                   "digest": __import__("hashlib").sha1(out.tobytes()).hexdigest()}))
 """
 
@@ -218,7 +219,8 @@ def test_a_later_process_loads_the_machine_code(tmp_path):
     """The second process loads what the first compiled and computes the same bits. Regression: the loading
     process skipped numba's registries and with them scipy's BLAS, which then loaded inside the first product,
     after the launcher had held the loaded BLAS libraries at one thread: the products ran threaded and
-    blocked their sums otherwise, the causal prefill's outputs other bits."""
+    blocked their sums otherwise, the causal prefill's outputs other bits. The BLAS is scipy's extension module
+    loaded alone (``build.load_cython_blas``), without the 0.2 s of ``scipy.linalg``'s package: same bits."""
     env = dict(__import__("os").environ, CVTILE_CACHE_DIR=str(tmp_path), CVTILE_COMPILER="direct",
                CVTILE_COMPILE_PROCESSES="1")
     runs = [json.loads(subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
@@ -226,8 +228,41 @@ def test_a_later_process_loads_the_machine_code(tmp_path):
     assert runs[0]["build"]["compiled"] >= 1 and runs[0]["build"]["loaded"] == 0
     assert runs[1]["build"]["compiled"] == 0 and runs[1]["build"]["loaded"] == runs[0]["build"]["compiled"]
     assert runs[0]["digest"] == runs[1]["digest"]
+    assert not runs[1]["scipy_linalg_package"]
     assert runs[1]["stats"]["direct"] == runs[0]["stats"]["direct"] and not runs[1]["stats"]["direct_fallbacks"]
     assert list(tmp_path.glob("*.direct"))
+
+
+_LOAD_THEN_COMPILE = r"""
+import json, sys
+import numpy as np
+from cvtile.kernels.fia.api import npu_fused_infer_attention_score
+from cvtile.sim.direct import build
+q = np.random.default_rng(0).uniform(-1, 1, (1, 2, 64, 64)).astype(np.float16)
+npu_fused_infer_attention_score(q, q, q, num_heads=2, input_layout="BNSD", scale=0.125)
+if sys.argv[1] == "then-another":
+    q = q.transpose(0, 2, 1, 3).copy()   # BSND: another kernel (its layout is a compile-time constant)
+    npu_fused_infer_attention_score(q, q, q, num_heads=2, input_layout="BSND", scale=0.125)
+print(json.dumps(build.STATS))
+"""
+
+
+def test_a_process_that_loaded_a_kernel_compiles_another_regression(tmp_path):
+    """Regression: the loader filled the direct compiler's per-process state first, the compile path then took
+    the state as made and failed with ``KeyError: 'ctx'``: a warm process that ran a cached kernel could not
+    compile a new one."""
+    env = dict(__import__("os").environ, CVTILE_CACHE_DIR=str(tmp_path), CVTILE_COMPILER="direct",
+               CVTILE_COMPILE_PROCESSES="1")
+
+    def run(mode):
+        res = subprocess.run([sys.executable, "-c", _LOAD_THEN_COMPILE, mode], env=env, capture_output=True,
+                             text=True, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return json.loads(res.stdout.strip().splitlines()[-1])
+
+    assert run("one")["compiled"] >= 1
+    stats = run("then-another")
+    assert stats["loaded"] >= 1 and stats["compiled"] >= 1
 
 
 @pytest.mark.slow
