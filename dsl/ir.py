@@ -53,6 +53,18 @@ class Loc:
 _ids = itertools.count()
 
 
+def max_value_id() -> int:
+    """A number above the id of every value made so far in this process (it uses one id up)."""
+    return next(_ids)
+
+
+def reserve_ids(top: int) -> None:
+    """Move the value-id counter past ``top``: values made after IR was loaded from another process (whose
+    ids run up to ``top``) never share an id with a loaded value."""
+    global _ids
+    _ids = itertools.count(max(next(_ids), top + 1))
+
+
 class Value:
     """An SSA value. ``name`` is the source variable it was bound to, when any."""
 

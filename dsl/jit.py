@@ -13,9 +13,10 @@ budget report, a kernel that does not fit raises ``BudgetError``), then handed
 to a backend. The in-process cache key is
 (source hash, constexpr values, argument dtypes and ranks, target), and a
 specialisation that fails to compile (``CompilationError``, ``BudgetError``
-included) is kept under its key too and raised again without compiling; the numba
-backend adds an on-disk cache keyed by the generated source, so a second
-process does not recompile.
+included) is kept under its key too and raised again without compiling. A later
+process does not trace or run the passes again for a kernel of cvtile's own
+packages: the pipeline's IR is kept on disk (``specialisation_cache``), and the
+numba backend keeps the machine code, keyed by the generated source.
 
 Backends register themselves (``register_backend``): the simulator registers
 "numba" when ``cvtile.sim`` is imported, which ``import cvtile`` does. The
@@ -47,7 +48,8 @@ from .builtins import constexpr
 from .errors import CompilationError
 from .frontend import InlineFunction, build_kernel, source_of
 from .ir import Kernel
-from .passes import run_pipeline
+from . import specialisation_cache
+from .passes import Compilation, run_pipeline
 from .types import BOOL, F32, INDEX, TensorType, dtype_of
 
 __all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "register_backend", "backend", "ORDERS",
@@ -303,12 +305,17 @@ class JITFunction:
         if compiled is None:
             from .passes.plan_memory import check_plan
 
-            try:
-                def trace():
-                    return build_kernel(self.fn, bindings, platform, self.__name__)
+            def trace():
+                return build_kernel(self.fn, bindings, platform, self.__name__)
 
-                compilation = run_pipeline(trace(), platform, texts=False,
-                                           retrace=lambda: run_pipeline(trace(), platform))
+            try:
+                digest = specialisation_cache.disk_key(self.fn, key, platform)
+                stored = specialisation_cache.load(digest)
+                if stored is None:
+                    compilation = run_pipeline(trace(), platform, texts=False,
+                                               retrace=lambda: run_pipeline(trace(), platform))
+                else:
+                    compilation = Compilation(*stored, retrace=lambda: run_pipeline(trace(), platform))
                 ir = compilation.sequential
                 report = compilation.final.memory
                 check_plan(report, compilation.final)
@@ -317,6 +324,8 @@ class JITFunction:
                 # otherwise run the whole pass pipeline again on every call for the sizes that do not
                 self._cache[key] = exc
                 raise
+            if stored is None:
+                specialisation_cache.store(digest, compilation.frontend, compilation.sequential, compilation.final)
             compiled = CompiledKernel(ir, report, platform, key, compilation)
             self._cache[key] = compiled
         return compiled, runtime

@@ -63,6 +63,9 @@ class DType:
     def __deepcopy__(self, memo):   # one object per dtype: copies of IR share it (``is`` comparisons hold)
         return self
 
+    def __reduce__(self):   # and IR loaded from a pickle gets this process's object (``specialisation_cache``)
+        return dtype_of, (self.name,)
+
 
 float16 = DType("float16", 16, "float")
 bfloat16 = DType("bfloat16", 16, "float")
@@ -105,6 +108,9 @@ class Space:
 
     def __deepcopy__(self, memo):   # one object per space: copies of IR share it (``is`` comparisons hold)
         return self
+
+    def __reduce__(self):   # and IR loaded from a pickle gets this process's object (``specialisation_cache``)
+        return space_of, (self.name,)
 
 
 GM = Space("GM", "any")
