@@ -178,12 +178,41 @@ class DirectModule:
         return getattr(self._module, name)
 
 
+#: numba's (major, minor) versions the direct compiler was checked against: it calls numba's internal APIs
+#: (the calling convention, the code library's serialisation, the typing and lowering registries)
+CHECKED_NUMBA = ((0, 68),)
+
+
+def check_numba_version(version: str | None = None) -> None:
+    """Raise ``Unsupported`` (numba then compiles every module, with a warning once per process) when numba's
+    version is not one ``CHECKED_NUMBA`` names."""
+    import numba
+
+    version = version or numba.__version__
+    try:
+        major_minor = tuple(int(x) for x in version.split(".")[:2])
+    except ValueError:
+        major_minor = None
+    if major_minor in CHECKED_NUMBA:
+        return
+    checked = ", ".join(f"{a}.{b}" for a, b in CHECKED_NUMBA)
+    why = (f"numba {version} is not a version the direct compiler was checked against ({checked}): numba's own "
+           f"pipeline compiles the simulator's modules (slower to compile, the same results)")
+    if not _STATE.get("warned"):
+        import warnings
+
+        _STATE["warned"] = True
+        warnings.warn(f"cvtile: {why}", RuntimeWarning, stacklevel=3)
+    raise Unsupported(why)
+
+
 def compile_functions(module, text: str, signatures: list, level: int, cache_path, lock) -> DirectModule:
     """``signatures``: (function name, numba argument types) of a launch (``launch.signatures``); each compiled
     or loaded holding ``lock(module, name)`` (the cache's lock file). Raises ``Unsupported`` when a function is
-    outside the subset the direct compiler lowers."""
+    outside the subset the direct compiler lowers, or numba is not a version it was checked against."""
     from ..optlevel import compiling_kernels
 
+    check_numba_version()
     functions = {}
     for name, argtys in signatures:
         with lock(module, name + ".direct"), compiling_kernels(level):

@@ -286,3 +286,24 @@ def test_the_st_corpus_feature_cover_gives_numba_bits_compiled_directly(corpus_f
             assert all(_same_bits(a, b) for a, b in zip(want, got)), (cases[i].id, launch.kernel.name)
             checked += 1
     assert checked >= len(feature_cover(path))
+
+
+def test_an_unchecked_numba_version_is_compiled_by_numba(tmp_path, monkeypatch):
+    """The direct compiler calls numba's internal APIs: under a numba version it was not checked against it
+    declines with a reason (and a warning once), and numba's pipeline compiles the module."""
+    from cvtile.sim.direct import build
+
+    build.check_numba_version("0.68.1")
+    monkeypatch.setitem(build._STATE, "warned", True)   # (warned once per process: not by this check)
+    with pytest.raises(direct.Unsupported, match=r"numba 0\.60\.0 is not a version the direct compiler"):
+        build.check_numba_version("0.60.0")
+    monkeypatch.setenv("CVTILE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CVTILE_COMPILER", "direct")
+    monkeypatch.setattr(build, "CHECKED_NUMBA", ())
+    build._STATE["warned"] = False
+    q = np.random.default_rng(3).uniform(-1, 1, (1, 1, 32, 64)).astype(np.float16)
+    before = dict(COMPILE_STATS)
+    with pytest.warns(RuntimeWarning, match="is not a version the direct compiler was checked against"):
+        out = npu_fused_infer_attention_score(q, q, q, num_heads=1, input_layout="BNSD", scale=0.125)[0]
+    assert COMPILE_STATS["direct_fallbacks"] > before["direct_fallbacks"]
+    assert COMPILE_STATS["direct"] == before["direct"] and np.isfinite(out).all()
