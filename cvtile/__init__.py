@@ -31,11 +31,16 @@ __all__ = ["npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v
            "npu_prompt_flash_attention", "incre_flash_attention_v3", "npu_ring_attention_update",
            "npu_attention_update", "UnsupportedParameterError", "ParamError", "__version__"]
 
-from .kernels.variants import attention  # noqa: E402  (FIA with a score_mod / mask_mod compiled in)
+#: names given on first use, by the module that defines them: FIA with a score_mod / mask_mod compiled in, and
+#: FlashAttentionScore forward and backward (importing them would cost every process that only calls FIA
+#: about 0.03 s: ``docs/compile_time.md``, the warm process)
+_ON_FIRST_USE = {"attention": "cvtile.kernels.variants", "npu_fusion_attention": "cvtile.kernels.fas.api",
+                 "npu_fusion_attention_v2": "cvtile.kernels.fas.api",
+                 "npu_fusion_attention_grad": "cvtile.kernels.fas.api_grad"}
+__all__ += list(_ON_FIRST_USE)
 
-__all__ += ["attention"]
 
-from .kernels.fas.api import npu_fusion_attention, npu_fusion_attention_v2  # noqa: E402  (FlashAttentionScore)
-from .kernels.fas.api_grad import npu_fusion_attention_grad  # noqa: E402
+def __getattr__(name: str):
+    from ._on_first_use import attribute
 
-__all__ += ["npu_fusion_attention", "npu_fusion_attention_v2", "npu_fusion_attention_grad"]
+    return attribute(globals(), _ON_FIRST_USE, name)
