@@ -468,9 +468,10 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         arrays["_fullquant"] = fullquant_call(arrays, attrs, tiling)
     elif kd in ("int8", "int4", "float8_e4m3fn", "float4_e2m1", HIFLOAT8) or \
             any(name in arrays for name in ANTIQUANT_PARAMS):
-        if isinstance(arrays["key"], list):
+        if isinstance(arrays["key"], list) and tiling.arch == "arch35":
             raise UnsupportedParameterError("key", _describe(arrays["key"]), "KV antiquant with a key/value tensor "
-                                            "list is not simulated (the antiquant kernel reads dense key/value)")
+                                            "list is simulated on Atlas A2/A3 (the MSD kernel reads the list's "
+                                            "arena); Ascend950's dequant kernel reads dense or paged key/value")
         arrays["_antiquant"] = _antiquant_call(arrays, attrs, tiling, qd, kd)
     elif qd not in ("float16", "bfloat16") or kd != qd or vd != qd:
         raise UnsupportedParameterError("key" if qd in ("float16", "bfloat16") else "query",

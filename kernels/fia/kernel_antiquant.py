@@ -42,8 +42,10 @@ Invariants
 ----------
 * The task tables, masks, pse, lse and paged-cache views are ``fia_attention``'s (``kernel.py``): the same
   tiling, the same GQA fold, left padding (qoff / kvoff), system prefix (PREFIX, its straddling block in two
-  steps) and paged caches (CACHE "BnBsH", "BnNBsD" or "NZ": (blocks, N2, D/32, block_size, 32) for int8,
-  (blocks, N2, D/64, block_size, 64) for int4);
+  steps), paged caches (CACHE "BnBsH", "BnNBsD" or "NZ": (blocks, N2, D/32, block_size, 32) for int8,
+  (blocks, N2, D/64, block_size, 64) for int4) and key/value tensor lists (CACHE "list": batch b's rows from
+  kvoff[b] of the list's arena, ``kv_list``; per-channel and per-tensor parameters only, the host refuses
+  per-token ones);
   no token layouts or sink (the API and ``run_fia`` refuse them with antiquant). Per-token parameters of modes
   1/3 are read at the batch's first KV position plus the position in the attended sequence (prefix first), as
   the chip's ``antiqParamOffsetPerToken``, whether the cache is dense or paged; those of modes 4/5
@@ -123,6 +125,9 @@ def cache_rows(k, v, block_table, b, n2, s2, k0, plen, D, DV, LAYOUT, CACHE):
     if CACHE == "dense":
         kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
         vv = kv_rows(v, b, n2, s2 - plen, k0, LAYOUT)
+    elif CACHE == "list":   # a tensor list's arena (batch 1): batch b's own tensor starts at k0 = kvoff[b]
+        kv = kv_rows(k, 0, n2, s2, k0, LAYOUT)
+        vv = kv_rows(v, 0, n2, s2, k0, LAYOUT)
     else:
         kv = paged_kv_rows(k, block_table, b, n2, s2, D, CACHE)
         vv = paged_kv_rows(v, block_table, b, n2, s2, DV, CACHE)

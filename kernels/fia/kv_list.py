@@ -25,10 +25,12 @@ The operator's rules (typed errors):
   it against the longest tensor only, so the chip would read past a shorter batch's tensor; the simulator
   refuses the call with the rule (161002) instead.
 
-Not simulated (``UnsupportedParameterError`` naming the parameter): left padding with a list (the aclnn doc:
-query left padding is not supported with lists, kv left padding then falls back to right padding), a shared
-prefix (decode; op_host refuses it in prefill), an int8 or int4 cache (the antiquant kernel reads dense or
-paged key/value).
+An int8 or int4 cache (KV antiquant on Atlas A2/A3) is read from the arena the same way by the MSD kernel
+(``kernel_antiquant``, CACHE "list") with per-channel or per-tensor parameters (modes 0 and 2, which have no S
+axis). Not simulated (``UnsupportedParameterError`` naming the parameter): left padding with a list (the aclnn
+doc: query left padding is not supported with lists, kv left padding then falls back to right padding), a
+shared prefix (decode; op_host refuses it in prefill), per-token antiquant parameters with a list (modes 1, 3,
+4, 5), and a list on Ascend950's dequant kernel (``api``).
 
 Invariants
 ----------
@@ -112,7 +114,8 @@ def check_list_launch(token_layout: bool, layout: str, query_padding_size, kv_pa
                 "kv left padding (the aclnn doc: the operator then assumes right padding; cvtile refuses "
                 "rather than guess)"),
                ("key_shared_prefix", key_shared_prefix is not None, "a shared prefix"),
-               ("key", antiquant is not None, "an int8 or int4 cache (KV antiquant)"),
+               ("key", antiquant is not None and antiquant.per_token, "an int8 or int4 cache with per-token "
+                "antiquant scales (KV antiquant modes 1, 3, 4, 5)"),
                ("input_layout", token_layout, f"the {layout} layout"))
     for name, given, what in refused:
         if given:

@@ -374,9 +374,9 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
     aq = None
     own_params = None   # where the own KV's per-token parameters start after a shared prefix (None: at its end)
     if antiquant:
-        if token or isinstance(key, list):
+        if token:
             raise UnsupportedParameterError("antiquant_scale", "given", "KV antiquant is modelled for BSH/BSND/BNSD "
-                                            "key/value, dense or paged (no TND/NTD, no tensor lists)")
+                                            "key/value, dense, paged or a tensor list (no TND/NTD)")
         kv_len = max((p.k0 + p.prefix + p.s_kv for p in plans), default=0)
         if dequant_950 and prefix is not None:   # the prefix reads [0, plen), the own KV the last S of key
             kv_len = max(prefix.length, source.capacity(0))
@@ -387,6 +387,10 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                             seq_stride=chip_seq_stride(key, block_table, layouts.qkv)
                             if dequant_950 and prefix is None else None)
         aq = dataclasses.replace(aq, cache=cache)
+        if isinstance(key, list) and aq.per_token:
+            raise UnsupportedParameterError("antiquant_scale", "given", "KV antiquant with a key/value tensor list "
+                                            "is modelled with per-channel or per-tensor parameters (modes 0 and 2), "
+                                            "not per-token ones")
         if dequant_950:
             aq = dataclasses.replace(aq, rounding=canonical_dtype(q_np.dtype))
             if prefix is not None and aq.per_token:
