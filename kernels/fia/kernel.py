@@ -395,6 +395,17 @@ def band_bounds(pre, nxt, b, m0, mrows, s1, M, ORDER, G, BAND):
 
 
 @ct.inline
+def column_start(k0, CACHE):
+    """The batch's first KV position in its mask, pse and per-token parameter columns: k0, its first position in
+    its key/value tensor (left padding), except for a tensor list, whose k0 is the place of the batch's tensor in
+    the list's arena (``kv_list``): its columns start at 0 (a list takes no left padding)."""
+    c0 = k0
+    if CACHE == "list":
+        c0 = 0
+    return c0
+
+
+@ct.inline
 def band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2, BAND, MASK):
     """The scores s of the m KV positions from position a with -inf outside each row's band [lo, hi] (BAND)
     and where the [Bm, S1, S2] mask is set (MASK), read from the batch's first KV position k0."""
@@ -529,6 +540,7 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
         s2 = kvlen[b]
         q0 = qoff[b]
         k0 = kvoff[b]
+        c0 = column_start(k0, CACHE)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         if PREFIX:   # the batch's own KV follows the plen prefix positions (batch 0 of the prefix tensors)
             kpv = kv_rows(kp, 0, n2, plen, 0, LAYOUT)
@@ -578,13 +590,13 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
                 for h in range(1 + straddle):
                     a, m = prefix_part(kv0, n, cut, straddle, h)
                     gm, gl, go = kv_step(q1, kv, vv, kpv, vpv, plen, a, m, jj, gm, gl, go, wacc, sk,
-                                         last and h == straddle, scale, b, n2, s1, q0, k0, m0, mrows, qpos, lo, hi,
+                                         last and h == straddle, scale, b, n2, s1, q0, c0, m0, mrows, qpos, lo, hi,
                                          qhead, mask, pse, blocks, mod0, mod1, mod2, mod3, ORDER, G, M, S2, D, DV,
                                          PSE, PSE_ONE_ROW, BAND, MASK, SCORE_MOD, MASK_MOD, NCAP, SPARSE, SINK,
                                          P_DTYPE, PREFIX, GM_ACC)
             else:
                 gm, gl, go = kv_step(q1, kv, vv, kv, vv, 0, kv0, n, jj, gm, gl, go, wacc, sk, last, scale, b, n2,
-                                     s1, q0, k0, m0, mrows, qpos, lo, hi, qhead, mask, pse, blocks, mod0, mod1, mod2,
+                                     s1, q0, c0, m0, mrows, qpos, lo, hi, qhead, mask, pse, blocks, mod0, mod1, mod2,
                                      mod3, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, SCORE_MOD,
                                      MASK_MOD, NCAP, SPARSE, SINK, P_DTYPE, PREFIX, GM_ACC)
         with ct.vector():

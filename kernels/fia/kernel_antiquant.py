@@ -44,8 +44,8 @@ Invariants
   tiling, the same GQA fold, left padding (qoff / kvoff), system prefix (PREFIX, its straddling block in two
   steps), paged caches (CACHE "BnBsH", "BnNBsD" or "NZ": (blocks, N2, D/32, block_size, 32) for int8,
   (blocks, N2, D/64, block_size, 64) for int4) and key/value tensor lists (CACHE "list": batch b's rows from
-  kvoff[b] of the list's arena, ``kv_list``; per-channel and per-tensor parameters only, the host refuses
-  per-token ones);
+  kvoff[b] of the list's arena, ``kv_list``; its masks, pse and per-token parameters from column 0,
+  ``column_start``);
   no token layouts or sink (the API and ``run_fia`` refuse them with antiquant). Per-token parameters of modes
   1/3 are read at the batch's first KV position plus the position in the attended sequence (prefix first), as
   the chip's ``antiqParamOffsetPerToken``, whether the cache is dense or paged; those of modes 4/5
@@ -57,8 +57,8 @@ from __future__ import annotations
 
 import cvtile.dsl as ct
 
-from .kernel import band_and_mask, band_bounds, empty_state, fold_rows, kv_rows, normalised, paged_kv_rows, \
-    prefix_cut, prefix_part, pse_rows, row_epilogue, row_task, sink_softmax_step
+from .kernel import band_and_mask, band_bounds, column_start, empty_state, fold_rows, kv_rows, normalised, \
+    paged_kv_rows, prefix_cut, prefix_part, pse_rows, row_epilogue, row_task, sink_softmax_step
 
 @ct.inline
 def msd_split(x, MSD):
@@ -173,8 +173,8 @@ def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scal
             PER_TOKEN, PER_HEAD, OFFSET, ITER, PREFIX, MSD):
     """One KV step: the m positions from position a of the batch's attended sequence (the system prefix's first
     when PREFIX: positions below plen read kpv / vpv, the others the batch's own kv / vv at a - plen); k0 is
-    the batch's first KV position in its tensor (left padding), where its masks, pse and per-token parameters
-    start too. C1 (the query digits times K), V1 (combine, per-token parameters, scale, pse, masks, online
+    where the batch's masks, pse and per-token parameters start (``column_start``: its first KV position in its
+    tensor with left padding, 0 for a tensor list). C1 (the query digits times K), V1 (combine, per-token parameters, scale, pse, masks, online
     softmax, P's digits), C2, V2; returns the updated (gm, gl, go)."""
     with ct.cube():
         if PREFIX:
@@ -238,6 +238,7 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                                                                                      kvoff)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, plen, D, DV, LAYOUT, CACHE)
+        c0 = column_start(k0, CACHE)
         ksr, kor, vsr, vor = param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET,
                                         PAGED_PARAMS)
         kpv = kv
@@ -269,12 +270,12 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                 for h in range(1 + straddle):
                     a, m = prefix_part(kv0, n, cut, straddle, h)
                     gm, gl, go = aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scale, b,
-                                         n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, wsc1, wsp,
+                                         n2, s1, q0, c0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, wsc1, wsp,
                                          wsc2, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN,
                                          PER_HEAD, OFFSET, ITER, PREFIX, MSD)
             else:
                 gm, gl, go = aq_step(qd, qmax, qsum, kv, vv, kv, vv, 0, kv0, n, gm, gl, go, core, scale, b, n2, s1,
-                                     q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, wsc1, wsp, wsc2, ORDER,
+                                     q0, c0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, wsc1, wsp, wsc2, ORDER,
                                      G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, PER_HEAD, OFFSET,
                                      ITER, PREFIX, MSD)
         with ct.vector():

@@ -26,11 +26,11 @@ The operator's rules (typed errors):
   refuses the call with the rule (161002) instead.
 
 An int8 or int4 cache (KV antiquant on Atlas A2/A3) is read from the arena the same way by the MSD kernel
-(``kernel_antiquant``, CACHE "list") with per-channel or per-tensor parameters (modes 0 and 2, which have no S
-axis). Not simulated (``UnsupportedParameterError`` naming the parameter): left padding with a list (the aclnn
+(``kernel_antiquant``, CACHE "list"). ``kvoff[b]`` is then the arena position of batch b's tensor, not a column:
+the batch's mask, pse and per-token antiquant parameters are read from column 0 (``kernel.column_start``).
+Not simulated (``UnsupportedParameterError`` naming the parameter): left padding with a list (the aclnn
 doc: query left padding is not supported with lists, kv left padding then falls back to right padding), a
-shared prefix (decode; op_host refuses it in prefill), per-token antiquant parameters with a list (modes 1, 3,
-4, 5), and a list on Ascend950's dequant kernel (``api``).
+shared prefix (decode; op_host refuses it in prefill), and a list on Ascend950's dequant kernel (``api``).
 
 Invariants
 ----------
@@ -114,8 +114,6 @@ def check_list_launch(token_layout: bool, layout: str, query_padding_size, kv_pa
                 "kv left padding (the aclnn doc: the operator then assumes right padding; cvtile refuses "
                 "rather than guess)"),
                ("key_shared_prefix", key_shared_prefix is not None, "a shared prefix"),
-               ("key", antiquant is not None and antiquant.per_token, "an int8 or int4 cache with per-token "
-                "antiquant scales (KV antiquant modes 1, 3, 4, 5)"),
                ("input_layout", token_layout, f"the {layout} layout"))
     for name, given, what in refused:
         if given:

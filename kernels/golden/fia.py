@@ -387,10 +387,6 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                             seq_stride=chip_seq_stride(key, block_table, layouts.qkv)
                             if dequant_950 and prefix is None else None)
         aq = dataclasses.replace(aq, cache=cache)
-        if isinstance(key, list) and aq.per_token:
-            raise UnsupportedParameterError("antiquant_scale", "given", "KV antiquant with a key/value tensor list "
-                                            "is modelled with per-channel or per-tensor parameters (modes 0 and 2), "
-                                            "not per-token ones")
         if dequant_950:
             aq = dataclasses.replace(aq, rounding=canonical_dtype(q_np.dtype))
             if prefix is not None and aq.per_token:

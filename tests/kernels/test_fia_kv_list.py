@@ -110,3 +110,14 @@ def test_a_list_of_one_is_the_contiguous_form():
     assert kv_arrays([x]) is x
     two = kv_arrays((x, x))
     assert isinstance(two, list) and len(two) == 2 and all(t is x for t in two)
+
+
+@pytest.mark.parametrize("feature", ["atten_mask", "pse_shift"])
+def test_a_list_reads_its_mask_and_pse_from_column_0_regression(feature):
+    """Regression: the kernel read a batch's mask and pse columns from its KV offset, which for a tensor list is
+    the place of the batch's tensor in the list's arena: batch 1 (arena offset 40) read [40, 170) of a 130-wide
+    mask and the checks stopped the launch (a shorter offset would have read another batch's columns)."""
+    rng = np.random.default_rng(5)
+    extra = (dict(atten_mask=rng.uniform(0, 1, (3, 5, 130)) > 0.7, sparse_mode=0) if feature == "atten_mask"
+             else dict(pse_shift=rng.uniform(-1, 1, (3, N, 5, 130)).astype(np.float16)))
+    _check(_list_call("BSND", 5, **extra))

@@ -1,8 +1,7 @@
 """KV antiquant with key/value tensor lists on Atlas A2/A3: the MSD kernel (``fia_antiquant``, CACHE "list")
 reads each batch's int8 (or int4) tensor from the list's arena. Each batch's output is bit for bit what the
 same call gives on that batch's tensor alone (a dense cache), and the call passes the float64 golden; per-token
-parameters (they are indexed by the batch's positions, which a list spreads over tensors) and Ascend950's
-dequant kernel are refused by name."""
+parameters are read at the batch's own positions; Ascend950's dequant kernel refuses a list by name."""
 
 from __future__ import annotations
 
@@ -44,10 +43,14 @@ def _call(layout: str = "BSH", int4: bool = False, seed: int = 0, **extra):
     return kw
 
 
-def _each_batch_alone(kw, out, lse):
+def _each_batch_alone(kw, out, lse, per_token=False):
+    """Each batch's output and lse, bit for bit, those of the same call on that batch's tensor alone (a dense
+    cache; with ``per_token``, that batch's row of the per-token parameters)."""
     for b, s in enumerate(LENGTHS):
         alone = dict(kw, query=kw["query"][b:b + 1], key=kw["key"][b], value=kw["value"][b],
                      actual_seq_lengths_kv=[s])
+        if per_token:
+            alone.update({k: v[b:b + 1][..., :s] for k, v in kw.items() if k.endswith(("_scale", "_offset"))})
         o, l_ = fia(**alone)
         assert out[b:b + 1].tobytes() == o.tobytes() and lse[b:b + 1].tobytes() == l_.tobytes(), b
 
@@ -63,15 +66,22 @@ def test_each_batch_reads_its_own_tensor_and_the_call_passes_the_golden(layout, 
     assert compare(lse, g_lse, "float32", name="softmax_lse").passed
 
 
-def test_per_token_parameters_with_a_list_are_refused_by_name():
-    rng = np.random.default_rng(1)
-    kw = _call(antiquant_mode=1, antiquant_scale=rng.uniform(0.002, 0.02, (2, len(LENGTHS), max(LENGTHS))).astype(
-        np.float32), antiquant_offset=None)
-    with pytest.raises(UnsupportedParameterError) as info:
-        fia(**kw)
-    assert info.value.param == "key" and "per-token" in str(info.value)
-    with pytest.raises(UnsupportedParameterError, match="per-token"):
-        fia_golden_lowp(**kw)
+@pytest.mark.parametrize("mode", [1, 3], ids=["per-token", "per-token-per-head"])
+def test_per_token_parameters_are_read_at_the_batchs_own_positions(mode):
+    """Per-token parameters (B, S') are indexed by the batch's own KV positions, not by its tensor's place in the
+    list's arena (``kernel.column_start``)."""
+    rng = np.random.default_rng(mode)
+    shape = (len(LENGTHS), N2, max(LENGTHS)) if mode == 3 else (len(LENGTHS), max(LENGTHS))
+    kw = _call(antiquant_mode=None, antiquant_scale=None, antiquant_offset=None, key_antiquant_mode=mode,
+               value_antiquant_mode=mode,
+               **{f"{kv}_antiquant_{p}": rng.uniform(lo, hi, shape).astype(np.float32)
+                  for kv in ("key", "value") for p, lo, hi in (("scale", 0.002, 0.02), ("offset", -3, 3))})
+    kw = {k: v for k, v in kw.items() if v is not None}
+    out, lse = fia(**kw)
+    _each_batch_alone(kw, out, lse, per_token=True)
+    g_out, _ = fia_golden_lowp(**kw)
+    rep = compare(out, g_out, "float16", name="attention_out")
+    assert rep.passed, str(rep)
 
 
 def test_ascend950_refuses_a_list_with_kv_antiquant_by_name():
