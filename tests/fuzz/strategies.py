@@ -137,6 +137,9 @@ RUNTIME_ENVELOPES = (
     ("prefill", "BNSD", np.float16, 64, 512, 4, 64, False, (), "Ascend910B1"),
     ("prefill_band", "BNSD", np.float16, 64, 512, 4, 64, False, (2, 3, 4), "Ascend910B1"),
     ("decode_paged", "BSH", BF16, 1, 160, 4, 64, True, (), "Ascend910B1"),
+    # key/value tensor lists (one (1, S_b, ...) tensor per batch, S_b <= 512) with a full (B, S1, S2) mask, whose
+    # columns are the batch's own KV positions, not its tensor's place in the list's arena
+    ("prefill_mask_list", "BSND", np.float16, 64, 512, 4, 64, "list", (0,), "Ascend910B1"),
 )
 
 
@@ -149,13 +152,19 @@ def envelope_reference_call(name: str) -> tuple[dict, str]:
              "BNSD": lambda s, n: (1, n, s, d)}[layout]
     kw: dict = {"num_heads": g, "num_key_value_heads": 1, "input_layout": layout, "softmax_lse_flag": True,
                 "scale": 0.125, "query": np.zeros(shape(s1, g), dtype)}
-    if paged:
+    if paged == "list":   # two batches of full-length tensors (a list of one is the contiguous form)
+        kw["query"] = np.zeros((2,) + kw["query"].shape[1:], dtype)
+        kw["key"] = [np.zeros(shape(s2, 1), dtype)] * 2
+        kw["value"] = [np.zeros(shape(s2, 1), dtype)] * 2
+    elif paged:
         blocks = -(-s2 // 16)
         kw.update(key=np.zeros((blocks, 16, d), dtype), value=np.zeros((blocks, 16, d), dtype), block_size=16,
                   block_table=np.arange(blocks, dtype=np.int32).reshape(1, blocks), actual_seq_lengths_kv=[s2])
     else:
         kw.update(key=np.zeros(shape(s2, 1), dtype), value=np.zeros(shape(s2, 1), dtype))
-    if sparse_modes:
+    if sparse_modes == (0,):   # a full mask, (B, S1, S2)
+        kw.update(sparse_mode=0, atten_mask=np.zeros((kw["query"].shape[0], s1, s2), np.bool_))
+    elif sparse_modes:
         kw.update(sparse_mode=sparse_modes[0], atten_mask=np.triu(np.ones((2048, 2048), np.bool_), 1))
     return kw, target
 
@@ -168,10 +177,12 @@ def fia_runtime_calls(draw):
     1, the full length and everything between; a TND-free layout, so a shorter length is a padded tail), the
     data (standard normal, sometimes scaled by 100 or by 1e-3, sometimes with a row of large equal values),
     the softmax scale, inner_precise 0/1, the band's pre/next tokens (sparse 4) and the block table's order.
+    A "list" envelope draws key/value tensor lists: each batch its own tensor, as long as its KV length or longer;
+    sparse mode 0 draws a full (B, S1, S2) mask.
     The lse is always requested (a constant of the kernel). Returns the keyword call with ``_target`` (the
     envelope's) and ``_envelope`` (its name) set."""
     name, layout, dtype, s1, s2, g, d, paged, sparse_modes, target = draw(st.sampled_from(RUNTIME_ENVELOPES))
-    b = draw(st.integers(1, 3))
+    b = draw(st.integers(2 if paged == "list" else 1, 3))
     n2 = draw(st.integers(1, 2))
     n1 = n2 * g
     rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
@@ -195,7 +206,15 @@ def fia_runtime_calls(draw):
                 "inner_precise": draw(st.sampled_from([0, 1]))}
     shape = {"BSH": (b, s1, n1 * d), "BSND": (b, s1, n1, d), "BNSD": (b, n1, s1, d)}
     kw["query"] = arr(shape[layout])
-    if paged:
+    if paged == "list":   # batch i's own (1, S_i, ...) tensor, S_i from its KV length up to the envelope's S2
+        kw["actual_seq_lengths_kv"] = kv_lengths = lengths(s2)
+        sizes = [draw(st.integers(max(n, 1), s2)) for n in kv_lengths]
+        sizes[kv_lengths.index(s2)] = s2   # the longest tensor sizes op_host's blocks, as the longest length does
+        kv_shape = {"BSH": lambda s: (1, s, n2 * d), "BSND": lambda s: (1, s, n2, d),
+                    "BNSD": lambda s: (1, n2, s, d)}[layout]
+        kw["key"] = [arr(kv_shape(s)) for s in sizes]
+        kw["value"] = [arr(kv_shape(s)) for s in sizes]
+    elif paged:
         bs = 16
         blocks = -(-s2 // bs)
         kw["key"] = arr((b * blocks, bs, n2 * d))
@@ -214,6 +233,8 @@ def fia_runtime_calls(draw):
         sparse = draw(st.sampled_from(sparse_modes))
         kw["sparse_mode"] = sparse
         kw["atten_mask"] = np.triu(np.ones((2048, 2048), np.bool_), 1)
+        if sparse == 0:   # a full (B, S1, S2) mask: a random quarter of the positions masked
+            kw["atten_mask"] = rng.uniform(0, 1, (b, s1, s2)) < 0.25
         if sparse == 4:
             kw["pre_tokens"] = draw(st.integers(0, s2))
             kw["next_tokens"] = draw(st.integers(-s1 // 2, s2))
