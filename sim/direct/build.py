@@ -82,8 +82,10 @@ def load_cython_blas() -> None:
     """Import ``scipy.linalg.cython_blas`` (the BLAS whose function pointers numba's matmul helpers take) from
     its extension module alone, without running ``scipy.linalg``'s package ``__init__``: the same library and
     the same functions, in about 0.02 s instead of 0.23 s (the package imports scipy's array-API layer).
-    A process that imports ``scipy.linalg`` later gets this module as its submodule. Does nothing when the
-    module is already imported or scipy lays its files out otherwise (``ensure_blas`` then imports it)."""
+    ``import scipy.linalg.cython_blas`` and ``from scipy.linalg import cython_blas`` later give this module; the
+    attribute ``scipy.linalg.cython_blas`` of a package imported later is not set (the import system sets it only
+    when it loads the submodule itself). Does nothing when the module or the package is already imported, or
+    scipy lays its files out otherwise (``ensure_blas`` then imports it)."""
     import importlib.machinery
     import importlib.util
     import sys
