@@ -59,8 +59,9 @@ Invariants
 * The task tables, GQA fold, masks, pse, lse, flash-decode slots, paged-cache views and post-quant are
   ``fia_attention``'s (``kernel.py``) and the antiquant spec is ``golden.antiquant``'s, so this kernel, the MSD
   kernel and the golden read one interpretation of the parameters.
-* Not here (the API refuses them by name): a learnable sink, token layouts (TND/NTD), tensor lists and
-  score/mask hooks.
+* Not here (the API refuses them by name): a learnable sink, token layouts (TND/NTD), per-token and
+  per-token-group parameters with a key/value tensor list (CACHE "list" reads each batch's tensor from the
+  list's arena, its masks, pse and parameters from column 0), and score/mask hooks.
 * A row with no visible key gives 0 and lse ``EMPTY_LSE``.
 """
 
@@ -68,8 +69,8 @@ from __future__ import annotations
 
 import cvtile.dsl as ct
 
-from .kernel import batch_extent, fold_rows, kv_rows, normalised, prefix_cut, prefix_part, row_block_start, \
-    row_epilogue, task_fields, task_span
+from .kernel import batch_extent, column_start, fold_rows, kv_rows, normalised, prefix_cut, prefix_part, \
+    row_block_start, row_epilogue, task_fields, task_span
 from .kernel_antiquant import cache_rows, param_rows, softmax_block
 
 __all__ = ["fia_dequant"]
@@ -198,6 +199,7 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
         s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, plen, D, DV, LAYOUT, CACHE)
+        c0 = column_start(k0, CACHE)   # (a list's k0 is its tensor's place in the arena, not a column)
         ksr, kor, vsr, vor = param_rows(ks, ko, vs, vo, block_table, b, n2, s2, PER_TOKEN, PER_HEAD, OFFSET,
                                         PAGED_PARAMS, GROUP, GROUP_NZ)
         kpv = kv
@@ -221,7 +223,7 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
             for jj in range(j0, j1):
                 kv0 = kbase + jj * step
                 n = min(step, kend - kv0)
-                gm, gl, go = dq_step(q1, kv, vv, kv0, k0 + kv0, kv0, n, gm, gl, go, scale, b, n2, s1, q0, k0, m0,
+                gm, gl, go = dq_step(q1, kv, vv, kv0, c0 + kv0, kv0, n, gm, gl, go, scale, b, n2, s1, q0, c0, m0,
                                      mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, ORDER, G, M, S2, D, DV, PSE,
                                      PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP, P_DTYPE)
         with ct.vector():

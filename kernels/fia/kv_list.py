@@ -25,12 +25,14 @@ The operator's rules (typed errors):
   it against the longest tensor only, so the chip would read past a shorter batch's tensor; the simulator
   refuses the call with the rule (161002) instead.
 
-An int8 or int4 cache (KV antiquant on Atlas A2/A3) is read from the arena the same way by the MSD kernel
-(``kernel_antiquant``, CACHE "list"). ``kvoff[b]`` is then the arena position of batch b's tensor, not a column:
-the batch's mask, pse and per-token antiquant parameters are read from column 0 (``kernel.column_start``).
-Not simulated (``UnsupportedParameterError`` naming the parameter): left padding with a list (the aclnn
-doc: query left padding is not supported with lists, kv left padding then falls back to right padding), a
-shared prefix (decode; op_host refuses it in prefill), and a list on Ascend950's dequant kernel (``api``).
+An int8 or int4 cache (KV antiquant) is read from the arena the same way, on Atlas A2/A3 by the MSD kernel
+(``kernel_antiquant``, CACHE "list") and on Ascend950 by the dequant kernel (``kernel_dequant``; per-channel or
+per-tensor parameters). ``kvoff[b]`` is the arena position of batch b's tensor, not a column: every kernel reads
+the batch's mask, pse and per-token antiquant parameters from column 0 (``kernel.column_start``). Not simulated
+(``UnsupportedParameterError`` naming the parameter): left padding with a list (the aclnn doc: query left
+padding is not supported with lists, kv left padding then falls back to right padding), a shared prefix
+(decode; op_host refuses it in prefill), and per-token or per-token-group parameters with a list on Ascend950,
+which spaces their rows by op_host's S of key (``golden.antiquant.LIST_950_PER_TOKEN``).
 
 Invariants
 ----------

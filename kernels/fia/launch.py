@@ -532,10 +532,10 @@ def float_cache_widened(x: np.ndarray, dtype, cache: str | None = None) -> np.nd
 def _check_dequant_call(spec, token, sink, hooks, cache: str):
     """What the Ascend950 dequant kernel does not model (beyond the MSD kernel's refusals), refused by name."""
     _check_antiquant_call(spec, token, sink, hooks)
-    if cache not in ("dense", "BnBsH", "BnNBsD", "NZ"):
+    if cache not in ("dense", "list", "BnBsH", "BnNBsD", "NZ"):
         raise UnsupportedParameterError("key", "given", f"KV antiquant on Ascend950 with a {cache} key/value cache "
-                                        "is not simulated: its dequant kernel takes dense or BnBsH/BnNBsD/NZ paged "
-                                        "key/value")
+                                        "is not simulated: its dequant kernel takes dense, tensor-list or "
+                                        "BnBsH/BnNBsD/NZ paged key/value")
 
 
 def _group_consts(spec) -> dict:

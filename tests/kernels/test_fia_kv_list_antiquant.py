@@ -1,7 +1,9 @@
 """KV antiquant with key/value tensor lists on Atlas A2/A3: the MSD kernel (``fia_antiquant``, CACHE "list")
 reads each batch's int8 (or int4) tensor from the list's arena. Each batch's output is bit for bit what the
 same call gives on that batch's tensor alone (a dense cache), and the call passes the float64 golden; per-token
-parameters are read at the batch's own positions; Ascend950's dequant kernel refuses a list by name."""
+parameters are read at the batch's own positions. Ascend950's dequant kernel reads a list too, with per-channel
+and per-tensor parameters (it spaces per-token ones by op_host's S of key, which a list does not define: refused
+by name)."""
 
 from __future__ import annotations
 
@@ -84,33 +86,58 @@ def test_per_token_parameters_are_read_at_the_batchs_own_positions(mode):
     assert rep.passed, str(rep)
 
 
-def test_ascend950_refuses_a_list_with_kv_antiquant_by_name():
-    kw = _call(target="Ascend950")
-    scale = kw.pop("antiquant_scale")
-    del kw["antiquant_offset"], kw["antiquant_mode"]
-    kw.update(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1], key_antiquant_mode=0,
-              value_antiquant_mode=0)   # (the 950's operator takes the separate key and value scales)
+def test_ascend950_refuses_per_token_parameters_with_a_list_by_name():
+    """The 950 spaces per-token(-head) parameter rows by op_host's S of key, which a list does not define."""
+    rng = np.random.default_rng(2)
+    kw = _950(_call())
+    for kv in ("key", "value"):
+        kw[f"{kv}_antiquant_scale"] = rng.uniform(0.002, 0.02, (len(LENGTHS), N2, max(LENGTHS))).astype(np.float32)
+        kw[f"{kv}_antiquant_offset"] = rng.uniform(-3, 3, (len(LENGTHS), N2, max(LENGTHS))).astype(np.float32)
+        kw[f"{kv}_antiquant_mode"] = 3
     with pytest.raises(UnsupportedParameterError) as info:
         fia(**kw)
     assert info.value.param == "key" and "Ascend950" in str(info.value)
+    with pytest.raises(UnsupportedParameterError, match="Ascend950"):
+        fia_golden_lowp(**kw)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH (the twin needs a C++17 g++)")
-def test_the_ascend_c_build_reads_the_arena_as_the_simulator_does(tmp_path):
-    """The antiquant kernel's launch of a list call, emitted as Ascend C, syntax-checked and run on the CPU twin
-    against the simulator's results."""
+@pytest.mark.parametrize("kernel", ["fia_antiquant", "fia_dequant"])
+def test_the_ascend_c_build_reads_the_arena_as_the_simulator_does(tmp_path, kernel):
+    """The dequantising kernel's launch of a list call (A2/A3's MSD kernel, the 950's dequant kernel), emitted as
+    Ascend C, syntax-checked and run on the CPU twin against the simulator's results."""
     from cvtile.dsl import ascendc as A
     from cvtile.dsl.jit import record_launches
     from cvtile.kernels.precision import MAX_FAIL_RATIO, twin_tolerance
 
-    kw = _call()
+    kw = _call() if kernel == "fia_antiquant" else _950(_call())
     with record_launches() as rec:
         fia(**kw)
-    chosen = [A.Launch.of(r) for r in rec.launches if r.kernel.name == "fia_antiquant"]
+    chosen = [A.Launch.of(r) for r in rec.launches if r.kernel.name == kernel]
     assert chosen, [r.kernel.name for r in rec.launches]
     res = A.emit(str(tmp_path), chosen, tolerance=twin_tolerance(kw["query"].dtype), max_fail_ratio=MAX_FAIL_RATIO,
                  goldens="as_run")
     A.check_project(str(tmp_path), res["kernels"])
-    report = A.run_project(str(tmp_path), "arch22")
+    report = A.run_project(str(tmp_path), A.arch_of(chosen[0].kernel.platform))
     lines = [ln for ln in report.splitlines() if ln.strip()]
     assert lines and all(ln.startswith("PASS") for ln in lines), report
+
+
+def _950(kw):
+    """``kw`` as Ascend950's operator takes it: the separate key and value scales and offsets, modes 0."""
+    kw = dict(kw, target="Ascend950")
+    scale, offset = kw.pop("antiquant_scale"), kw.pop("antiquant_offset")
+    del kw["antiquant_mode"]
+    kw.update(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1], key_antiquant_offset=offset[0],
+              value_antiquant_offset=offset[1], key_antiquant_mode=0, value_antiquant_mode=0)
+    return kw
+
+
+def test_ascend950_dequantises_each_batchs_own_tensor():
+    """The 950's dequant kernel on a list: each batch bit for bit its dense call, and the golden."""
+    kw = _950(_call())
+    out, lse = fia(**kw)
+    _each_batch_alone(kw, out, lse)
+    g_out, _ = fia_golden_lowp(**kw)
+    rep = compare(out, g_out, "float16", name="attention_out")
+    assert rep.passed, str(rep)
