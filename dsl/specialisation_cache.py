@@ -101,9 +101,7 @@ def load(digest: str | None):
     try:
         with open(_path(digest), "rb") as f:
             top, irs = pickle.load(f)
-    except FileNotFoundError:
-        return None
-    except Exception:   # unreadable: written by another cvtile or cut short; the caller compiles and stores
+    except Exception:   # absent, or unreadable (written by another cvtile, cut short): the caller compiles, stores
         return None
     reserve_ids(top)
     STATS["loaded"] += 1

@@ -408,7 +408,7 @@ def column_start(k0, CACHE):
 @ct.inline
 def band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, S2, BAND, MASK):
     """The scores s of the m KV positions from position a with -inf outside each row's band [lo, hi] (BAND)
-    and where the [Bm, S1, S2] mask is set (MASK), read from the batch's first KV position k0."""
+    and where the [Bm, S1, S2] mask is set (MASK), read from the batch's first column k0 (``column_start``)."""
     if BAND:
         col = ct.iota(S2, valid=m) + a
         inband = (col[None, :] >= lo[:, None]) & (col[None, :] <= hi[:, None])

@@ -174,8 +174,8 @@ def aq_step(qd, qmax, qsum, kv, vv, kpv, vpv, plen, a, m, gm, gl, go, core, scal
     """One KV step: the m positions from position a of the batch's attended sequence (the system prefix's first
     when PREFIX: positions below plen read kpv / vpv, the others the batch's own kv / vv at a - plen); k0 is
     where the batch's masks, pse and per-token parameters start (``column_start``: its first KV position in its
-    tensor with left padding, 0 for a tensor list). C1 (the query digits times K), V1 (combine, per-token parameters, scale, pse, masks, online
-    softmax, P's digits), C2, V2; returns the updated (gm, gl, go)."""
+    tensor with left padding, 0 for a tensor list). C1 (the query digits times K), V1 (combine, per-token
+    parameters, scale, pse, masks, online softmax, P's digits), C2, V2; returns the updated (gm, gl, go)."""
     with ct.cube():
         if PREFIX:
             if a < plen:

@@ -117,8 +117,8 @@ def staged_block(view, row, at, m, n2, ps, po, S2, COLS, QT, PER_TOKEN, OFFSET, 
 def dq_step(q1, kv, vv, row, at, a, m, gm, gl, go, scale, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ks, ko,
             vs, vo, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP, P_DTYPE):
     """One KV step over the m rows of kv / vv from ``row`` (their per-token parameters at ``at``), which are the
-    positions a.. of the batch's attended sequence (k0: the batch's first position in its tensor, where the
-    masks and pse start): V0, C1, V1, V0', C2, V2; returns the updated (gm, gl, go). The dequantised blocks are
+    positions a.. of the batch's attended sequence (k0: where the batch's masks and pse start, ``column_start``):
+    V0, C1, V1, V0', C2, V2; returns the updated (gm, gl, go). The dequantised blocks are
     hand-offs like the scores and P, so the pipeline pass overlaps the steps as it does the non-quant kernel's
     (V0 of a later step while the cube runs C1 and C2 of earlier ones)."""
     with ct.vector():

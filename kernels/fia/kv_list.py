@@ -107,8 +107,8 @@ def check_list_lengths(key, kv_seqlens, s_axis: int) -> None:
                            f"(op_host checks the longest tensor only; the chip would read past this one)")
 
 
-def check_list_launch(token_layout: bool, layout: str, query_padding_size, kv_padding_size, key_shared_prefix,
-                      antiquant) -> None:
+def check_list_launch(token_layout: bool, layout: str, query_padding_size, kv_padding_size,
+                      key_shared_prefix) -> None:
     """What the simulated tensor-list reading does not model, refused naming the parameter (module doc)."""
     refused = (("query_padding_size", query_padding_size is not None,
                 "left padding (the operator does not support it with tensor lists)"),

@@ -153,7 +153,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                                                               else value.shape[-1])
         bt = np.ascontiguousarray(block_table)
     elif isinstance(key, (list, tuple)):   # a tensor list: one (1, S_b, ...) tensor per batch (kv_list)
-        check_list_launch(lay.token, lay.qkv, query_padding_size, kv_padding_size, key_shared_prefix, antiquant)
+        check_list_launch(lay.token, lay.qkv, query_padding_size, kv_padding_size, key_shared_prefix)
         cache = "list"
         k, v, list_off = list_arena(key, value, lambda t: _as_heads(t, lay.qkv, n2), 2 if lay.qkv == "BNSD" else 1)
         dv = v.shape[-1]

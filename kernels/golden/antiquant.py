@@ -75,8 +75,8 @@ from ..errors import UnsupportedParameterError
 from .dtypes import BFLOAT16, canonical_dtype, round_to, to_f64, to_numpy
 from .hifloat8 import HIFLOAT8, hif8_values
 
-__all__ = ["AntiquantSpec", "antiquant_spec", "chip_seq_stride", "LIST_950_PER_TOKEN", "cache_values", "ANTIQUANT_PARAMS",
-           "QUANTISED_CACHES"]
+__all__ = ["AntiquantSpec", "antiquant_spec", "chip_seq_stride", "LIST_950_PER_TOKEN", "cache_values",
+           "ANTIQUANT_PARAMS", "QUANTISED_CACHES"]
 
 #: the cache dtypes a dequantisation reads: int8 (an int4 cache as its int8 values) and, on Ascend950, FP8 E4M3
 #: and (MXFP4, mode 6) FP4 E2M1; a HiFloat8 cache is uint8 codes with the spec's ``cache`` "hifloat8"
@@ -334,9 +334,9 @@ def _read_from_start(x: np.ndarray, shape: tuple) -> np.ndarray:
 
 
 #: why Ascend950's KV antiquant with a key/value tensor list is refused for per-token and per-token-group parameters
-LIST_950_PER_TOKEN = ("KV antiquant with a key/value tensor list on Ascend950 is simulated with per-channel or per-tensor "
-                      "parameters: the 950 spaces the rows of per-token and per-token-group ones by op_host's S of "
-                      "key, which a list of tensors of their own lengths does not define")
+LIST_950_PER_TOKEN = ("KV antiquant with a key/value tensor list on Ascend950 is simulated with per-channel or "
+                      "per-tensor parameters: the 950 spaces the rows of per-token and per-token-group ones by "
+                      "op_host's S of key, which a list of tensors of their own lengths does not define")
 
 
 def chip_seq_stride(key, block_table, qkv_layout: str) -> int:

@@ -139,9 +139,10 @@ def _envelope_keys(name: str) -> frozenset:
 @given(fia_runtime_calls())
 def test_runtime_values_match_the_golden(kw):
     """The default tier's simulated fuzz: 500 calls whose compile-time shape is one of ``RUNTIME_ENVELOPES``
-    (five kernel specialisations, three of them the kernel grid's, one on key/value tensor lists; a draw whose lengths make the launch
-    specialise the kernel otherwise, e.g. a smaller M block for short query rows, is discarded), drawing what the kernel reads at run time (batch, heads, actual lengths
-    with 0 and the extremes, data scales and ties, scale, inner_precise, band tokens, block table order), each
+    (five kernel specialisations, three of them the kernel grid's, one on key/value tensor lists; a draw whose
+    lengths make the launch specialise the kernel otherwise, e.g. a smaller M block for short query rows, is
+    discarded), drawing what the kernel reads at run time (batch, heads, actual lengths with 0 and the
+    extremes, data scales and ties, scale, inner_precise, band tokens, block table order, list lengths), each
     run on the simulator against the golden. The feature-wide fuzz (every layout, dtype, mask and target, a
     compile per new combination) is the ``fuzz`` tier's ``test_accepted_calls_match_the_golden``."""
     kw = dict(kw)
