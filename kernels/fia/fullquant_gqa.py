@@ -10,11 +10,12 @@ tensor lists or rope). ``fullquant_gqa_call`` runs after op_host accepted the ca
 ``FullQuantGqaSpec`` the launch hands to ``kernel_fullquant_gqa.fia_fullquant_gqa``: the query scales as an
 (N1, T, 1) view, the key and value scales as float32, ln(quant_scale1) in fp32 (0 without it).
 
-It refuses by name (``UnsupportedParameterError``) what the kernel does not model: a tiling with flash-decode
-splits (the chip's ``fia_block_vec_flashdecode_fullquant`` combine), a learnable sink, the tree mask, and a
-quant_scale1 that is not a positive finite number (ln of it is the chip's max shift). Other Ascend950 full-quant
-flavours: MXFP8 6/6/8 runs on its own kernel (``fullquant_mx``), and so does the MLA 3/0/0 on the catch-all
-template (``mla_fullquant``, which shares ``fp8_p_scale_log``'s refusals).
+It refuses by name (``UnsupportedParameterError``) what the kernel does not model: a learnable sink, the tree
+mask, and a quant_scale1 that is not a positive finite number (ln of it is the chip's max shift), and a tiling
+with flash-decode splits (``refuse_flash_decode``: op_host's split for this template runs without stream-K, so
+it never splits a row). Other Ascend950 full-quant flavours: MXFP8 6/6/8 runs on its own kernel
+(``fullquant_mx``, with flash decode), and so does the MLA 3/0/0 on the catch-all template (``mla_fullquant``,
+which shares ``fp8_p_scale_log``'s refusals and ``refuse_flash_decode``).
 
 Invariants
 ----------
@@ -30,7 +31,7 @@ import numpy as np
 
 from ..errors import UnsupportedParameterError
 
-__all__ = ["FullQuantGqaSpec", "fullquant_gqa_call", "fp8_p_scale_log", "FP8_GQA_TEMPLATE"]
+__all__ = ["FullQuantGqaSpec", "fullquant_gqa_call", "fp8_p_scale_log", "refuse_flash_decode", "FP8_GQA_TEMPLATE"]
 
 #: op_host's template of the FP8 per-token-head full quant
 FP8_GQA_TEMPLATE = "FiaTilingFullQuantGqaArch35"
@@ -49,6 +50,7 @@ class FullQuantGqaSpec:
 
 def fullquant_gqa_call(arrays: dict, attrs: dict, tiling) -> FullQuantGqaSpec:
     """Check an FP8 GQA full-quant call op_host accepted (see the module docstring); return its spec."""
+    refuse_flash_decode(tiling, "FP8 GQA")
     ln_p = fp8_p_scale_log(arrays, attrs, tiling, "FP8 GQA")
     dq = np.asarray(arrays["dequant_scale_query"], np.float32)
     return FullQuantGqaSpec(deq_q=dq.reshape(dq.shape[0], dq.shape[1], 1),
@@ -57,14 +59,21 @@ def fullquant_gqa_call(arrays: dict, attrs: dict, tiling) -> FullQuantGqaSpec:
                             ln_p=ln_p)
 
 
-def fp8_p_scale_log(arrays: dict, attrs: dict, tiling, what: str) -> np.float32:
-    """The refusals the Ascend950 FP8 full-quant kernels share (flash-decode splits, a learnable sink, the tree
-    mask, a quant_scale1 that is not a positive finite number), ``what`` naming the flavour; returns
-    ln(quant_scale1) as an fp32 (0 without it)."""
+def refuse_flash_decode(tiling, what: str) -> None:
+    """Refuse by name a tiling that splits a row's KV across cores, for a kernel (``what``) without the
+    flash-decode partials. op_host gives neither the FP8 GQA template (split_core_v2 without stream-K) nor the
+    catch-all's MLA rope (``CheckFlashDecode``) such a split, so no API call reaches this; it guards the kernels
+    against a tiling that would."""
     if tiling.fd_tasks:
         raise UnsupportedParameterError("actual_seq_lengths_kv", list(tiling.kv_seqlens),
                                         f"{what} full quant with flash-decode splits (the tiling split a row's KV "
                                         "across cores) is not simulated")
+
+
+def fp8_p_scale_log(arrays: dict, attrs: dict, tiling, what: str) -> np.float32:
+    """The refusals the Ascend950 FP8 full-quant kernels share (a learnable sink, the tree mask, a quant_scale1
+    that is not a positive finite number), ``what`` naming the flavour; returns ln(quant_scale1) as an fp32 (0
+    without it)."""
     if arrays.get("learnable_sink") is not None:
         raise UnsupportedParameterError("learnable_sink", "given", f"{what} full quant with a learnable sink is "
                                         "not simulated")

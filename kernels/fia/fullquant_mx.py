@@ -13,10 +13,14 @@ power of two, bf16 has fp32's exponent range) unless one falls below bf16's norm
 or overflows; then as fp32 (exact but for overflow; the kernel's second specialisation). ln(quant_scale1) is an
 fp32 (0 without it).
 
-It refuses by name (``UnsupportedParameterError``) what the kernel does not model: the decode mode (a rank-5
-query scale [N2, T, G, D/64, 2]: G folded into S1 with stream-K), a tiling with flash-decode splits, an NZ
-paged cache, rope (``query_rope``), a learnable sink, the tree mask, and a quant_scale1 that is not a positive
-finite number (ln of it shifts the softmax max).
+Both forms of the query scale run: the prefill's (rank 4, per query head) and the decode's (rank 5
+[N2, T, G, D/64, 2]: G folded into S1, op_host's split with stream-K). A stream-K split that cuts a row's KV
+across cores (flash decode) has each piece write its normalised partial, max and sum to the workspace, and the
+launch merges them with ``kernel.fia_fd_combine`` as the chip's ``FiaBlockVecFlashDecodeFullQuant`` does (an
+fp16 output rounded half away from zero, a bf16 one to even). It refuses by name
+(``UnsupportedParameterError``) what the kernel does not model: an NZ paged cache, rope (``query_rope``), a
+learnable sink, the tree mask, and a quant_scale1 that is not a positive finite number (ln of it shifts the
+softmax max).
 
 Invariants
 ----------

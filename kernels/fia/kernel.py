@@ -421,15 +421,22 @@ def band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, 
 
 
 @ct.inline
+def fd_partial(res, gm, gl, ws_o, ws_ml, slot, roff, M, DV, mrows):
+    """A split row's piece: its normalised partial res and softmax state (gm, gl) into workspace slot ``slot``
+    from the slot's row roff, where ``fia_fd_combine`` reads them."""
+    ct.store(ws_o[slot, ct.ds(roff, M, valid=mrows), 0:DV], res)
+    ct.store(ws_ml[slot, 0, ct.ds(roff, M, valid=mrows)], gm)
+    ct.store(ws_ml[slot, 1, ct.ds(roff, M, valid=mrows)], gl)
+
+
+@ct.inline
 def row_epilogue(res, ok, gm, gl, lsev, out, lse, ws_o, ws_ml, qs2, qo2, slot, roff, b, n2, s1, q0, m0, mrows,
                  OUT_LAYOUT, ORDER, TOKEN, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE):
     """A row task's end: a split row's piece (FD, slot >= 0) writes its partial res and softmax state (gm, gl)
     to its workspace slot from the slot's row roff (a row pass's first row in its task); a whole row writes res to the output (post-quantised with POSTQ, else cast) and,
     with LSE, lsev (EMPTY_LSE on rows without a visible key, ``ok`` False)."""
     if FD and slot >= 0:
-        ct.store(ws_o[slot, ct.ds(roff, M, valid=mrows), 0:DV], res)
-        ct.store(ws_ml[slot, 0, ct.ds(roff, M, valid=mrows)], gm)
-        ct.store(ws_ml[slot, 1, ct.ds(roff, M, valid=mrows)], gl)
+        fd_partial(res, gm, gl, ws_o, ws_ml, slot, roff, M, DV, mrows)
     else:
         ov = fold_rows(out, b, n2, s1, q0, OUT_LAYOUT, ORDER, G)
         if POSTQ:
@@ -611,10 +618,12 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
 def fia_fd_combine(out, lse, sink, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, qoff, qs2, qo2, LAYOUT: ct.constexpr,
                    ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, R: ct.constexpr, DV: ct.constexpr,
                    LSE: ct.constexpr, SINK: ct.constexpr, EMPTY_LSE: ct.constexpr, POSTQ: ct.constexpr = 0,
-                   QOFF: ct.constexpr = False):
+                   QOFF: ct.constexpr = False, ROUND: ct.constexpr = "rint"):
     """Merge the partials of split rows: one vector core per launch block; its rows are the (task, first row,
     row count) items of ``work``, merged R rows (the tiling's FD piece height) at a time. A learnable sink
-    joins here, once per row (the pieces leave it out); post-quant (POSTQ) quantises the merged rows."""
+    joins here, once per row (the pieces leave it out); post-quant (POSTQ) quantises the merged rows, else they
+    are cast to the output dtype rounding as ROUND says (``ct.cast``'s modes: the Ascend950 full-quant combine
+    rounds an fp16 output half away from zero)."""
     vec = ct.block_idx()
     for w in range(work_ptr[vec], work_ptr[vec + 1]):
         task = work[w, 0]
@@ -657,7 +666,7 @@ def fia_fd_combine(out, lse, sink, ws_o, ws_ml, fd_tasks, work, work_ptr, qlen, 
                     ct.store(ov[ct.ds(m0 + r0, R, valid=nr), 0:DV],
                              post_quant(acc, qs2, qo2, n2, s1, m0 + r0, nr, ORDER, G, R, DV, POSTQ, QOFF))
                 else:
-                    ct.store(ov[ct.ds(m0 + r0, R, valid=nr), 0:DV], ct.cast(acc, out.dtype))
+                    ct.store(ov[ct.ds(m0 + r0, R, valid=nr), 0:DV], ct.cast(acc, out.dtype, rounding=ROUND))
                 if LSE:
                     lv = lse_rows(lse, b, n2, s1, q0, TOKEN, ORDER, G)
                     ct.store(lv[ct.ds(m0 + r0, R, valid=nr)], ct.where(ok, state_lse(gs, tsafe), EMPTY_LSE))

@@ -3,7 +3,7 @@ the tile language.
 
 Model
 -----
-``fia_fullquant_mx`` is ``FiaTilingFullQuantMxArch35``'s prefill kernel (``FiaKernelFullQuantMx`` with
+``fia_fullquant_mx`` is ``FiaTilingFullQuantMxArch35``'s kernel (``FiaKernelFullQuantMx`` with
 ``FiaBlockVecFullQuantMx``: the vector functions ``ProcessVec1VfDnMxfp8`` / ``ProcessVec1VfMxfp8`` and
 ``FlashUpdateNew`` / ``FlashUpdateLastNew`` / ``LastDivNew``) as the chip computes it, driven by the tiling's row
 tasks (per query head, 128 rows, S2 blocks of 512 that the vector cores take in two sub-loops of 256). The cube's
@@ -42,8 +42,13 @@ Invariants
 ----------
 * The task tables, band / mask reading and output / lse views are ``fia_attention``'s (``kernel.py``); dense TND
   and paged BnNBsD key/value are read as its views read them.
-* Not here (the host refuses them by name, ``fullquant_mx.py``): the decode mode (a rank-5 query scale), flash
-  decode, NZ caches, rope, pse, a learnable sink, the tree mask, post-quant, hooks.
+* A task with a flash-decode slot (FD, ``tasks[t, 6]`` >= 0: a piece of a row split across cores) writes its
+  normalised partial go / gl and its (gm, gl) to the workspace slot (``kernel.fd_partial``), as the chip's
+  ``Bmm2ResForFDCopyOut`` and ``ComputeLogSumExpAndCopyToGm`` do after ``FlashUpdateLastNew`` / ``LastDivNew``;
+  gm excludes lp and gl carries the quant_scale_p factor, which cancels in the combine's weights and stays in
+  its lse, as in a whole row's.
+* Not here (the host refuses them by name, ``fullquant_mx.py``): NZ caches, rope, pse, a learnable sink, the
+  tree mask, post-quant, hooks.
 * A row with no visible key gives 0 and lse ``EMPTY_LSE``.
 """
 
@@ -54,7 +59,8 @@ import cvtile.dsl as ct
 from ..merge_state import guarded_max
 from ..golden.fullquant import INV_LN2_F32, LN2_F32
 from ..golden.fullquant_mx import SUB_LOOP
-from .kernel import band_and_mask, batch_extent, fold_rows, lse_rows, normalised, row_block_start, task_fields
+from .kernel import band_and_mask, batch_extent, fd_partial, fold_rows, lse_rows, normalised, row_block_start, \
+    task_fields
 from .kernel_antiquant import cache_rows
 from .kernel_fullquant_gqa import fp8_rne
 
@@ -93,14 +99,15 @@ def mx_sub_loop(q1, kv, vv, a, m, lnp, scale, mh, sh, oh, b, s1, q0, k0, m0, mro
 
 
 @ct.jit
-def fia_fullquant_mx(q, k, v, out, lse, mask, block_table, tasks, task_ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-                     scale, lnp, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
+def fia_fullquant_mx(q, k, v, out, lse, mask, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
+                     pre, nxt, scale, lnp, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
                      ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, M: ct.constexpr, S2: ct.constexpr,
                      D: ct.constexpr, DV: ct.constexpr, BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr,
-                     EMPTY_LSE: ct.constexpr):
+                     FD: ct.constexpr, EMPTY_LSE: ct.constexpr):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
+        slot = tasks[t, 6]
         s1, s2, q0, k0 = batch_extent(qlen, kvlen, qoff, kvoff, b)
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, 0, D, DV, LAYOUT, CACHE)
@@ -122,8 +129,11 @@ def fia_fullquant_mx(q, k, v, out, lse, mask, block_table, tasks, task_ptr, qlen
                 gm = mh
         with ct.vector():
             ok, glsafe, res = normalised(go, gl)
-            ov = fold_rows(out, b, n2, s1, q0, OUT_LAYOUT, ORDER, G)
-            ct.store(ov[ct.ds(m0, M, valid=mrows), 0:DV], ct.cast(res, out.dtype, rounding="round"))
-            if LSE:
-                lv = lse_rows(lse, b, n2, s1, q0, TOKEN, ORDER, G)
-                ct.store(lv[ct.ds(m0, M, valid=mrows)], ct.where(ok, gm + ct.log(glsafe), EMPTY_LSE))
+            if FD and slot >= 0:
+                fd_partial(res, gm, gl, ws_o, ws_ml, slot, tasks[t, 10], M, DV, mrows)
+            else:
+                ov = fold_rows(out, b, n2, s1, q0, OUT_LAYOUT, ORDER, G)
+                ct.store(ov[ct.ds(m0, M, valid=mrows), 0:DV], ct.cast(res, out.dtype, rounding="round"))
+                if LSE:
+                    lv = lse_rows(lse, b, n2, s1, q0, TOKEN, ORDER, G)
+                    ct.store(lv[ct.ds(m0, M, valid=mrows)], ct.where(ok, gm + ct.log(glsafe), EMPTY_LSE))

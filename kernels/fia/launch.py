@@ -336,11 +336,11 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
 
         def attend_mx(tab, tab_ptr, height):   # as the FP8 GQA kernel: row passes of 64
             fia_fullquant_mx.on(plat)[ncores](
-                *widened, out_k, lse_arg, mask, bt, tab, tab_ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
+                *widened, out_k, lse_arg, mask, bt, ws_o, ws_ml, tab, tab_ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
                 np.float32(scale), fullquant_mx.ln_p, CACHE=cache, LAYOUT=kernel_layout(lay.qkv),
                 OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=height,
                 S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
-                EMPTY_LSE=float(empty_lse), serial=serial, order=order)
+                FD=bool(tiling.fd_tasks), EMPTY_LSE=float(empty_lse), serial=serial, order=order)
         launch_in_row_passes(attend_mx, tasks, ptr, m_cap)
     elif rows and fullquant_gqa is not None:
         _refuse_hooks(hooks, "FP8 GQA")
@@ -400,11 +400,20 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                              qs2, qo2, LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g,
                              R=r_cap, DV=dv, LSE=bool(softmax_lse_flag), SINK=learnable_sink is not None,
                              EMPTY_LSE=float(empty_lse), **_post_quant_consts(postq, quant_offset2),
-                             serial=serial, order=order)
+                             **_combine_rounding(fullquant_mx, out.dtype), serial=serial, order=order)
     if plan is not None and any(isinstance(tag, tuple) for tag in plan):   # its launches could reuse the tables
         plan["tables"] = tables
     run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks), block_map)
     return out, (lse if softmax_lse_flag else None), run
+
+
+def _combine_rounding(fullquant_mx, out_dtype) -> dict:
+    """The flash-decode combine's output rounding: the Ascend950 full-quant combine
+    (``FiaBlockVecFlashDecodeFullQuant``) casts an fp16 output half away from zero (CAST_ROUND) and a bf16 one to
+    even; the other combines round to even (the kernel's default)."""
+    if fullquant_mx is not None and np.dtype(out_dtype) == np.float16:
+        return {"ROUND": "round"}
+    return {}
 
 
 #: the kernel parameters ``run_fia`` hands from a launch plan's tables to every call with its key (none of them

@@ -16,7 +16,8 @@ copy into L1 reads it.
 (``UnsupportedParameterError``) what the simulated kernel does not model: a HiFloat8 query (``query``: no call
 reaches op_host with one, as the V2 binding here takes no ``query_dtype`` override, and the kernel's P cast to
 HiF8 against 32768 with CAST_ROUND is not simulated), a post-quantised output (``quant_scale2``), and through
-``fullquant_gqa.fp8_p_scale_log`` flash-decode splits, a learnable sink and the tree mask (sparse_mode 9). It
+``fullquant_gqa.fp8_p_scale_log`` a learnable sink and the tree mask (sparse_mode 9), and flash-decode splits
+(``fullquant_gqa.refuse_flash_decode``; the catch-all gives the rope none, so no call reaches it). It
 returns the ``mla_quant.MlaQuantSpec`` the launch hands to the kernel (on an arch35 tiling): the rope tensors,
 the query scales as a (…, 1) view and the key / value scales and softmax scale as fp32.
 
@@ -34,7 +35,7 @@ import numpy as np
 
 from ...tiling.params import canonical_dtype
 from ..errors import UnsupportedParameterError
-from .fullquant_gqa import fp8_p_scale_log
+from .fullquant_gqa import fp8_p_scale_log, refuse_flash_decode
 from .mla_quant import MlaQuantSpec, mla_query_scales, refuse_mla_extras
 
 __all__ = ["is_mla_fullquant", "mla_fullquant_call", "MLA_FQ_TEMPLATE"]
@@ -63,6 +64,7 @@ def mla_fullquant_call(arrays: dict, attrs: dict, tiling) -> MlaQuantSpec:
         raise UnsupportedParameterError("query", "hifloat8", f"MLA full quant with the hifloat8 query: "
                                         f"{_HIF8_REFUSED}; cvtile runs the float8_e4m3fn and int8 ones")
     refuse_mla_extras(arrays, "MLA full quant on Ascend950")
+    refuse_flash_decode(tiling, "MLA")
     fp8_p_scale_log(arrays, attrs, tiling, "MLA")
     dsq, dk, dv = mla_query_scales(arrays, attrs)
     return MlaQuantSpec(query_rope=arrays["query_rope"], key_rope=arrays["key_rope"], query_scale=dsq,

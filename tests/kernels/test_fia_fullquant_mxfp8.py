@@ -9,7 +9,8 @@ atol 1e-4, fp16 rtol 0.005, atol 2.5e-5, 99.5 % of elements, outliers < 10).
 
 Specialisations (numba compiles, ~45 s each cold): the module's dense call (prefill query scale, bf16 output,
 causal band, lse), in the default tier, and the paged call (the decode-form query scale, quant_scale_p 15, fp16
-output, no mask), in the slow tier with the fp32 operands' specialisation.
+output, no mask), in the slow tier with the fp32 operands' specialisation. A long decode (flash decode: the
+pieces' partials merged by ``fia_fd_combine``) runs in the default tier, fp16 and bf16.
 """
 
 from __future__ import annotations
@@ -20,16 +21,20 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from cvtile.dsl.jit import record_launches
 from cvtile.kernels.errors import UnsupportedParameterError
 from cvtile.kernels.fia.api import fused_infer_attention_score_v4
 from cvtile.kernels.fia.api_v2 import npu_fused_infer_attention_score_v2 as fia_v2
 from cvtile.kernels.fia.cost import fia_cost, fia_plan
 from cvtile.kernels.fia.fullquant_mx import MX_TEMPLATE
+from cvtile.kernels.fia.kernel import fia_fd_combine
+from cvtile.kernels.fia.launch import kernel_layout
 from cvtile.kernels.fia.mla_fullquant import MLA_FQ_TEMPLATE
 from cvtile.kernels.golden.fullquant import LN2_F32
 from cvtile.kernels.golden.fullquant_gqa import fp8_e4m3
 from cvtile.kernels.golden.fullquant_mx import attend_mxfp8, e8m0_values, fullquant_mx_reference, mx_dequantised
 from cvtile.kernels.precision import compare
+from cvtile.tiling.platform import get_platform
 
 F8 = ml_dtypes.float8_e4m3fn
 E8 = ml_dtypes.float8_e8m0fnu
@@ -333,13 +338,65 @@ def test_a_p_scale_that_is_not_positive_is_refused_by_name(data):
     assert err.value.param == "quant_scale_p"
 
 
-def test_flash_decode_splits_are_refused_by_name():
-    """The decode form on a long KV: op_host's stream-K splits a row's KV across cores (the FD combine is not
-    simulated for MXFP8)."""
-    x = _paged_data(qlens=(1,), kvlens=(16384,), bs=128)
-    with pytest.raises(UnsupportedParameterError) as err:
-        _v2(x)
-    assert err.value.param == "actual_seq_kvlen"
+def _launched(x, **extra):
+    """The call's output and lse, and the names of the kernels it launched."""
+    with record_launches() as rec:
+        out, lse = _v2(x, return_softmax_lse=True, **extra)
+    return out, lse, [r.kernel.name for r in rec.launches]
+
+
+@pytest.fixture(scope="module")
+def long_decode():
+    """The decode form on a long KV: op_host's stream-K splits each (batch, kv head)'s row across cores."""
+    return _paged_data(qlens=(1, 1), kvlens=(16384, 3000), bs=128)
+
+
+def test_flash_decode_splits_merge_to_the_golden(long_decode):
+    """Each piece of a split row writes its normalised partial, max and sum to the workspace; the combine merges
+    them (fp16 output). Output and lse against the golden; quant_scale_p 15 leaves its ln in the lse, as a whole
+    row's does."""
+    x = long_decode
+    out, lse, kernels = _launched(x, quant_scale_p=np.array([15.0], np.float32))
+    assert kernels == ["fia_fullquant_mx", "fia_fd_combine"]
+    gold, glse = _golden(x, p_scale=15.0)
+    rep = compare(out, gold, "float16")
+    assert rep.passed, str(rep)
+    np.testing.assert_allclose(lse.reshape(-1), glse.reshape(-1), rtol=0, atol=1e-5)
+
+
+def test_flash_decode_with_a_bf16_output(long_decode):
+    x = long_decode
+    out, lse, kernels = _launched(x, out_dtype=BF16)
+    assert out.dtype == BF16 and kernels[-1] == "fia_fd_combine"
+    gold, glse = _golden(x)
+    rep = compare(out, gold, "bfloat16")
+    assert rep.passed, str(rep)
+    np.testing.assert_allclose(lse.reshape(-1), glse.reshape(-1), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("rounding, expected", [("round", 1 + 2.0 ** -10), ("rint", 1.0)])
+def test_the_combine_rounds_its_output_as_told(rounding, expected):
+    """Two pieces with equal (max, sum) merge with weights of exactly 1/2: a merged 1 + 2^-11, an fp16 tie, is
+    rounded half away from zero (the 950's full-quant combine with an fp16 output, ``ROUND="round"``) or to even
+    (the default)."""
+    dv, r = 16, 8
+    out = np.zeros((1, 1, 1, dv), np.float16)
+    lse = np.zeros((1, 1, 1, 1), np.float32)
+    ws_o = np.zeros((2, r, dv), np.float32)
+    ws_o[:, 0, :] = 1 + 2.0 ** -11
+    ws_o[:, 0, 1] = -(1 + 2.0 ** -11)
+    ws_ml = np.zeros((2, 2, r), np.float32)
+    ws_ml[:, 1, :] = 1.0
+    fd_tab = np.array([[0, 0, 0, 1, 2, 0]], np.int64)
+    work = np.array([[0, 0, 1]], np.int64)
+    one = np.zeros(1, np.float32)
+    fia_fd_combine.on(get_platform("Ascend950"))[1](
+        out, lse, one, ws_o, ws_ml, fd_tab, work, np.array([0, 1], np.int64), np.array([1], np.int64),
+        np.array([0], np.int64), one, one, LAYOUT=kernel_layout("BNSD"), ORDER="GS1", TOKEN=False, G=1, R=r, DV=dv,
+        LSE=True, SINK=False, EMPTY_LSE=float("inf"), ROUND=rounding)
+    assert out[0, 0, 0, 0] == np.float16(expected) and out[0, 0, 0, 1] == np.float16(-expected)
+    assert out[0, 0, 0, 2] == np.float16(expected)
+    assert lse[0, 0, 0, 0] == np.float32(np.log(np.float32(2.0)))
 
 
 def test_the_mla_full_quant_template_is_not_mxfp8():
