@@ -126,8 +126,9 @@ def _malformed(draw, kw: dict):
     return name, draw(st.sampled_from(bad))
 
 
-#: the kernel shapes ``fia_runtime_calls`` draws within: (name, layout, dtype, S1, S2, G, D, paged, sparse modes,
-#: target). Each fixes what the FIA kernel takes as compile-time constants (the dtype, layout, G, D, the tiling's M
+#: the kernel shapes ``fia_runtime_calls`` draws within: (name, layout, dtype, S1, S2, G, D, cache, sparse modes,
+#: target), the cache being dense (False), paged (True), a tensor list ("list"), an int8 cache with KV antiquant
+#: ("int8") or dense with a pse shift ("pse"). Each fixes what the FIA kernel takes as compile-time constants (the dtype, layout, G, D, the tiling's M
 #: and S2 bases, which follow the longest query and KV lengths, the cache kind, the band and mask flags, and the
 #: target, whose buffers the memory plan fits), so the draws of one envelope share one kernel specialisation. The
 #: decode, prefill and band ones are the kernel grid's default families (``test_fia_kernel_grid``: D22, P22 and
@@ -140,6 +141,10 @@ RUNTIME_ENVELOPES = (
     # key/value tensor lists (one (1, S_b, ...) tensor per batch, S_b <= 512) with a full (B, S1, S2) mask, whose
     # columns are the batch's own KV positions, not its tensor's place in the list's arena
     ("prefill_mask_list", "BSND", np.float16, 64, 512, 4, 64, "list", (0,), "Ascend910B1"),
+    # an int8 cache dequantised per channel (scale and offset) by the A2/A3 MSD kernel
+    ("decode_antiquant", "BSND", np.float16, 1, 256, 4, 64, "int8", (), "Ascend910B1"),
+    # Ascend950's kernel with a pse shift (one row per query position) under the causal band
+    ("prefill_pse_950", "BNSD", BF16, 64, 512, 4, 64, "pse", (3,), "Ascend950"),
 )
 
 
@@ -152,7 +157,13 @@ def envelope_reference_call(name: str) -> tuple[dict, str]:
              "BNSD": lambda s, n: (1, n, s, d)}[layout]
     kw: dict = {"num_heads": g, "num_key_value_heads": 1, "input_layout": layout, "softmax_lse_flag": True,
                 "scale": 0.125, "query": np.zeros(shape(s1, g), dtype)}
-    if paged == "list":   # two batches of full-length tensors (a list of one is the contiguous form)
+    if paged == "int8":
+        kw.update(key=np.zeros(shape(s2, 1), np.int8), value=np.zeros(shape(s2, 1), np.int8),
+                  antiquant_scale=np.ones((2, 1, 1, d), dtype), antiquant_offset=np.zeros((2, 1, 1, d), dtype))
+    elif paged == "pse":
+        kw.update(key=np.zeros(shape(s2, 1), dtype), value=np.zeros(shape(s2, 1), dtype),
+                  pse_shift=np.zeros((1, g, s1, s2), dtype))
+    elif paged == "list":   # two batches of full-length tensors (a list of one is the contiguous form)
         kw["query"] = np.zeros((2,) + kw["query"].shape[1:], dtype)
         kw["key"] = [np.zeros(shape(s2, 1), dtype)] * 2
         kw["value"] = [np.zeros(shape(s2, 1), dtype)] * 2
@@ -178,7 +189,9 @@ def fia_runtime_calls(draw):
     data (standard normal, sometimes scaled by 100 or by 1e-3, sometimes with a row of large equal values),
     the softmax scale, inner_precise 0/1, the band's pre/next tokens (sparse 4) and the block table's order.
     A "list" envelope draws key/value tensor lists: each batch its own tensor, as long as its KV length or longer;
-    sparse mode 0 draws a full (B, S1, S2) mask.
+    sparse mode 0 draws a full (B, S1, S2) mask. An "int8" envelope draws an int8 cache with a per-channel
+    antiquant scale (scaled with the data) and an offset (sometimes all 0); a "pse" one a pse shift of one batch
+    or B, over every query head.
     The lse is always requested (a constant of the kernel). Returns the keyword call with ``_target`` (the
     envelope's) and ``_envelope`` (its name) set."""
     name, layout, dtype, s1, s2, g, d, paged, sparse_modes, target = draw(st.sampled_from(RUNTIME_ENVELOPES))
@@ -214,6 +227,20 @@ def fia_runtime_calls(draw):
                     "BNSD": lambda s: (1, n2, s, d)}[layout]
         kw["key"] = [arr(kv_shape(s)) for s in sizes]
         kw["value"] = [arr(kv_shape(s)) for s in sizes]
+    elif paged == "int8":   # an int8 cache, its per-channel scale and offset ((2, N2, 1, D); offset 0 or not)
+        kv_shape = {"BSH": (b, s2, n2 * d), "BSND": (b, s2, n2, d), "BNSD": (b, n2, s2, d)}[layout]
+        kw["key"], kw["value"] = (rng.integers(-128, 128, kv_shape).astype(np.int8) for _ in range(2))
+        kw["antiquant_scale"] = (rng.uniform(0.001, 0.05, (2, n2, 1, d)) * gain).astype(dtype)
+        kw["antiquant_offset"] = (rng.uniform(-3, 3, (2, n2, 1, d)) * draw(st.sampled_from([0, 1]))).astype(dtype)
+        if draw(st.booleans()):
+            kw["actual_seq_lengths_kv"] = lengths(s2)
+    elif paged == "pse":   # a pse shift over every query head, one row per query position
+        kv_shape = {"BSH": (b, s2, n2 * d), "BSND": (b, s2, n2, d), "BNSD": (b, n2, s2, d)}[layout]
+        kw["key"], kw["value"] = arr(kv_shape), arr(kv_shape)
+        kw["pse_shift"] = (rng.standard_normal((draw(st.sampled_from([1, b])), n1, s1, s2)) *
+                           draw(st.sampled_from([1.0, 10.0]))).astype(dtype)
+        if draw(st.booleans()):
+            kw["actual_seq_lengths_kv"] = lengths(s2)
     elif paged:
         bs = 16
         blocks = -(-s2 // bs)
