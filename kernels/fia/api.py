@@ -446,8 +446,8 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
     if mla_quant:   # its own checks; the int8 nope and the bf16 rope stay apart (no join)
         arrays["_fullquant"] = (mla_fullquant_call if tiling.arch == "arch35" else mla_quant_call)(arrays, attrs,
                                                                                                   tiling)
-    else:
-        check_rope_call(arrays, tiling)
+    else:   # MXFP8's kernel takes the bf16 rope as operands of its own, as the chip's MX cube does
+        check_rope_call(arrays, tiling, apart=(MX_TEMPLATE,))
     if "quant_offset2" in arrays and "quant_scale2" not in arrays:
         raise UnsupportedParameterError("quant_offset2", _describe(arrays["quant_offset2"]),
                                         "given without quant_scale2: the output is not quantised and the operator "
@@ -476,7 +476,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                                         f"query {qd}, key {kd}",
                                         "the simulated kernel is the non-quant one: query, key and value float16 "
                                         "or bfloat16, all alike")
-    if not mla_quant:
+    if not mla_quant and tiling.template != MX_TEMPLATE:
         join_rope_call(arrays, attrs)   # the split rope (and with it the tree mask): fia.tree
     check_tree_call(arrays, attrs, tiling)
     if planned is not None and arrays.keys() == given.keys() and all(arrays[n] is x for n, x in given.items()) \

@@ -18,9 +18,10 @@ Both forms of the query scale run: the prefill's (rank 4, per query head) and th
 across cores (flash decode) has each piece write its normalised partial, max and sum to the workspace, and the
 launch merges them with ``kernel.fia_fd_combine`` as the chip's ``FiaBlockVecFlashDecodeFullQuant`` does (an
 fp16 output rounded half away from zero, a bf16 one to even). It refuses by name
-(``UnsupportedParameterError``) what the kernel does not model: an NZ paged cache, rope (``query_rope``), a
-learnable sink, the tree mask, and a quant_scale1 that is not a positive finite number (ln of it shifts the
-softmax max).
+(``UnsupportedParameterError``) what the kernel does not model: an NZ paged cache, a learnable sink, the tree
+mask, and a quant_scale1 that is not a positive finite number (ln of it shifts the softmax max). A bf16 rope
+(``query_rope`` (T, N1, 64), ``key_rope`` in the key's layout; op_host then wants a bf16 output) runs: the
+kernel accumulates its scores onto the MX scores, as the chip's cube does in L0C.
 
 Invariants
 ----------
@@ -47,13 +48,15 @@ MX_TEMPLATE = "FiaTilingFullQuantMxArch35"
 
 @dataclass(frozen=True)
 class FullQuantMxSpec:
-    """The kernel's operands: query, key and value dequantised to fp32 in their own shapes, and ln(quant_scale1)
-    as an fp32."""
+    """The kernel's operands: query, key and value dequantised (bf16 or fp32) in their own shapes, ln(quant_scale1)
+    as an fp32, and the bf16 ``query_rope`` / ``key_rope`` as given (None without rope)."""
 
     query: np.ndarray
     key: np.ndarray
     value: np.ndarray
     ln_p: np.float32
+    query_rope: np.ndarray | None = None
+    key_rope: np.ndarray | None = None
 
 
 def fullquant_mx_call(arrays: dict, attrs: dict, tiling) -> FullQuantMxSpec:
@@ -63,9 +66,6 @@ def fullquant_mx_call(arrays: dict, attrs: dict, tiling) -> FullQuantMxSpec:
     if paged and np.ndim(arrays["key"]) != 4:
         raise UnsupportedParameterError("key", f"tensor {tuple(np.shape(arrays['key']))}",
                                         "MXFP8 full quant with an NZ paged cache is not simulated (BnNBsD is)")
-    if arrays.get("query_rope") is not None:
-        raise UnsupportedParameterError("query_rope", "given", "MXFP8 full quant with rope (bf16 query_rope / "
-                                        "key_rope) is not simulated")
     ln_p = fp8_p_scale_log(arrays, attrs, tiling, "MXFP8")
     with np.errstate(over="ignore", invalid="ignore"):
         exact = mx_dequantised(arrays["query"], arrays["key"], arrays["value"], dq, arrays["key_antiquant_scale"],
@@ -73,4 +73,5 @@ def fullquant_mx_call(arrays: dict, attrs: dict, tiling) -> FullQuantMxSpec:
         q, k, v = (x.astype(BFLOAT16) for x in exact)
         if not all(np.array_equal(w.astype(np.float64), x, equal_nan=True) for w, x in zip((q, k, v), exact)):
             q, k, v = (x.astype(np.float32) for x in exact)
-    return FullQuantMxSpec(query=q, key=k, value=v, ln_p=ln_p)
+    return FullQuantMxSpec(query=q, key=k, value=v, ln_p=ln_p, query_rope=arrays.get("query_rope"),
+                           key_rope=arrays.get("key_rope"))

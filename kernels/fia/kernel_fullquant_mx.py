@@ -14,6 +14,7 @@ block of 512, everything fp32::
 
     per sub-loop h of 256 (one or two):
       C1  c   = q · kᵀ                     MX: Σ over D groups of (fp8 · fp8 products) · sq · sk
+             (+ q_rope · k_ropeᵀ with ROPE: the bf16 rope matmul accumulated onto it in L0C, DR = 64)
       V1  s   = c · scale, masked -> -inf
           m_h = max(m_(h-1), ceil(rowmax(s) · INV_LN2) · LN2)           (m_(-1) = the row's max gm)
           e   = exp(s - (m_h - lp)); sum_h = rowsum(e); p8 = fp8(e)
@@ -47,8 +48,10 @@ Invariants
   ``Bmm2ResForFDCopyOut`` and ``ComputeLogSumExpAndCopyToGm`` do after ``FlashUpdateLastNew`` / ``LastDivNew``;
   gm excludes lp and gl carries the quant_scale_p factor, which cancels in the combine's weights and stays in
   its lse, as in a whole row's.
-* Not here (the host refuses them by name, ``fullquant_mx.py``): NZ caches, rope, pse, a learnable sink, the
-  tree mask, post-quant, hooks.
+* With ROPE, qr / kr are the bf16 query_rope / key_rope in the query's and the key's layout (dense TND or
+  paged BnNBsD as the key); without it they are placeholders the kernel does not read.
+* Not here (the host refuses them by name, ``fullquant_mx.py``): NZ caches, pse, a learnable sink, the tree
+  mask, post-quant, hooks.
 * A row with no visible key gives 0 and lse ``EMPTY_LSE``.
 """
 
@@ -75,14 +78,18 @@ def ln2_ceil(x):
 
 
 @ct.inline
-def mx_sub_loop(q1, kv, vv, a, m, lnp, scale, mh, sh, oh, b, s1, q0, k0, m0, mrows, lo, hi, mask, ORDER, G, M,
-                D, DV, BAND, MASK):
+def mx_sub_loop(q1, kv, vv, qr1, krv, a, m, lnp, scale, mh, sh, oh, b, s1, q0, k0, m0, mrows, lo, hi, mask, ORDER,
+                G, M, D, DV, DR, BAND, MASK, ROPE):
     """One sub-loop of m KV positions from position a: C1, V1 (scale, masks, the LN2-aligned max, P against it
     lowered by lp, P's FP8 rounding), C2; folds it into the S2 block's (max, sum, P·V) = (mh, sh, oh): the earlier
     sub-loop's sum rescaled by exp(mh - m') and its P·V by that factor's power of two (P's E8M0 scale)."""
     with ct.cube():
         c = ct.mma(q1, kv[ct.ds(a, SUB_LOOP, valid=m), 0:D], trans_b=True)
+        if ROPE:
+            r = ct.mma(qr1, krv[ct.ds(a, SUB_LOOP, valid=m), 0:DR], trans_b=True)
     with ct.vector():
+        if ROPE:
+            c = c + r
         s = c * scale
         s = band_and_mask(s, a, m, lo, hi, mask, b, s1, q0, k0, m0, mrows, ORDER, G, M, SUB_LOOP, BAND, MASK)
         hm = ct.maximum(mh, ln2_ceil(ct.rowmax(s)))
@@ -99,11 +106,12 @@ def mx_sub_loop(q1, kv, vv, a, m, lnp, scale, mh, sh, oh, b, s1, q0, k0, m0, mro
 
 
 @ct.jit
-def fia_fullquant_mx(q, k, v, out, lse, mask, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff, kvoff,
-                     pre, nxt, scale, lnp, CACHE: ct.constexpr, LAYOUT: ct.constexpr, OUT_LAYOUT: ct.constexpr,
-                     ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr, M: ct.constexpr, S2: ct.constexpr,
-                     D: ct.constexpr, DV: ct.constexpr, BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr,
-                     FD: ct.constexpr, EMPTY_LSE: ct.constexpr):
+def fia_fullquant_mx(q, k, v, qr, kr, out, lse, mask, block_table, ws_o, ws_ml, tasks, task_ptr, qlen, kvlen, qoff,
+                     kvoff, pre, nxt, scale, lnp, CACHE: ct.constexpr, LAYOUT: ct.constexpr,
+                     OUT_LAYOUT: ct.constexpr, ORDER: ct.constexpr, TOKEN: ct.constexpr, G: ct.constexpr,
+                     M: ct.constexpr, S2: ct.constexpr, D: ct.constexpr, DV: ct.constexpr, DR: ct.constexpr,
+                     BAND: ct.constexpr, MASK: ct.constexpr, LSE: ct.constexpr, FD: ct.constexpr,
+                     ROPE: ct.constexpr, EMPTY_LSE: ct.constexpr):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
@@ -112,6 +120,12 @@ def fia_fullquant_mx(q, k, v, out, lse, mask, block_table, ws_o, ws_ml, tasks, t
         qv = fold_rows(q, b, n2, s1, q0, LAYOUT, ORDER, G)
         kv, vv = cache_rows(k, v, block_table, b, n2, s2, k0, 0, D, DV, LAYOUT, CACHE)
         q1, gm, gl, go, lo, hi = row_block_start(qv, pre, nxt, b, m0, mrows, s1, M, D, DV, ORDER, G, BAND)
+        qr1 = q1
+        krv = kv
+        if ROPE:   # the bf16 rope of the query rows and of the keys (dense or paged as the key)
+            krv = cache_rows(kr, kr, block_table, b, n2, s2, k0, 0, DR, DR, LAYOUT, CACHE)[0]
+            with ct.cube():
+                qr1 = ct.load(fold_rows(qr, b, n2, s1, q0, LAYOUT, ORDER, G)[ct.ds(m0, M, valid=mrows), 0:DR])
         for jj in range(j0, j1):
             a = jj * S2
             n = min(S2, s2 - a)
@@ -119,9 +133,9 @@ def fia_fullquant_mx(q, k, v, out, lse, mask, block_table, ws_o, ws_ml, tasks, t
                 mh, sh, oh = gm, ct.zeros((M,), ct.float32, valid=mrows), \
                     ct.zeros((M, DV), ct.float32, valid=(mrows, DV))
             for h in range(0, (n + SUB_LOOP - 1) // SUB_LOOP):
-                mh, sh, oh = mx_sub_loop(q1, kv, vv, a + h * SUB_LOOP, min(SUB_LOOP, n - h * SUB_LOOP), lnp, scale,
-                                         mh, sh, oh, b, s1, q0, k0, m0, mrows, lo, hi, mask, ORDER, G, M, D, DV,
-                                         BAND, MASK)
+                mh, sh, oh = mx_sub_loop(q1, kv, vv, qr1, krv, a + h * SUB_LOOP, min(SUB_LOOP, n - h * SUB_LOOP),
+                                         lnp, scale, mh, sh, oh, b, s1, q0, k0, m0, mrows, lo, hi, mask, ORDER, G,
+                                         M, D, DV, DR, BAND, MASK, ROPE)
             with ct.vector():
                 dm = ct.exp(gm - guarded_max(mh))
                 gl = gl * dm + sh

@@ -334,13 +334,17 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                                                                   _as_heads(x, lay.qkv, n2)
                                                                   for x in (fullquant_mx.key, fullquant_mx.value)))
 
+        rope = fullquant_mx.query_rope is not None
+        ropes = (fullquant_mx.query_rope, fullquant_mx.key_rope) if rope else (np.zeros((1, 1, 1), BFLOAT16),) * 2
+
         def attend_mx(tab, tab_ptr, height):   # as the FP8 GQA kernel: row passes of 64
             fia_fullquant_mx.on(plat)[ncores](
-                *widened, out_k, lse_arg, mask, bt, ws_o, ws_ml, tab, tab_ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-                np.float32(scale), fullquant_mx.ln_p, CACHE=cache, LAYOUT=kernel_layout(lay.qkv),
+                *widened, *ropes, out_k, lse_arg, mask, bt, ws_o, ws_ml, tab, tab_ptr, qlen, kvlen, qoff, kvoff, pre,
+                nxt, np.float32(scale), fullquant_mx.ln_p, CACHE=cache, LAYOUT=kernel_layout(lay.qkv),
                 OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=height,
-                S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
-                FD=bool(tiling.fd_tasks), EMPTY_LSE=float(empty_lse), serial=serial, order=order)
+                S2=tiling.s2_base, D=d, DV=dv, DR=ropes[0].shape[-1] if rope else 0, BAND=band, MASK=use_mask,
+                LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), ROPE=rope, EMPTY_LSE=float(empty_lse),
+                serial=serial, order=order)
         launch_in_row_passes(attend_mx, tasks, ptr, m_cap)
     elif rows and fullquant_gqa is not None:
         _refuse_hooks(hooks, "FP8 GQA")

@@ -27,7 +27,8 @@ negative), naming ``actual_seq_lengths_kv``.
 
 Invariants
 ----------
-* Only calls on the ``FiaTilingNonQuant`` and ``FiaTilingNonQuantMla`` templates are joined; any other raises
+* Only calls on the ``FiaTilingNonQuant`` and ``FiaTilingNonQuantMla`` templates are joined; a template the API
+  names as taking the rope apart (MXFP8's, ``fullquant_mx``) passes the check unjoined; any other raises
   ``UnsupportedParameterError`` naming ``query_rope``.
 * ``key_rope_antiquant_scale`` (reserved, ignored by the operator) stays refused by name in the API.
 """
@@ -46,15 +47,17 @@ __all__ = ["ROPE_TEMPLATES", "check_rope_call", "join_rope_call", "check_tree_ca
 ROPE_TEMPLATES = ("FiaTilingNonQuant", "FiaTilingNonQuantMla")
 
 
-def check_rope_call(arrays: dict, tiling) -> None:
-    """Refuse a split-rope call naming ``query_rope`` unless it tiles to a simulated template (module doc), or
-    when ``key_rope`` is missing."""
+def check_rope_call(arrays: dict, tiling, apart: tuple = ()) -> None:
+    """Refuse a split-rope call naming ``query_rope`` unless it tiles to a simulated template (module doc, or one of
+    ``apart``, whose kernel takes the rope as operands of its own rather than joined), or when ``key_rope`` is
+    missing."""
     if "query_rope" not in arrays and "key_rope" not in arrays:
         return
     name = "query_rope" if "query_rope" in arrays else "key_rope"
-    if tiling.template not in ROPE_TEMPLATES:
+    if tiling.template not in ROPE_TEMPLATES + tuple(apart):
         raise UnsupportedParameterError(name, f"tensor {tuple(arrays[name].shape)}",
-                                        f"the split rope is simulated on the templates {', '.join(ROPE_TEMPLATES)}; "
+                                        f"the split rope is simulated on the templates "
+                                        f"{', '.join(ROPE_TEMPLATES + tuple(apart))}; "
                                         f"this call tiles to {tiling.route}/{tiling.template}, whose kernel is not "
                                         f"simulated")
     if "query_rope" not in arrays or "key_rope" not in arrays:

@@ -127,16 +127,21 @@ def attend_mxfp8(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *, p
 
 def fullquant_mx_reference(query, key, value, deq_q, deq_k, deq_v, *, qlens, kvlens, scale: float, num_heads: int,
                            num_kv_heads: int, p_scale: float = 1.0, block_table=None, sparse_mode: int = 0,
-                           pre_tokens: int = INT_MAX, next_tokens: int = INT_MAX):
+                           pre_tokens: int = INT_MAX, next_tokens: int = INT_MAX, query_rope=None, key_rope=None):
     """The documented TND call in float64: ``query`` (T, N1, D) FP8; ``key`` / ``value`` (T_kv, N2, D) dense or
     (block_num, N2, block_size, D) read through ``block_table`` (B, max blocks); the E8M0 scales of the module
     docstring; ``qlens`` / ``kvlens`` per batch (not cumulative). Sparse modes 0 and 2/3/4 with pre/next tokens.
-    Returns ``(out (T, N1, Dv), lse (T, N1, 1))``."""
+    A bf16 rope (``query_rope`` (T, N1, Dr), ``key_rope`` shaped as the key with Dr) adds q_rope · k_ropeᵀ to
+    the scores (the rope columns joined to the dequantised q and k). Returns ``(out (T, N1, Dv), lse (T, N1,
+    1))``."""
     engine = MaskEngine(sparse_mode=sparse_mode, atten_mask=None if sparse_mode == 0 else mask_template(),
                         pre_tokens=pre_tokens, next_tokens=next_tokens, batch=len(qlens), decode=False,
                         legacy_decode=False, token_layout=True, left_padding=False)
     paged = block_table is not None
     q, kc, vc = mx_dequantised(query, key, value, deq_q, deq_k, deq_v, kvlens, paged)
+    if query_rope is not None:
+        q = np.concatenate([q, np.asarray(query_rope).astype(np.float64)], axis=-1)
+        kc = np.concatenate([kc, np.asarray(key_rope).astype(np.float64)], axis=-1)
     out = np.zeros((q.shape[0], num_heads, vc.shape[-1]))
     lse = np.full((q.shape[0], num_heads, 1), np.inf)
     t0 = k0 = 0

@@ -34,6 +34,7 @@ from cvtile.kernels.golden.fullquant import LN2_F32
 from cvtile.kernels.golden.fullquant_gqa import fp8_e4m3
 from cvtile.kernels.golden.fullquant_mx import attend_mxfp8, e8m0_values, fullquant_mx_reference, mx_dequantised
 from cvtile.kernels.precision import compare
+from cvtile.tiling.errors import ParamError
 from cvtile.tiling.platform import get_platform
 
 F8 = ml_dtypes.float8_e4m3fn
@@ -326,10 +327,17 @@ def test_golden_formula_by_hand():
 
 # ---------------------------------------------------------------------------------------------- refusals
 
-def test_rope_is_refused_by_name(data):
-    with pytest.raises(UnsupportedParameterError) as err:
-        _v2(data, query_rope=np.ones((sum(QLENS), N1, 64), BF16), key_rope=np.ones((sum(KVLENS), N2, 64), BF16))
-    assert err.value.param == "query_rope"
+def test_a_query_rope_without_a_key_rope_is_op_hosts_error(data):
+    with pytest.raises(ParamError) as err:
+        _v2(data, query_rope=np.ones((sum(QLENS), N1, 64), BF16))
+    assert err.value.param == "key_rope"
+
+
+def test_a_rope_with_an_fp16_output_is_op_hosts_error(data):
+    qr, kr = _ropes(data)
+    with pytest.raises(ParamError) as err:
+        _v2(data, query_rope=qr, key_rope=kr, out_dtype=np.float16)
+    assert "MXFP8 with rope needs bf16 output" in str(err.value)
 
 
 def test_a_p_scale_that_is_not_positive_is_refused_by_name(data):
@@ -369,6 +377,44 @@ def test_flash_decode_with_a_bf16_output(long_decode):
     out, lse, kernels = _launched(x, out_dtype=BF16)
     assert out.dtype == BF16 and kernels[-1] == "fia_fd_combine"
     gold, glse = _golden(x)
+    rep = compare(out, gold, "bfloat16")
+    assert rep.passed, str(rep)
+    np.testing.assert_allclose(lse.reshape(-1), glse.reshape(-1), rtol=0, atol=1e-5)
+
+
+def _ropes(x, seed=3):
+    """bf16 query_rope (T, N1, 64) and key_rope shaped as the key (dense (T_kv, N2, 64) or paged (blocks, N2, bs,
+    64))."""
+    rng = np.random.default_rng(seed)
+    kshape = x["k"].shape[:-1] + (64,)
+    return (rng.uniform(-1, 1, (x["q"].shape[0], N1, 64)).astype(BF16), rng.uniform(-1, 1, kshape).astype(BF16))
+
+
+def test_the_bf16_rope_adds_its_scores(data):
+    """A bf16 rope (op_host then wants a bf16 output): the kernel accumulates q_rope · k_ropeᵀ onto the MX
+    scores, as the chip's cube does in L0C; against the golden with the rope, which the output without it would
+    fail."""
+    qr, kr = _ropes(data)
+    out, lse = _v2(data, query_rope=qr, key_rope=kr)
+    gold, glse = fullquant_mx_reference(data["q"], data["k"], data["v"], data["dq"], data["dk"], data["dv"],
+                                        qlens=QLENS, kvlens=KVLENS, scale=1 / math.sqrt(D), num_heads=N1,
+                                        num_kv_heads=N2, sparse_mode=3, query_rope=qr, key_rope=kr)
+    rep = compare(out, gold, "bfloat16")
+    assert rep.passed, str(rep)
+    assert not compare(out, _golden(data)[0], "bfloat16").passed
+    finite = np.isfinite(glse)
+    np.testing.assert_allclose(lse[finite], glse[finite], rtol=0, atol=1e-5)
+
+
+def test_the_rope_of_a_paged_cache_with_flash_decode(long_decode):
+    """key_rope paged as the key (blocks, N2, bs, 64), on the long decode whose rows split across cores."""
+    x = long_decode
+    qr, kr = _ropes(x)
+    out, lse, kernels = _launched(x, query_rope=qr, key_rope=kr, out_dtype=BF16)
+    assert kernels == ["fia_fullquant_mx", "fia_fd_combine"]
+    gold, glse = fullquant_mx_reference(x["q"], x["k"], x["v"], x["dq"], x["dk"], x["dv"], qlens=x["qlens"],
+                                        kvlens=x["kvlens"], scale=1 / math.sqrt(D), num_heads=N1, num_kv_heads=N2,
+                                        block_table=x["bt"], query_rope=qr, key_rope=kr)
     rep = compare(out, gold, "bfloat16")
     assert rep.passed, str(rep)
     np.testing.assert_allclose(lse.reshape(-1), glse.reshape(-1), rtol=0, atol=1e-5)
