@@ -18,8 +18,12 @@ Both forms of the query scale run: the prefill's (rank 4, per query head) and th
 across cores (flash decode) has each piece write its normalised partial, max and sum to the workspace, and the
 launch merges them with ``kernel.fia_fd_combine`` as the chip's ``FiaBlockVecFlashDecodeFullQuant`` does (an
 fp16 output rounded half away from zero, a bf16 one to even). It refuses by name
-(``UnsupportedParameterError``) what the kernel does not model: an NZ paged cache, a learnable sink, the tree
-mask, and a quant_scale1 that is not a positive finite number (ln of it shifts the softmax max). A bf16 rope
+(``UnsupportedParameterError``) what the kernel does not model: a learnable sink, the tree mask, and a
+quant_scale1 that is not a positive finite number (ln of it shifts the softmax max). A PA_NZ cache (op_host's
+other paged layout for MXFP8: the FP8 key/value in fractals of 32, the E8M0 scales in fractals of 16 rows,
+``bnnbsd_of_nz``) is turned into the BnNBsD cache it holds on the host, where the group scales are applied
+anyway: the kernel then reads it paged as BnNBsD (the chip reads the fractals in place; the cost model books
+the widened BnNBsD tiles, as it does for every MXFP8 call). A bf16 rope
 (``query_rope`` (T, N1, 64), ``key_rope`` in the key's layout; op_host then wants a bf16 output) runs: the
 kernel accumulates its scores onto the MX scores, as the chip's cube does in L0C.
 
@@ -38,9 +42,10 @@ import numpy as np
 from ..errors import UnsupportedParameterError
 from ..golden.dtypes import BFLOAT16
 from ..golden.fullquant_mx import mx_dequantised
+from ..golden.nz import from_nz
 from .fullquant_gqa import fp8_p_scale_log
 
-__all__ = ["FullQuantMxSpec", "fullquant_mx_call", "MX_TEMPLATE"]
+__all__ = ["FullQuantMxSpec", "bnnbsd_of_nz", "fullquant_mx_call", "MX_TEMPLATE"]
 
 #: op_host's template of the MXFP8 full quant
 MX_TEMPLATE = "FiaTilingFullQuantMxArch35"
@@ -63,15 +68,32 @@ def fullquant_mx_call(arrays: dict, attrs: dict, tiling) -> FullQuantMxSpec:
     """Check an MXFP8 full-quant call op_host accepted (see the module docstring); return its spec."""
     dq = arrays["dequant_scale_query"]
     paged = arrays.get("block_table") is not None
-    if paged and np.ndim(arrays["key"]) != 4:
-        raise UnsupportedParameterError("key", f"tensor {tuple(np.shape(arrays['key']))}",
-                                        "MXFP8 full quant with an NZ paged cache is not simulated (BnNBsD is)")
+    key, value, ks, vs, key_rope = (arrays.get(name) for name in ("key", "value", "key_antiquant_scale",
+                                                                   "value_antiquant_scale", "key_rope"))
+    if paged and np.ndim(key) == 5:
+        key, value, ks, vs, key_rope = bnnbsd_of_nz(key, value, ks, vs, key_rope)
     ln_p = fp8_p_scale_log(arrays, attrs, tiling, "MXFP8")
     with np.errstate(over="ignore", invalid="ignore"):
-        exact = mx_dequantised(arrays["query"], arrays["key"], arrays["value"], dq, arrays["key_antiquant_scale"],
-                               arrays["value_antiquant_scale"], tiling.kv_seqlens, paged)
+        exact = mx_dequantised(arrays["query"], key, value, dq, ks, vs, tiling.kv_seqlens, paged)
         q, k, v = (x.astype(BFLOAT16) for x in exact)
         if not all(np.array_equal(w.astype(np.float64), x, equal_nan=True) for w, x in zip((q, k, v), exact)):
             q, k, v = (x.astype(np.float32) for x in exact)
     return FullQuantMxSpec(query=q, key=k, value=v, ln_p=ln_p, query_rope=arrays.get("query_rope"),
-                           key_rope=arrays.get("key_rope"))
+                           key_rope=key_rope)
+
+
+def bnnbsd_of_nz(key, value, key_scale, value_scale, key_rope=None) -> tuple:
+    """An MXFP8 PA_NZ cache as the BnNBsD one it holds: key / value (blocks, N2, D/32, bs, 32) -> (blocks, N2,
+    bs, D); the key scale (blocks, N2, bs/16, D/64, 16, 2) -> (blocks, N2, bs, D/64, 2) (each 16 positions' pairs
+    of D groups, position-minor); the value scale (blocks, N2, Dv/16, bs/64, 16, 2) -> (blocks, N2, bs/64, Dv, 2)
+    (each 16 channels' pairs of 32-position groups, channel-minor); a bf16 key_rope (blocks, N2, Dr/16, bs, 16) ->
+    (blocks, N2, bs, Dr). Copies; the caller's tensors are not modified."""
+    def scale_rows(x, rows_axis):   # the 16-row fractal axis back next to its outer axis
+        order = (0, 1, 2, 4, 3, 5) if rows_axis == 2 else (0, 1, 3, 2, 4, 5)
+        y = np.asarray(x).transpose(order)
+        return y.reshape(y.shape[0], y.shape[1], y.shape[2], y.shape[3] * y.shape[4], 2) if rows_axis == 3 else \
+            y.reshape(y.shape[0], y.shape[1], y.shape[2] * y.shape[3], y.shape[4], 2)
+
+    k, v = (from_nz(x) for x in (key, value))
+    kr = from_nz(key_rope) if key_rope is not None and np.ndim(key_rope) == 5 else key_rope
+    return k, v, scale_rows(key_scale, 2), scale_rows(value_scale, 3), kr

@@ -333,6 +333,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         widened = (_as_heads(fullquant_mx.query, lay.qkv, n1), *(x if cache != "dense" else
                                                                   _as_heads(x, lay.qkv, n2)
                                                                   for x in (fullquant_mx.key, fullquant_mx.value)))
+        mx_cache = "BnNBsD" if cache == "NZ" else cache   # the host turned a PA_NZ cache into BnNBsD
 
         rope = fullquant_mx.query_rope is not None
         ropes = (fullquant_mx.query_rope, fullquant_mx.key_rope) if rope else (np.zeros((1, 1, 1), BFLOAT16),) * 2
@@ -340,7 +341,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         def attend_mx(tab, tab_ptr, height):   # as the FP8 GQA kernel: row passes of 64
             fia_fullquant_mx.on(plat)[ncores](
                 *widened, *ropes, out_k, lse_arg, mask, bt, ws_o, ws_ml, tab, tab_ptr, qlen, kvlen, qoff, kvoff, pre,
-                nxt, np.float32(scale), fullquant_mx.ln_p, CACHE=cache, LAYOUT=kernel_layout(lay.qkv),
+                nxt, np.float32(scale), fullquant_mx.ln_p, CACHE=mx_cache, LAYOUT=kernel_layout(lay.qkv),
                 OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=height,
                 S2=tiling.s2_base, D=d, DV=dv, DR=ropes[0].shape[-1] if rope else 0, BAND=band, MASK=use_mask,
                 LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), ROPE=rope, EMPTY_LSE=float(empty_lse),

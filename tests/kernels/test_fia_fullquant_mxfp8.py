@@ -420,6 +420,35 @@ def test_the_rope_of_a_paged_cache_with_flash_decode(long_decode):
     np.testing.assert_allclose(lse.reshape(-1), glse.reshape(-1), rtol=0, atol=1e-5)
 
 
+def _pa_nz(x, kr=None):
+    """The PA_NZ form of ``_paged_data``'s cache as upstream's ``mxfp8_pa_preprocessing`` lays it out: FP8 key /
+    value (Bn, N2, D/32, bs, 32), key scale (Bn, N2, bs/16, D/64, 16, 2), value scale (Bn, N2, Dv/16, bs/64, 16,
+    2), bf16 key_rope (Bn, N2, Dr/16, bs, 16)."""
+    bn, n, bs, d = x["k"].shape
+
+    def fp8(t):
+        return np.ascontiguousarray(t.reshape(bn, n, bs, d // 32, 32).transpose(0, 1, 3, 2, 4))
+
+    nz = dict(x, k=fp8(x["k"]), v=fp8(x["v"]),
+              dk=np.ascontiguousarray(x["dk"].reshape(bn, n, bs // 16, 16, d // 64, 2).transpose(0, 1, 2, 4, 3, 5)),
+              dv=np.ascontiguousarray(x["dv"].reshape(bn, n, bs // 64, d // 16, 16, 2).transpose(0, 1, 3, 2, 4, 5)))
+    if kr is None:
+        return nz
+    return nz, np.ascontiguousarray(kr.reshape(bn, n, bs, kr.shape[-1] // 16, 16).transpose(0, 1, 3, 2, 4))
+
+
+def test_a_pa_nz_cache_gives_the_bnnbsd_result(long_decode):
+    """The PA_NZ cache, its NZ scales and an NZ key_rope: the host reads them as the BnNBsD cache they hold, so
+    the call gives the BnNBsD call's output and lse bit for bit (flash decode and rope included)."""
+    x = long_decode
+    qr, kr = _ropes(x)
+    nz, kr_nz = _pa_nz(x, kr)
+    want = _v2(x, query_rope=qr, key_rope=kr, out_dtype=BF16, return_softmax_lse=True)
+    got = _v2(nz, query_rope=qr, key_rope=kr_nz, out_dtype=BF16, return_softmax_lse=True)
+    np.testing.assert_array_equal(got[0].view(np.uint16), want[0].view(np.uint16))
+    np.testing.assert_array_equal(got[1], want[1])
+
+
 @pytest.mark.parametrize("rounding, expected", [("round", 1 + 2.0 ** -10), ("rint", 1.0)])
 def test_the_combine_rounds_its_output_as_told(rounding, expected):
     """Two pieces with equal (max, sum) merge with weights of exactly 1/2: a merged 1 + 2^-11, an fp16 tie, is
