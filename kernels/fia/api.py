@@ -65,7 +65,7 @@ from ...tiling.platform import DEFAULT_TARGET
 from ..errors import UnsupportedParameterError
 from ..golden.dtypes import numpy_dtype, to_numpy
 from ..golden.layouts import parse_layout
-from ..golden.fia import empty_row_lse
+from ..golden.fia import INNER_PRECISE_LIMIT, empty_row_lse
 from ..golden.antiquant import ANTIQUANT_PARAMS, LIST_950_PER_TOKEN, antiquant_spec, chip_seq_stride
 from ..golden.int4 import int4_kv
 from ..golden.nz import group_scale_stride
@@ -253,11 +253,23 @@ def _refuse_unplanned_heads(arrays: dict, attrs: dict, tiling) -> None:
         if not (dense_tnd or np.ndim(x) == 5):
             continue
         heads = np.shape(x)[1]
-        if np.size(x) and heads < (n2 or n1):
+        # a cache of no heads at all counts too when a batch reads KV (only the key empty: no empty-tensor template)
+        if heads < (n2 or n1) and max(tiling.kv_seqlens, default=0) > 0:
             raise UnsupportedParameterError(
                 name, x, f"it holds {heads} head(s), fewer than the {n2 or n1} the split-fuse route reads "
                          f"(num_key_value_heads; aclnn and op_host do not check it there): the chip would read "
                          f"beyond the {name}")
+
+
+def _refuse_unchecked_inner_precise(attrs: dict, tiling) -> None:
+    """The TND split-fuse route (``FAInferTiling``) takes inner_precise without the range check the other routes
+    make (op_host's single-parameter check, 0 to ``INNER_PRECISE_LIMIT``): a value outside it has no documented
+    meaning, so the simulator refuses it by name rather than guess how the kernel reads it."""
+    ip = attrs.get("inner_precise", 0)
+    if tiling.route == "fai" and not 0 <= int(ip) <= INNER_PRECISE_LIMIT:
+        raise UnsupportedParameterError("inner_precise", ip, f"outside 0-{INNER_PRECISE_LIMIT}: the split-fuse route "
+                                        "(FAInferTiling, TND) takes it unchecked, and the aclnn documents define "
+                                        "only 0-3; no result to simulate")
 
 
 def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = DEFAULT_TARGET,
@@ -275,6 +287,7 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     fresh = memo_stats["misses"] != misses   # this process tiled the call afresh: its kernels may be new
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
     _refuse_unplanned_heads(arrays, attrs, tiling)
+    _refuse_unchecked_inner_precise(attrs, tiling)
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
         out, lse = _empty_outputs(q, k, v, attrs, legacy, paged=arrays.get("block_table") is not None,
