@@ -65,8 +65,9 @@ from ...tiling.platform import DEFAULT_TARGET
 from ..errors import UnsupportedParameterError
 from ..golden.dtypes import numpy_dtype, to_numpy
 from ..golden.layouts import parse_layout
-from ..golden.fia import INNER_PRECISE_LIMIT, empty_row_lse
-from ..golden.antiquant import ANTIQUANT_PARAMS, LIST_950_PER_TOKEN, antiquant_spec, chip_seq_stride
+from ..golden.fia import INNER_PRECISE_LIMIT, empty_row_lse, query_s as _query_s
+from ..golden.antiquant import ANTIQUANT_PARAMS, LIST_950_PER_TOKEN, PFA_MSD_MAX_QUERY_S, antiquant_spec, \
+    chip_seq_stride, pfa_dequantises
 from ..golden.int4 import int4_kv
 from ..golden.nz import group_scale_stride
 from ...dsl.errors import BudgetError
@@ -576,11 +577,15 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
     if qd not in ("float16", "bfloat16"):
         raise UnsupportedParameterError("query", f"query {qd}, key {kd}", "KV antiquant is simulated with a "
                                         "float16 or bfloat16 query (an int8 query, key and value are full quant)")
-    if tiling.route != "ifa" and not arch35:
+    pfa = tiling.route == "pfa" and tiling.arch == "arch22"
+    if tiling.route != "ifa" and not arch35 and not pfa:
         raise UnsupportedParameterError("key", f"{'int4' if int4 else 'int8'} tensor {tuple(arrays['key'].shape)}",
                                         f"KV antiquant is simulated on the A2/A3 IFATiling decode route (its MSD "
-                                        f"kernel) and on Ascend950's FusedInferAttentionScoreTilingImpl (its dequant "
-                                        f"kernel); this call tiles to the {tiling.route}/{tiling.template} route")
+                                        f"kernel), the A2/A3 PromptFlashAttention route's KvAntiquant path and on "
+                                        f"Ascend950's FusedInferAttentionScoreTilingImpl (its dequant kernel); this "
+                                        f"call tiles to the {tiling.route}/{tiling.template} route")
+    if pfa:
+        _check_pfa_antiquant(arrays, attrs, qd, int4)
     if "learnable_sink" in arrays:
         raise UnsupportedParameterError("learnable_sink", _describe(arrays["learnable_sink"]), "KV antiquant is "
                                         "simulated without a learnable sink")
@@ -596,7 +601,43 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
                                                      parse_layout(attrs["input_layout"]).qkv)
                           if arch35 and "key_shared_prefix" not in arrays and not isinstance(arrays["key"], list)
                           else None)
-    return dataclasses.replace(spec, int4=int4, cache=HIFLOAT8 if kd == HIFLOAT8 else None)
+    if pfa and spec.kind != "channel":
+        raise UnsupportedParameterError("antiquant_mode", attrs["antiquant_mode"], "PromptFlashAttention's KvAntiquant "
+                                        "path is simulated with per-channel or per-tensor parameters")
+    return dataclasses.replace(spec, int4=int4, cache=HIFLOAT8 if kd == HIFLOAT8 else None,
+                               rounding=qd if pfa else None)
+
+
+def _check_pfa_antiquant(arrays: dict, attrs: dict, qd: str, int4: bool) -> None:
+    """Refuse by name what A2/A3's PromptFlashAttention route takes through its MSD path (a bf16 query, or
+    key/value antiquant parameters with a query S of at most 16: ``golden.antiquant.pfa_dequantises``), and, on
+    its KvAntiquant path, a shared prefix, a paged cache with the stacked antiquant_scale (that path's paged copy
+    reads the key's and the value's own parameters) and an int4 cache: cvtile runs the KvAntiquant path
+    (``kernel_dequant`` with SUB) with dense, tensor-list or paged caches."""
+    separate = "key_antiquant_scale" in arrays
+    query_s = _query_s(arrays["query"], parse_layout(attrs["input_layout"]).qkv)
+    if "key_shared_prefix" in arrays:
+        raise UnsupportedParameterError("key_shared_prefix", _describe(arrays["key_shared_prefix"]),
+                                        "a shared prefix with KV antiquant on the A2/A3 PromptFlashAttention route "
+                                        "is not simulated")
+    if arrays.get("block_table") is not None and not separate:
+        raise UnsupportedParameterError("antiquant_scale", _describe(arrays["antiquant_scale"]),
+                                        "a paged cache on the A2/A3 PromptFlashAttention route reads the key's and "
+                                        "the value's own antiquant parameters (key_antiquant_scale, "
+                                        "value_antiquant_scale); the stacked antiquant_scale with a block table is "
+                                        "not simulated")
+    if int4:
+        raise UnsupportedParameterError("key", f"int4 tensor {tuple(np.shape(arrays['key']))}",
+                                        "an int4 cache on the A2/A3 PromptFlashAttention route (a query S above 1) "
+                                        "is not simulated")
+    if not pfa_dequantises(qd, query_s, separate):
+        name = "key_antiquant_scale" if separate else "query"
+        raise UnsupportedParameterError(name, _describe(arrays[name]),
+                                        f"PromptFlashAttention's MSD antiquant path (a bf16 query, or key/value "
+                                        f"antiquant parameters with a query S of at most {PFA_MSD_MAX_QUERY_S}; this "
+                                        f"call: {qd} query, S {query_s}) is not simulated; cvtile runs its "
+                                        f"KvAntiquant path (an fp16 query with antiquant_scale, or with key/value "
+                                        f"parameters and a query S above {PFA_MSD_MAX_QUERY_S})")
 
 
 def _dtype_overrides(arrays: dict, metas: dict, dtypes: dict) -> None:

@@ -166,19 +166,66 @@ def prefix_step(q1, kv, vv, kpv, vpv, plen, pbase, wsk, wsv, core, a, m, gm, gl,
     with ct.vector():
         stage_prefix_block(wsk, core, kv, kpv, plen, pbase, k0, a, m, n2, ks, ko, S2, D, q1.dtype, PER_TOKEN, OFFSET,
                            GROUP)
+    p, dm, gl, gm = staged_scores(q1, wsk, core, a, m, gm, gl, scale, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask,
+                                  pse, ORDER, G, M, S2, D, PSE, PSE_ONE_ROW, BAND, MASK, P_DTYPE)
+    with ct.vector():
+        stage_prefix_block(wsv, core, vv, vpv, plen, pbase, k0, a, m, n2, vs, vo, S2, DV, q1.dtype, PER_TOKEN,
+                           OFFSET, GROUP)
+    return gm, gl, staged_update(p, wsv, core, m, dm, go, S2, DV)
+
+
+@ct.inline
+def staged_scores(q1, wsk, core, a, m, gm, gl, scale, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ORDER, G, M,
+                  S2, D, PSE, PSE_ONE_ROW, BAND, MASK, P_DTYPE):
+    """C1 over the m dequantised keys staged in the core's workspace wsk[core], and V1 (``softmax_block``, P cast
+    to P_DTYPE): returns (p, dm, gl, gm)."""
     with ct.cube():
         s = ct.mma(q1, wsk[core, ct.ds(0, S2, valid=m), 0:D], trans_b=True)
     with ct.vector():
         p, dm, gl, gm = softmax_block(s * scale, gm, gl, a, m, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse,
                                       ORDER, G, M, S2, PSE, PSE_ONE_ROW, BAND, MASK)
         p = ct.cast(p, P_DTYPE)
-        stage_prefix_block(wsv, core, vv, vpv, plen, pbase, k0, a, m, n2, vs, vo, S2, DV, q1.dtype, PER_TOKEN,
-                           OFFSET, GROUP)
+    return p, dm, gl, gm
+
+
+@ct.inline
+def staged_update(p, wsv, core, m, dm, go, S2, DV):
+    """C2 over the m dequantised values staged in the core's workspace wsv[core], and V2: the updated go."""
     with ct.cube():
         o = ct.mma(p, wsv[core, ct.ds(0, S2, valid=m), 0:DV])
     with ct.vector():
         go = go * dm[:, None] + o
-    return gm, gl, go
+    return go
+
+
+@ct.inline
+def stage_sub_blocks(ws, core, view, row, at, m, n2, ps, po, SUB, COLS, QT, PER_TOKEN, OFFSET):
+    """A2/A3 PromptFlashAttention's KvAntiquant staging: the m cache rows of ``view`` from ``row`` dequantised
+    (``dequantised``; parameters at position ``at``) in sub-blocks of SUB rows into the core's workspace ws[core],
+    each sub-block a load, the dequantisation and a store of the vector (the chip's AscendAntiQuant per
+    kvAntiquantSInnerSize rows, into its GM workspace)."""
+    for h in range(0, (m + SUB - 1) // SUB):
+        r = h * SUB
+        mh = min(SUB, m - r)
+        with ct.vector():
+            x = ct.load(view[ct.ds(row + r, SUB, valid=mh), 0:COLS])
+            ct.store(ws[core, ct.ds(r, SUB, valid=mh), 0:COLS],
+                     dequantised(x, ps, po, n2, at + r, mh, SUB, COLS, QT, PER_TOKEN, OFFSET, False))
+
+
+@ct.inline
+def pfa_step(q1, kv, vv, wsk, wsv, core, row, at, a, m, gm, gl, go, scale, b, n2, s1, q0, k0, m0, mrows, lo, hi,
+             mask, pse, ks, ko, vs, vo, ORDER, G, M, S2, SUB, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET,
+             P_DTYPE):
+    """``dq_step`` as A2/A3's PromptFlashAttention runs it with an int8 cache (its KvAntiquant path): K and V
+    dequantised in sub-blocks of SUB rows (``stage_sub_blocks``) into the core's GM workspaces wsk / wsv, which
+    the cube then reads whole, in program order (the chip waits on MTE3 -> MTE2 before each matmul; the loop
+    carries a GM-order channel, so these steps are not pipelined)."""
+    stage_sub_blocks(wsk, core, kv, row, at, m, n2, ks, ko, SUB, D, q1.dtype, PER_TOKEN, OFFSET)
+    p, dm, gl, gm = staged_scores(q1, wsk, core, a, m, gm, gl, scale, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask,
+                                  pse, ORDER, G, M, S2, D, PSE, PSE_ONE_ROW, BAND, MASK, P_DTYPE)
+    stage_sub_blocks(wsv, core, vv, row, at, m, n2, vs, vo, SUB, DV, q1.dtype, PER_TOKEN, OFFSET)
+    return gm, gl, staged_update(p, wsv, core, m, dm, go, S2, DV)
 
 
 @ct.jit
@@ -190,7 +237,7 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
                 P_DTYPE: ct.constexpr, EMPTY_LSE: ct.constexpr, PER_TOKEN: ct.constexpr, PER_HEAD: ct.constexpr,
                 OFFSET: ct.constexpr, POSTQ: ct.constexpr = 0, QOFF: ct.constexpr = False,
                 PAGED_PARAMS: ct.constexpr = False, GROUP: ct.constexpr = False, GROUP_NZ: ct.constexpr = False,
-                PREFIX: ct.constexpr = False):
+                PREFIX: ct.constexpr = False, SUB: ct.constexpr = 0):
     core = ct.block_idx()
     for t in range(task_ptr[core], task_ptr[core + 1]):
         b, n2, m0, mrows, j0, j1 = task_fields(tasks, t)
@@ -219,6 +266,13 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
                                              scale, b, n2, s1, q0, k0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr,
                                              vor, ORDER, G, M, S2, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN,
                                              OFFSET, GROUP, P_DTYPE)
+        elif SUB:   # A2/A3 PromptFlashAttention's KvAntiquant path
+            for jj in range(j0, j1):
+                kv0 = kbase + jj * step
+                n = min(step, kend - kv0)
+                gm, gl, go = pfa_step(q1, kv, vv, wsk, wsv, core, kv0, c0 + kv0, kv0, n, gm, gl, go, scale, b, n2,
+                                      s1, q0, c0, m0, mrows, lo, hi, mask, pse, ksr, kor, vsr, vor, ORDER, G, M, S2,
+                                      SUB, D, DV, PSE, PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, P_DTYPE)
         else:
             for jj in range(j0, j1):
                 kv0 = kbase + jj * step

@@ -269,7 +269,10 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
 
     ncores = len(cores)
     plat = kernel_platform(tiling)
-    if rows and antiquant is not None and tiling.arch == "arch35":
+    # the vector dequantises K/V to the query's dtype: Ascend950's kernel, and A2/A3 PromptFlashAttention's
+    # KvAntiquant path (the spec's rounding: its blocks staged in sub-blocks through the core's GM workspaces)
+    pfa_dequant = antiquant is not None and tiling.arch != "arch35" and antiquant.rounding is not None
+    if rows and antiquant is not None and (tiling.arch == "arch35" or pfa_dequant):
         _check_dequant_call(antiquant, lay.token, learnable_sink, hooks, cache)
         # an FP8 cache reaches the kernel as it is (the language reads float8_e4m3fn); HiF8 and FP4 widened
         widened = [x if canonical_dtype(x.dtype) == "float8_e4m3fn" else
@@ -278,7 +281,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             q, *widened[:2], out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks,
             ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
             *_antiquant_tables(antiquant), qs2, qo2,
-            *(output_array((ncores, s2_tile if prefix else 1, c), q.dtype) for c in (d, dv)), *widened[2:],
+            *(output_array((ncores, s2_tile if prefix or pfa_dequant else 1, c), q.dtype) for c in (d, dv)),
+            *widened[2:],
             int(shared_prefix_len) if prefix else 0,
             _own_params_start(antiquant, k, lay.qkv) if prefix else 0, np.float32(scale), CACHE=cache,
             LAYOUT=kernel_layout(lay.qkv),
@@ -288,8 +292,8 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             EMPTY_LSE=float(empty_lse), PER_TOKEN=antiquant.per_token,
             PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1, PAGED_PARAMS=antiquant.paged,
             OFFSET=antiquant.has_offset, **_group_consts(antiquant), **_post_quant_consts(postq, quant_offset2),
-            **({"PREFIX": True} if prefix else {}), serial=serial,
-            order=order)
+            **({"PREFIX": True} if prefix else {}), **({"SUB": PFA_DEQUANT_ROWS} if pfa_dequant else {}),
+            serial=serial, order=order)
     elif rows and antiquant is not None:
         _check_antiquant_call(antiquant, lay.token, learnable_sink, hooks)
         fia_antiquant.on(plat)[ncores](
@@ -410,6 +414,12 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         plan["tables"] = tables
     run = FiaRun(ncores, nvec, len(rows), len(tiling.fd_tasks), block_map)
     return out, (lse if softmax_lse_flag else None), run
+
+
+#: the rows A2/A3 PromptFlashAttention's KvAntiquant path dequantises at a time (``kernel_dequant.pfa_step``'s SUB).
+#: op_host sizes its kvAntiquantSInnerSize by a UB-fit loop cvtile does not mirror; the values do not depend on it
+#: (the dequantisation is elementwise), only the work per sub-block does
+PFA_DEQUANT_ROWS = 128
 
 
 def _combine_rounding(fullquant_mx, out_dtype) -> dict:

@@ -76,6 +76,7 @@ from .dtypes import BFLOAT16, canonical_dtype, round_to, to_f64, to_numpy
 from .hifloat8 import HIFLOAT8, hif8_values
 
 __all__ = ["AntiquantSpec", "antiquant_spec", "chip_seq_stride", "LIST_950_PER_TOKEN", "cache_values",
+           "pfa_dequantises", "PFA_MSD_MAX_QUERY_S",
            "ANTIQUANT_PARAMS", "QUANTISED_CACHES"]
 
 #: the cache dtypes a dequantisation reads: int8 (an int4 cache as its int8 values) and, on Ascend950, FP8 E4M3
@@ -85,6 +86,20 @@ QUANTISED_CACHES = ("int8", "float8_e4m3fn", "float4_e2m1")
 ANTIQUANT_PARAMS = ("antiquant_scale", "antiquant_offset", "key_antiquant_scale", "key_antiquant_offset",
                     "value_antiquant_scale", "value_antiquant_offset")
 _CHANNEL, _TOKEN, _GROUP = "channel", "token", "group"
+
+#: the longest query S PromptFlashAttention's MSD path takes (op_host's CVDIFF_SMALL_QS_THRESHOLDS): with key/value
+#: antiquant parameters a longer query dequantises in the vector (``pfa_dequantises``)
+PFA_MSD_MAX_QUERY_S = 16
+
+
+def pfa_dequantises(query_dtype: str, query_s: int, separate_params: bool) -> bool:
+    """Whether Atlas A2/A3's PromptFlashAttention route takes an int8 cache through its KvAntiquant path (the vector
+    dequantises each K and V block to the query's dtype with AscendAntiQuant, (x + offset) · scale each step
+    rounded, into a GM workspace the cube reads; then the non-quant flow) rather than its MSD one: an fp16 query
+    with the stacked ``antiquant_scale`` / ``antiquant_offset``, or with key/value parameters and a query S above
+    ``PFA_MSD_MAX_QUERY_S`` (op_host's ``PromptFlashAttentionTiling``: enableKvAntiquant against enableMsd; a
+    bf16 query takes only MSD)."""
+    return query_dtype == "float16" and (not separate_params or query_s > PFA_MSD_MAX_QUERY_S)
 _MODE_KIND = {0: _CHANNEL, 1: _TOKEN, 2: _CHANNEL, 3: _TOKEN, 4: _TOKEN, 5: _TOKEN, 6: _GROUP}
 GROUP_SIZE = 32   #: channels per scale of the per-token-group (MX) mode 6
 #: the bf16 bits the 950 loads an E8M0 byte of 0 (2**-127) and of 255 (a NaN) as (``_e8m0_as_bf16``)

@@ -60,8 +60,10 @@ an int8 or int4 KV cache with its antiquant parameters (modes 0-5, :mod:`.antiqu
 cache as int4 or as op_api's int32 packing, :mod:`.int4`; on arch35 also an FP8 E4M3 cache, a HiFloat8 one —
 uint8 codes with ``key_dtype`` / ``value_dtype`` "hifloat8", as FIA V2 takes it, :mod:`.hifloat8` — and an FP4
 E2M1 one with per-token-group E8M0 scales, mode 6) is dequantised exactly in float64, with P
-unrounded (A2/A3: the chip's MSD split keeps P to ~1e-7), or for an arch35 ``target`` (Ascend950's dequant
-kernel) with each dequant step rounded to the query's dtype and P rounded as ``p_dtype`` says (with a shared
+unrounded (A2/A3's decode: the chip's MSD split keeps P to ~1e-7), or for an arch35 ``target`` (Ascend950's
+dequant kernel) and on A2/A3's PromptFlashAttention route when it takes its KvAntiquant path (a query S above 1,
+``antiquant.pfa_dequantises``) with each dequant step rounded to the query's dtype and P rounded as ``p_dtype``
+says (with a shared
 prefix, per-token parameters of the prefix's positions are the table's first; the own KV's follow them on
 A2/A3 and start S' - S of key into the table on arch35, as each chip reads them); the split rope (``query_rope`` / ``key_rope``) joins
 each head's rope values to its D, one dot product over D + D_rope (:mod:`.rope`); the query's dequant
@@ -97,7 +99,7 @@ from .kv import DenseKV, ListKV, PagedKV, SharedPrefix, TokenKV
 from .layouts import from_bnsd, from_tnd, parse_layout, to_bnsd, to_tnd
 from .masks import MaskEngine
 from .pse import PseShift, sink_logits
-from .antiquant import LIST_950_PER_TOKEN, QUANTISED_CACHES, antiquant_spec, chip_seq_stride
+from .antiquant import LIST_950_PER_TOKEN, QUANTISED_CACHES, antiquant_spec, chip_seq_stride, pfa_dequantises
 from .hifloat8 import HIFLOAT8, hifloat8_marker
 from .int4 import int4_kv
 from .nz import antiquant_nz_fraction, from_nz, group_scale_stride
@@ -106,7 +108,7 @@ from .quant import post_quant_int8
 from .rope import join_rope
 
 __all__ = ["fia_golden", "fia_golden_lowp", "fia_golden_st", "FIA_TND_STANDARD", "LSE_EMPTY",
-           "LSE_EMPTY_LEGACY_DECODE", "CHUNK_ELEMENTS", "is_legacy_decode", "empty_row_lse"]
+           "LSE_EMPTY_LEGACY_DECODE", "CHUNK_ELEMENTS", "is_legacy_decode", "empty_row_lse", "query_s"]
 
 #: lse of rows without any kv / not computed, FIA routes (kernel init value FLOAT_INF).
 LSE_EMPTY = float("inf")
@@ -136,6 +138,12 @@ def _arch(target: str | None) -> str:
     """The arch (``Platform.arch``) of ``target``; None: the default target."""
     from ...tiling.platform import DEFAULT_TARGET, get_platform
     return get_platform(target or DEFAULT_TARGET).arch
+
+
+def query_s(query, qkv_layout: str) -> int:
+    """The S axis of a BSH / BSND / BNSD query."""
+    shape = np.shape(to_numpy(query))
+    return int(shape[2] if qkv_layout == "BNSD" else shape[1])
 
 
 def is_legacy_decode(layout_name: str, s1: int, d: int, dv: int, target: str | None = None) -> bool:
@@ -279,6 +287,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                  "value_antiquant_scale": value_antiquant_scale, "value_antiquant_offset": value_antiquant_offset}
     antiquant = any(x is not None for x in aq_arrays.values())
     cache = _cache_marker(key_dtype, value_dtype, key, value)
+    nz_stride = None
     if antiquant:   # an int4 cache (int4, or int32 packing 8 each as op_api views it) as its int8 values
         key, value, int4 = int4_kv(key, value)
         nz_stride = group_scale_stride(key, block_table)
@@ -297,7 +306,15 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         for item in (t if isinstance(t, list) else [t]):
             _check_float(item, name, antiquant or fullquant is not None, cache)
     dequant_950 = antiquant and _arch(target) == "arch35"   # the 950 dequantises K/V, then the non-quant flow
-    if antiquant and not dequant_950:
+    # so does A2/A3's PromptFlashAttention route with its KvAntiquant path (a query S above 1: not the IFA decode,
+    # whose MSD split is exact; an NZ cache would be IFA's MTP, the split rope its MLA route)
+    vector_dequant = dequant_950 or (antiquant and _arch(target) == "arch22" and not layouts.token
+                                     and query_rope is None and nz_stride is None
+                                     and query_s(query, layouts.qkv) > 1
+                                     and pfa_dequantises(canonical_dtype(to_numpy(query).dtype),
+                                                         query_s(query, layouts.qkv),
+                                                         key_antiquant_scale is not None))
+    if antiquant and not vector_dequant:
         p_dtype = None
     paged = block_table is not None
     q_np = to_numpy(query)
@@ -389,7 +406,7 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         aq = dataclasses.replace(aq, cache=cache)
         if dequant_950 and isinstance(key, list) and (aq.per_token or aq.per_group):
             raise UnsupportedParameterError("key", f"list of {len(key)}", LIST_950_PER_TOKEN)
-        if dequant_950:
+        if vector_dequant:
             aq = dataclasses.replace(aq, rounding=canonical_dtype(q_np.dtype))
             if prefix is not None and aq.per_token:
                 own_params = aq.key_scale.shape[-1] - source.capacity(0)

@@ -147,10 +147,11 @@ def test_case_inputs_of_a_kv_antiquant_cache(kv_dtype, dtype, packed):
 
 
 def test_run_kv_antiquant_on_a_prefill_is_refused_naming_key(capsys):
-    """op_host tiles an antiquant prefill to the PFA route, whose antiquant kernel is not simulated."""
+    """op_host tiles an antiquant prefill to the PFA route, whose KvAntiquant path cvtile runs for an int8 cache
+    but not for an int4 one."""
     code, out = run_cli(capsys, "run", *SMALL, "--q-seqlen", "64", "--kv-dtype", "int4")
     assert code == 1
-    assert "rejected: unsupported parameter key='int4 tensor" in out and "IFATiling decode route" in out
+    assert "rejected: unsupported parameter key='int4 tensor" in out and "int4 cache on the A2/A3" in out
 
 
 def test_run_rejected_case_exits_1_with_the_aclnn_status(capsys):

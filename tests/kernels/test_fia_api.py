@@ -330,16 +330,20 @@ def test_unsupported_parameter_is_named(name):
     assert err.param in UNSUPPORTED and err.reason and err.to_dict()["param"] == err.param
 
 
-def test_quantised_kv_is_unsupported_outside_the_decode_route(bnsd):
+def test_quantised_kv_on_the_prefill_route(bnsd):
     int8_kv = dict(bnsd, key=bnsd["key"].astype(np.int8), value=bnsd["value"].astype(np.int8))
     # without a dequant scale op_host itself refuses int8 key/value (the PFA tiling's antiquant check) ...
     with pytest.raises(ParamError, match="antiquant_scale") as err:
         fia(**int8_kv)
     assert err.value.status == 561002
-    # ... with one, the call is valid; the simulator dequantises on the IFATiling decode route only, and this
-    # prefill tiles to the PFA route, which it names
-    with pytest.raises(UnsupportedParameterError, match="KV antiquant.*IFATiling decode route") as err:
-        fia(**dict(int8_kv, antiquant_scale=np.ones((2, 2, 1, 64), np.float16)))
+    # ... with one, the call is valid: this prefill tiles to the PFA route, whose KvAntiquant path dequantises
+    # (test_fia_pfa_antiquant) ...
+    out, _ = fia(**dict(int8_kv, antiquant_scale=np.ones((2, 2, 1, 64), np.float16)))
+    assert out.shape == bnsd["query"].shape and np.isfinite(out.astype(np.float32)).all()
+    # ... but not an int4 cache there, which the simulator names
+    with pytest.raises(UnsupportedParameterError, match="int4 cache on the A2/A3 PromptFlashAttention") as err:
+        fia(**dict(int8_kv, key=np.zeros((2, 2, 512, 8), np.int32), value=np.zeros((2, 2, 512, 8), np.int32),
+                   antiquant_scale=np.ones((2, 2, 1, 64), np.float16)))
     assert err.value.param == "key"
 
 

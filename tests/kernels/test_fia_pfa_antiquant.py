@@ -1,0 +1,173 @@
+"""KV antiquant on the Atlas A2/A3 PromptFlashAttention route (a query S above 1 with an int8 key/value cache):
+its KvAntiquant path, as ``kernel_dequant.pfa_step`` runs it.
+
+op_host sends an fp16 query with an int8 cache and the stacked ``antiquant_scale`` / ``antiquant_offset`` (or
+key/value parameters with a query S above 16) through PromptFlashAttention's KvAntiquant path: the vector
+dequantises each K and V block with AscendAntiQuant, (x + offset) · scale with each step rounded to fp16, in
+sub-blocks into a GM workspace, and the cube reads the fp16 blocks; the rest is the non-quant flow. Its MSD path
+(a bf16 query, or key/value parameters with a query S of at most 16) is refused by name.
+
+The kernel is judged against the float64 golden under the fp16 tolerance, and its dequantisation bit for bit: with
+one KV position the output row is the dequantised value row itself. Its Ascend C build runs on the CPU twin.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import cvtile
+from cvtile import UnsupportedParameterError
+from cvtile.kernels.fia.cost import fia_cost, fia_plan
+from cvtile.kernels.golden.dtypes import BFLOAT16
+from cvtile.kernels.golden.fia import fia_golden_lowp
+from cvtile.kernels.precision import compare
+
+B, N1, N2, D = 2, 4, 2, 128
+RNG = np.random.default_rng(7)
+
+
+def _cache(shape):
+    return RNG.integers(-128, 128, shape).astype(np.int8)
+
+
+def _params(shape):
+    return RNG.uniform(0.002, 0.02, shape).astype(np.float16), RNG.uniform(-3, 3, shape).astype(np.float16)
+
+
+def _call(s1=64, s2=700, layout="BNSD", param_shape=(2, N2, 1, D), **extra):
+    qshape = {"BNSD": (B, N1, s1, D), "BSND": (B, s1, N1, D), "BSH": (B, s1, N1 * D)}[layout]
+    kshape = {"BNSD": (B, N2, s2, D), "BSND": (B, s2, N2, D), "BSH": (B, s2, N2 * D)}[layout]
+    sc, of = _params(param_shape)
+    kw = dict(num_heads=N1, num_key_value_heads=N2, input_layout=layout, scale=D ** -0.5, antiquant_scale=sc,
+              antiquant_offset=of, softmax_lse_flag=True, **extra)
+    return RNG.standard_normal(qshape).astype(np.float16), _cache(kshape), _cache(kshape), kw
+
+
+def _judged(q, k, v, kw):
+    out, lse = cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+    g, gl = fia_golden_lowp(q, k, v, **kw)
+    rep = compare(out, g, "float16")
+    assert rep.passed, str(rep)
+    rep = compare(lse, gl, "float16")
+    assert rep.passed, f"softmax_lse: {rep}"
+    return out
+
+
+@pytest.mark.parametrize("layout, param_shape", [
+    ("BNSD", (2, N2, 1, D)),     # per channel
+    ("BSH", (2, N2 * D)),
+    ("BSND", (2, N2, D)),
+    ("BNSD", (2,)),              # per tensor
+])
+def test_the_kv_antiquant_path_matches_the_golden(layout, param_shape):
+    q, k, v, kw = _call(layout=layout, param_shape=param_shape)
+    assert fia_plan(q, k, v, target="Ascend910B1", **kw).route == "pfa"
+    _judged(q, k, v, kw)
+
+
+def test_a_causal_prefill_with_kv_lengths():
+    q, k, v, kw = _call(s1=128, s2=1200, sparse_mode=3, atten_mask=np.triu(np.ones((2048, 2048), bool), 1),
+                        actual_seq_lengths_kv=[1200, 333])
+    _judged(q, k, v, kw)
+
+
+def test_each_dequant_step_rounds_to_fp16():
+    """One KV position: P is 1, so each output row is the dequantised value row, ((x + offset) rounded to fp16)
+    · scale rounded to fp16, bit for bit; the exact (x + offset) · scale rounded once differs in some elements."""
+    q, k, v, kw = _call(s1=8, s2=1)
+    out = cvtile.npu_fused_infer_attention_score(q, k, v, **kw)[0]
+    sc, of = kw["antiquant_scale"][1], kw["antiquant_offset"][1]                  # (N2, 1, D)
+    stepwise = ((v.astype(np.float16) + of) * sc)[:, :, 0]                        # (B, N2, D), fp16 each step
+    exact = ((v.astype(np.float64) + of.astype(np.float64)) * sc.astype(np.float64))[:, :, 0].astype(np.float16)
+    assert not np.array_equal(stepwise, exact)
+    want = np.repeat(stepwise, N1 // N2, axis=1)[:, :, None, :].repeat(8, axis=2)   # every query row of a group
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
+
+
+def test_the_msd_path_is_refused_by_name():
+    """A bf16 query, or key/value antiquant parameters with a query S of at most 16, take PromptFlashAttention's
+    MSD path, which is not simulated."""
+    q, k, v, kw = _call(s1=8)
+    ks, ko = _params((N2, 1, D))
+    separate = {n: x for n, x in kw.items() if not n.startswith("antiquant")}
+    separate.update(key_antiquant_scale=ks, key_antiquant_offset=ko, value_antiquant_scale=ks,
+                    value_antiquant_offset=ko)
+    with pytest.raises(UnsupportedParameterError) as err:
+        cvtile.npu_fused_infer_attention_score(q, k, v, **separate)
+    assert err.value.param == "key_antiquant_scale" and "MSD" in err.value.reason
+    bf = dict(separate)
+    bf.update({n: x.astype(BFLOAT16) for n, x in separate.items() if "antiquant" in n})
+    with pytest.raises(UnsupportedParameterError) as err:
+        cvtile.npu_fused_infer_attention_score(q.astype(BFLOAT16), k, v, **bf)
+    assert err.value.param == "key_antiquant_scale" and "bf16 query" in err.value.reason
+
+
+def test_the_cost_model_times_the_call():
+    q, k, v, kw = _call()
+    rep = fia_cost(q, k, v, target="Ascend910B1", **kw)
+    assert [lc.kernel for lc in rep.launches] == ["fia_dequant"] and rep.estimated_us > 0
+
+
+def _paged(s1=32, s2=600, bs=128):
+    nb = -(-s2 // bs)
+    q = RNG.standard_normal((B, s1, N1 * D)).astype(np.float16)
+    k, v = _cache((B * nb, bs, N2 * D)), _cache((B * nb, bs, N2 * D))
+    bt = RNG.permutation(B * nb).astype(np.int32).reshape(B, nb)
+    return q, k, v, dict(num_heads=N1, num_key_value_heads=N2, input_layout="BSH", block_table=bt, block_size=bs,
+                         actual_seq_lengths_kv=[s2, 451], scale=D ** -0.5)
+
+
+def test_a_paged_cache_with_key_and_value_parameters():
+    """A query S above 16 with the key's and the value's own parameters: the KvAntiquant path's paged copy."""
+    q, k, v, kw = _paged()
+    ks, ko = _params((N2, 1, D))
+    vs, vo = _params((N2, 1, D))
+    _judged(q, k, v, dict(kw, key_antiquant_scale=ks, key_antiquant_offset=ko, value_antiquant_scale=vs,
+                          value_antiquant_offset=vo, softmax_lse_flag=True))
+
+
+def test_a_key_value_tensor_list():
+    q, _, _, kw = _call(s1=40)
+    ks = [_cache((1, N2, s, D)) for s in (300, 520)]
+    vs = [_cache((1, N2, s, D)) for s in (300, 520)]
+    _judged(q, ks, vs, dict(kw, actual_seq_lengths_kv=[300, 520]))
+
+
+@pytest.mark.parametrize("what", ["prefix", "stacked_paged"])
+def test_what_the_kv_antiquant_path_does_not_simulate_is_refused_by_name(what):
+    if what == "prefix":
+        q, k, v, kw = _call(s1=40, s2=300)
+        kp = _cache((1, N2, 200, D))
+        kw.update(key_shared_prefix=kp, value_shared_prefix=kp, actual_shared_prefix_len=[200])
+        param = "key_shared_prefix"
+    else:
+        q, k, v, kw = _paged()
+        kw.update(zip(("antiquant_scale", "antiquant_offset"), _params((2, N2, 1, D))))
+        param = "antiquant_scale"
+    with pytest.raises(UnsupportedParameterError) as err:
+        cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+    assert err.value.param == param
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH (the twin needs a C++17 g++)")
+def test_the_ascend_c_build_runs_the_kv_antiquant_path_on_the_twin(tmp_path):
+    """The sub-blocked staging as Ascend C: syntax-checked for both arches and run on the CPU twin against the
+    simulator's results (the staged workspaces included)."""
+    from cvtile.dsl import ascendc as A
+    from cvtile.dsl.jit import record_launches
+    from cvtile.kernels.precision import MAX_FAIL_RATIO, twin_tolerance
+
+    q, k, v, kw = _call(s1=16, s2=300)
+    with record_launches() as rec:
+        cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+    chosen = [A.Launch.of(r) for r in rec.launches]
+    assert [c.kernel.name for c in chosen] == ["fia_dequant"]
+    res = A.emit(str(tmp_path), chosen, tolerance=twin_tolerance(q.dtype), max_fail_ratio=MAX_FAIL_RATIO,
+                 goldens="as_run")
+    A.check_project(str(tmp_path), res["kernels"])
+    report = A.run_project(str(tmp_path), A.arch_of(chosen[0].kernel.platform))
+    lines = [ln for ln in report.splitlines() if ln.strip()]
+    assert lines and all(ln.startswith("PASS") for ln in lines), report
