@@ -609,7 +609,8 @@ def plan_pfa(d: Draft, plat: Platform) -> None:
         for h, b, k in lst:
             r = grid.row(b, k)
             if r.blocks:
-                tasks.append(RowTask(b, h // v.g, (h % v.g) * v.s1 + k * m, grid.row_rows(b, k), r.s2_start,
+                # head h's rows in the (b, kv head) fold: after the earlier heads' rows of this batch's own S1
+                tasks.append(RowTask(b, h // v.g, (h % v.g) * q[b] + k * m, grid.row_rows(b, k), r.s2_start,
                                      r.s2_end))
         cores.append(CoreWork(c, tuple(tasks), 0))
     d.cores = tuple(cores)

@@ -141,8 +141,10 @@ RUNTIME_ENVELOPES = (
     # key/value tensor lists (one (1, S_b, ...) tensor per batch, S_b <= 512) with a full (B, S1, S2) mask, whose
     # columns are the batch's own KV positions, not its tensor's place in the list's arena
     ("prefill_mask_list", "BSND", np.float16, 64, 512, 4, 64, "list", (0,), "Ascend910B1"),
-    # an int8 cache dequantised per channel (scale and offset) by the A2/A3 MSD kernel
+    # an int8 cache dequantised per channel (scale and offset) by the A2/A3 MSD kernel, and on the prefill route by
+    # PromptFlashAttention's KvAntiquant path (the vector dequantises in sub-blocks through the GM workspace)
     ("decode_antiquant", "BSND", np.float16, 1, 256, 4, 64, "int8", (), "Ascend910B1"),
+    ("prefill_antiquant", "BNSD", np.float16, 64, 512, 4, 64, "int8", (), "Ascend910B1"),
     # Ascend950's kernel with a pse shift (one row per query position) under the causal band
     ("prefill_pse_950", "BNSD", BF16, 64, 512, 4, 64, "pse", (3,), "Ascend950"),
 )

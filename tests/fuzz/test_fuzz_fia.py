@@ -5,7 +5,7 @@ that names a parameter; never another exception. The default tier checks 500 dra
 tiling layer (``prepare_fia``: the API's binding checks, the op_host mirror and the plan, without a kernel
 launch, so each call costs milliseconds; ``CVTILE_FUZZ_PLAN_EXAMPLES=10000`` runs 10,000 of them in a few
 minutes), and runs 500 more on the simulator against the golden (``CVTILE_FUZZ_RUNTIME_EXAMPLES``), drawn
-inside seven kernel shapes so that they share seven compilations (``strategies.RUNTIME_ENVELOPES``). The ``fuzz`` tier (``-m fuzz``, ``CVTILE_FUZZ_EXAMPLES``, default
+inside eight kernel shapes so that they share eight compilations (``strategies.RUNTIME_ENVELOPES``). The ``fuzz`` tier (``-m fuzz``, ``CVTILE_FUZZ_EXAMPLES``, default
 10,000) runs the whole call on the simulator and requires an accepted call to match the float64 golden
 within the dtype's tolerance and to be finite where the golden is; each new kernel specialisation costs a
 30-120 s compile, so that tier takes hours on a cold cache. ``CVTILE_FUZZ_SEED`` (default 20261202) draws another
@@ -139,8 +139,8 @@ def _envelope_keys(name: str) -> frozenset:
 @given(fia_runtime_calls())
 def test_runtime_values_match_the_golden(kw):
     """The default tier's simulated fuzz: 500 calls whose compile-time shape is one of ``RUNTIME_ENVELOPES``
-    (seven kernel specialisations, three of them the kernel grid's, one on key/value tensor lists, one on an
-    int8 cache with KV antiquant, one on Ascend950 with a pse shift; a draw whose
+    (eight kernel specialisations, three of them the kernel grid's, one on key/value tensor lists, two on an
+    int8 cache with KV antiquant (decode and prefill), one on Ascend950 with a pse shift; a draw whose
     lengths make the launch specialise the kernel otherwise, e.g. a smaller M block for short query rows, is
     discarded), drawing what the kernel reads at run time (batch, heads, actual lengths with 0 and the
     extremes, data scales and ties, scale, inner_precise, band tokens, block table order, list lengths), each
