@@ -7,7 +7,8 @@ Model
 dtype (fp16 / bf16, sometimes fp32 or int8), batch, heads and a GQA ratio, query and KV lengths (decode
 S1 = 1, prefill, 0), head dim, an optional per-batch KV length list (0 and full included), a mask with a
 sparse mode and pre/next tokens, a pse shift, softmax_lse, a paged KV cache (block
-table + block size), and a target. With probability ``bad`` one parameter is replaced by a malformed value
+table + block size), an int8 KV cache with KV-antiquant parameters (per channel, per tensor, per token or the
+key's and value's own), and a target. With probability ``bad`` one parameter is replaced by a malformed value
 (a wrong type, a negative or non-integral number, a wrong dtype, a shape off by one, an unknown string).
 Arrays are small (at most a few thousand elements per tensor) so a check-only property runs hundreds of
 calls a second.
@@ -91,6 +92,8 @@ def fia_calls(draw, bad: float = 0.3):
             kw["next_tokens"] = draw(st.sampled_from([2147483647, 0, 5, -2]))
     if draw(st.integers(0, 5)) == 0 and q_lay != "TND" and dtype in (np.float16, BF16):
         kw["pse_shift"] = arr((1, n1, max(s1, 1), max(s2, 1)))
+    if draw(st.integers(0, 3)) == 0 and q_lay != "TND" and dtype in (np.float16, BF16):
+        _draw_antiquant(draw, kw, rng, q_lay, dtype, b, n2, d)
     if draw(st.booleans()):
         kw["softmax_lse_flag"] = True
     kw["inner_precise"] = draw(st.sampled_from([0, 0, 1, 2, 3]))
@@ -101,6 +104,37 @@ def fia_calls(draw, bad: float = 0.3):
         kw[name] = value
         kw["_malformed"] = name
     return kw
+
+
+def _draw_antiquant(draw, kw: dict, rng, layout: str, dtype, b: int, n2: int, d: int) -> None:
+    """Turn ``kw``'s key/value into an int8 cache with KV-antiquant parameters of one kind: per channel
+    (``antiquant_scale`` stacked for key and value, in the layout's shape), per tensor ((2,)), per token
+    (``antiquant_mode`` 1, (2, B, S') fp32, S' the cache's S) or the key's and value's own per-channel parameters;
+    an offset half of the time."""
+    kw["key"], kw["value"] = (rng.integers(-128, 128, np.shape(kw[n])).astype(np.int8) for n in ("key", "value"))
+    kind = draw(st.sampled_from(["channel", "tensor", "token", "separate"]))
+    offset = draw(st.booleans())
+    if kw.get("block_table") is not None:
+        s2 = np.shape(kw["block_table"])[1] * kw["block_size"]
+    else:
+        s2 = np.shape(kw["key"])[2 if layout == "BNSD" else 1]
+    shape = {"channel": {"BNSD": (2, n2, 1, d), "BSND": (2, n2, d), "BSH": (2, n2 * d)}[layout],
+             "tensor": (2,), "token": (2, b, s2), "separate": (n2, 1, d)}[kind]
+    pdt = np.float32 if kind == "token" else dtype
+
+    def params(lo, hi):
+        return rng.uniform(lo, hi, shape).astype(np.float32).astype(pdt)
+
+    if kind == "separate":
+        kw.update(key_antiquant_scale=params(0.001, 0.05), value_antiquant_scale=params(0.001, 0.05))
+        if offset:
+            kw.update(key_antiquant_offset=params(-3, 3), value_antiquant_offset=params(-3, 3))
+        return
+    kw["antiquant_scale"] = params(0.001, 0.05)
+    if offset:
+        kw["antiquant_offset"] = params(-3, 3)
+    if kind == "token":
+        kw["antiquant_mode"] = 1
 
 
 @st.composite
