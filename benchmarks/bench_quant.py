@@ -25,7 +25,7 @@ both kernels as int8 values (and a HiF8 one the 950's widened to 16 bits), which
 chip time of a launch cvtile's build runs otherwise than the chip's kernel carries the cost report's note (the
 A2/A3 antiquant decode: its units run in two waves of core groups where op_host's launch runs one).
 
-    python benchmarks/bench_quant.py [--repeat 5] [--json] [--target Ascend910B1|Ascend950]
+    python benchmarks/bench_quant.py [--repeat 5] [--json] [--target Ascend910B1|Ascend950] [--case decode|prefill]
 """
 
 from __future__ import annotations
@@ -46,13 +46,12 @@ from bench_fia import CASES, inputs  # noqa: E402
 from cvtile.kernels.fia.cost import fia_cost  # noqa: E402
 from cvtile.kernels.golden.int4 import pack_int4  # noqa: E402
 
-CASE = CASES["decode"]
-
-
-def _calls(target: str = "Ascend910B1") -> dict:
+def _calls(target: str = "Ascend910B1", case: str = "decode") -> dict:
     """name -> (query, key, value, keywords, KV bytes) of each call. On Ascend950 (its dequant kernel) with the
-    key's and the value's own scale and offset."""
-    c = CASE
+    key's and the value's own scale and offset. ``case`` "prefill" (``bench_fia``'s B=1 N=32 S=2048 D=128, Atlas
+    A2/A3 only): the non-quant kernel and the int8 cache on the PromptFlashAttention route's KvAntiquant path
+    (an int4 cache is not simulated there)."""
+    c = CASES[case]
     q, k, v = inputs(c)
     kw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5,
               target=target)
@@ -69,6 +68,8 @@ def _calls(target: str = "Ascend910B1") -> dict:
     else:
         quant = fp8 = dict(antiquant_scale=scale, antiquant_offset=offset)
     calls = {"nonquant": (k, v, {}), "antiquant": (k8, v8, quant), "antiquant_int4": (k4, v4, quant)}
+    if case == "prefill":
+        del calls["antiquant_int4"]
     if target == "Ascend950":
         calls["antiquant_fp8"] = (f8k, f8v, fp8)
     return {name: (q, kk, vv, {**extra, **kw}, kk.nbytes + vv.nbytes) for name, (kk, vv, extra) in calls.items()}
@@ -128,10 +129,15 @@ def main(argv=None) -> int:
     ap.add_argument("--no-chip", action="store_true", help="skip the cost model's chip-time column")
     ap.add_argument("--target", choices=("Ascend910B1", "Ascend950"), default="Ascend910B1",
                     help="Ascend910B1: the MSD kernels (int8, int4); Ascend950: its dequant kernel (int8, int4, fp8)")
+    ap.add_argument("--case", choices=("decode", "prefill"), default="decode",
+                    help="prefill: Ascend910B1's PromptFlashAttention KvAntiquant path against the non-quant kernel")
     args = ap.parse_args(argv)
-    c = CASE
-    report(measure(_calls(args.target), args.repeat, chip=not args.no_chip), f"decode B={c['b']} Nq={c['nq']} Nkv={c['nkv']} "
-           f"Skv={c['skv']} D={c['d']} ({args.target}), best of {args.repeat}", args.json)
+    if args.case == "prefill" and args.target != "Ascend910B1":
+        ap.error("--case prefill runs on Ascend910B1 (the PromptFlashAttention route)")
+    c = CASES[args.case]
+    report(measure(_calls(args.target, args.case), args.repeat, chip=not args.no_chip),
+           f"{args.case} B={c['b']} Nq={c['nq']} Nkv={c['nkv']} Sq={c['sq']} Skv={c['skv']} D={c['d']} "
+           f"({args.target}), best of {args.repeat}", args.json)
     return 0
 
 

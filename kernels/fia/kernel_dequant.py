@@ -282,5 +282,5 @@ def fia_dequant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks, t
                                      PSE_ONE_ROW, BAND, MASK, PER_TOKEN, OFFSET, GROUP, P_DTYPE)
         with ct.vector():
             ok, glsafe, res = normalised(go, gl)
-            row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, 0, b, n2, s1,
-                         q0, m0, mrows, OUT_LAYOUT, ORDER, False, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)
+            row_epilogue(res, ok, gm, gl, gm + ct.log(glsafe), out, lse, ws_o, ws_ml, qs2, qo2, slot, tasks[t, 10], b,
+                         n2, s1, q0, m0, mrows, OUT_LAYOUT, ORDER, False, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)

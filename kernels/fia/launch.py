@@ -277,23 +277,23 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         # an FP8 cache reaches the kernel as it is (the language reads float8_e4m3fn); HiF8 and FP4 widened
         widened = [x if canonical_dtype(x.dtype) == "float8_e4m3fn" else
                    float_cache_widened(x, q.dtype, antiquant.cache) for x in (k, v, kp, vp)]
-        fia_dequant.on(plat)[ncores](
-            q, *widened[:2], out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks,
-            ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-            *_antiquant_tables(antiquant), qs2, qo2,
-            *(output_array((ncores, s2_tile if prefix or pfa_dequant else 1, c), q.dtype) for c in (d, dv)),
-            *widened[2:],
-            int(shared_prefix_len) if prefix else 0,
-            _own_params_start(antiquant, k, lay.qkv) if prefix else 0, np.float32(scale), CACHE=cache,
-            LAYOUT=kernel_layout(lay.qkv),
-            OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap, PSE=pse_shift is not None,
-            PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=s2_tile, D=d, DV=dv, BAND=band,
-            MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype,
-            EMPTY_LSE=float(empty_lse), PER_TOKEN=antiquant.per_token,
-            PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1, PAGED_PARAMS=antiquant.paged,
-            OFFSET=antiquant.has_offset, **_group_consts(antiquant), **_post_quant_consts(postq, quant_offset2),
-            **({"PREFIX": True} if prefix else {}), **({"SUB": PFA_DEQUANT_ROWS} if pfa_dequant else {}),
-            serial=serial, order=order)
+        staged = [output_array((ncores, s2_tile if prefix or pfa_dequant else 1, c), q.dtype) for c in (d, dv)]
+
+        def attend_dequant(tab, tab_ptr, height):   # in row passes when op_host's M rows do not fit on chip
+            fia_dequant.on(plat)[ncores](
+                q, *widened[:2], out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tab, tab_ptr, qlen, kvlen, qoff, kvoff,
+                pre, nxt, *_antiquant_tables(antiquant), qs2, qo2, *staged, *widened[2:],
+                int(shared_prefix_len) if prefix else 0,
+                _own_params_start(antiquant, k, lay.qkv) if prefix else 0, np.float32(scale), CACHE=cache,
+                LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g,
+                M=height, PSE=pse_shift is not None, PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1,
+                S2=s2_tile, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
+                FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), PER_TOKEN=antiquant.per_token,
+                PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1, PAGED_PARAMS=antiquant.paged,
+                OFFSET=antiquant.has_offset, **_group_consts(antiquant), **_post_quant_consts(postq, quant_offset2),
+                **({"PREFIX": True} if prefix else {}), **({"SUB": PFA_DEQUANT_ROWS} if pfa_dequant else {}),
+                serial=serial, order=order)
+        launch_in_row_passes(attend_dequant, tasks, ptr, m_cap)
     elif rows and antiquant is not None:
         _check_antiquant_call(antiquant, lay.token, learnable_sink, hooks)
         fia_antiquant.on(plat)[ncores](

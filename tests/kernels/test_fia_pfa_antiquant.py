@@ -171,3 +171,16 @@ def test_the_ascend_c_build_runs_the_kv_antiquant_path_on_the_twin(tmp_path):
     report = A.run_project(str(tmp_path), A.arch_of(chosen[0].kernel.platform))
     lines = [ln for ln in report.splitlines() if ln.strip()]
     assert lines and all(ln.startswith("PASS") for ln in lines), report
+
+
+def test_a_tall_prefill_runs_in_row_passes():
+    """op_host's M of 256 rows with S2 blocks of 1024 does not fit the kernel's UB at once: the launch takes each
+    task's rows in passes (``row_passes``), each dequantising the task's K and V again."""
+    q = RNG.standard_normal((1, 2, 512, D)).astype(np.float16)
+    k, v = _cache((1, 1, 2048, D)), _cache((1, 1, 2048, D))
+    sc, of = _params((2, 1, 1, D))
+    kw = dict(num_heads=2, num_key_value_heads=1, input_layout="BNSD", scale=D ** -0.5, antiquant_scale=sc,
+              antiquant_offset=of, softmax_lse_flag=True)
+    t = fia_plan(q, k, v, target="Ascend910B1", **kw)
+    assert (t.route, t.m_base, t.s2_base) == ("pfa", 256, 1024)
+    _judged(q, k, v, kw)
