@@ -1,5 +1,5 @@
 """The Ascend 950 KV-antiquant kernel (int8, int4, FP8, HiFloat8 or MXFP4 key/value cache, fp16/bf16 query) in
-the tile language.
+the tile language, and with SUB the Atlas A2/A3 PromptFlashAttention route's KvAntiquant path (int8 cache).
 
 Model
 -----
@@ -44,6 +44,13 @@ in the 950's NZ order, (B, N2, D/32, S2), and the kernel reads kv head n2's (D, 
 shared prefix the 950 spaces the (b, n2) rows of the per-token + per-head (mode 3) and group (mode 6) tensors by
 op_host's S of key, not their S': the tables the kernel gets are then the tensors' first B*N2*S2 rows as
 (B, N2, S2[, D]) (``golden.antiquant.chip_seq_stride``), so it reads row (b, n2) where the chip does.
+
+A2/A3 PromptFlashAttention's KvAntiquant path (SUB > 0: an fp16 query on the PFA route with an int8 cache, per
+channel or per tensor, ``golden.antiquant.pfa_dequantises``): the same V0, done as the chip's AscendAntiQuant
+does it, in sub-blocks of SUB rows stored to the core's GM workspaces wsk / wsv, which the cube then reads whole
+(``pfa_step``); the chip waits on MTE3 -> MTE2 before each matmul, and the loop carries a GM-order channel, so
+these steps run in program order. The dequantised values do not depend on SUB (the dequantisation is
+elementwise); op_host's kvAntiquantSInnerSize comes from a UB-fit loop cvtile does not mirror.
 
 System prefix (PREFIX, dense caches: op_host takes no prefix with a paged one): a batch attends to the plen
 prefix positions (batch 0 of key/value_shared_prefix, quantised as the cache is), then its own KV, as
