@@ -13,7 +13,8 @@ sparse 9 to [B, W, W] trees and the right-down band), allocates the
 output (zero-filled, as the chip initialises it; a zero-stride stand-in when the launches are only recorded for
 the cost model, ``dsl.jit.output_array``) and the FD workspace, and
 launches ``fia_attention`` (for an int8 or int4 key/value cache ``fia_antiquant``, the A2/A3 MSD kernel, or on
-Ascend950 ``fia_dequant``, which dequantises K/V before the cube and also takes FP8, HiFloat8 and MXFP4 caches;
+Ascend950 ``fia_dequant``, which dequantises K/V before the cube and also takes FP8, HiFloat8 and MXFP4 caches,
+and with SUB runs the A2/A3 PromptFlashAttention route's KvAntiquant path;
 ``fia_fullquant`` for full int8 quantisation, ``fia_mla_quant`` for the A2/A3 MLA FA quant, ``fia_fullquant_gqa``
 for Ascend950's FP8 full quant, ``fia_fullquant_mx`` for its MXFP8 full quant, ``fia_mla_fullquant`` for its MLA
 full quant) on ``used_cores`` cores, then
@@ -32,6 +33,8 @@ Invariants
   tasks, still in order, are re-cut over the same cores by remaining work
   (``variants.block_map``).
 * Tensors are passed without copies when they are contiguous (a tensor list is copied once, into its arena).
+* A kernel whose tiles for op_host's M rows do not fit on chip takes each task's rows in passes of fewer rows
+  (``row_passes``): the non-quant, dequant, FP8 GQA and MXFP8 kernels.
 """
 
 from __future__ import annotations
