@@ -52,7 +52,7 @@ from ..golden.dtypes import BFLOAT16, canonical_dtype
 from ..golden.layouts import parse_layout
 from ..errors import UnsupportedParameterError
 from ..golden.masks import INT_MAX, MaskEngine
-from ..golden.fia import empty_row_lse
+from ..golden.fia import LSE_EMPTY, empty_row_lse
 from ..golden.hifloat8 import HIF8_TABLE, HIFLOAT8
 from .kernel import fia_attention, fia_fd_combine
 from .kernel_antiquant import fia_antiquant
@@ -219,6 +219,9 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         out_dtype = np.float16
     out = output_array(out_shape, out_dtype if out_dtype is not None else query.dtype)
     out_k = _as_heads(out, lay.out, n1)
+    # the lse rows start at the route's init value (the legacy decode route's -3.4e38 for rows it does not compute,
+    # e.g. a batch without KV); a row the kernels compute without a visible key (fully masked) gets +inf, the FIA
+    # kernels' AdjustSoftMaxRes value, on every route (the kernels' EMPTY_LSE)
     empty_lse = empty_row_lse(legacy_decode=legacy_route, kv_empty=total_size(key) == 0 or total_size(value) == 0)
     if lay.token:
         lse = output_array((query.shape[0] if lay.qkv == "TND" else query.shape[1], n1, 1), np.float32, empty_lse)
@@ -291,7 +294,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                 LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g,
                 M=height, PSE=pse_shift is not None, PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1,
                 S2=s2_tile, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
-                FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), PER_TOKEN=antiquant.per_token,
+                FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=LSE_EMPTY, PER_TOKEN=antiquant.per_token,
                 PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1, PAGED_PARAMS=antiquant.paged,
                 OFFSET=antiquant.has_offset, **_group_consts(antiquant), **_post_quant_consts(postq, quant_offset2),
                 **({"PREFIX": True} if prefix else {}), **({"SUB": PFA_DEQUANT_ROWS} if pfa_dequant else {}),
@@ -307,7 +310,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap,
             PSE=pse_shift is not None, PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=s2_tile, D=d,
             DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks),
-            EMPTY_LSE=float(empty_lse),
+            EMPTY_LSE=LSE_EMPTY,
             PER_TOKEN=antiquant.per_token, PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1,
             PAGED_PARAMS=antiquant.paged,
             OFFSET=antiquant.has_offset, ITER=msd_digit_count(inner_precise, antiquant.int4),
@@ -321,7 +324,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             fullquant.key_scale, fullquant.scale, fullquant.value_scale, LAYOUT=kernel_layout(lay.qkv),
             OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=m_cap, S2=s2_tile, D=d,
             DR=fullquant.query_rope.shape[-1] // (n1 if lay.qkv == "BSH" else 1), DV=dv, BAND=band, MASK=use_mask,
-            LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), EMPTY_LSE=float(empty_lse), serial=serial,
+            LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), EMPTY_LSE=LSE_EMPTY, serial=serial,
             order=order)
     elif rows and isinstance(fullquant, MlaQuantSpec) and tiling.arch == "arch35":
         _refuse_hooks(hooks, "MLA full quant")
@@ -334,7 +337,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order,
             TOKEN=lay.token, G=g, M=m_cap, S2=tiling.s2_base, D=d,
             DR=fullquant.query_rope.shape[-1] // (n1 if lay.qkv == "BSH" else 1), DV=dv, BAND=band, MASK=use_mask,
-            LSE=bool(softmax_lse_flag), EMPTY_LSE=float(empty_lse), serial=serial, order=order)
+            LSE=bool(softmax_lse_flag), EMPTY_LSE=LSE_EMPTY, serial=serial, order=order)
     elif rows and fullquant_mx is not None:
         _refuse_hooks(hooks, "MXFP8")
         widened = (_as_heads(fullquant_mx.query, lay.qkv, n1), *(x if cache != "dense" else
@@ -351,7 +354,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                 nxt, np.float32(scale), fullquant_mx.ln_p, CACHE=mx_cache, LAYOUT=kernel_layout(lay.qkv),
                 OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=height,
                 S2=tiling.s2_base, D=d, DV=dv, DR=ropes[0].shape[-1] if rope else 0, BAND=band, MASK=use_mask,
-                LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), ROPE=rope, EMPTY_LSE=float(empty_lse),
+                LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks), ROPE=rope, EMPTY_LSE=LSE_EMPTY,
                 serial=serial, order=order)
         launch_in_row_passes(attend_mx, tasks, ptr, m_cap)
     elif rows and fullquant_gqa is not None:
@@ -364,7 +367,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                 fullquant_gqa.deq_q, fullquant_gqa.deq_k, fullquant_gqa.deq_v, np.float32(scale), fullquant_gqa.ln_p,
                 CACHE=cache, LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order,
                 TOKEN=lay.token, G=g, M=height, S2=tiling.s2_base, D=d, DV=dv, BAND=band, MASK=use_mask,
-                LSE=bool(softmax_lse_flag), EMPTY_LSE=float(empty_lse), serial=serial, order=order)
+                LSE=bool(softmax_lse_flag), EMPTY_LSE=LSE_EMPTY, serial=serial, order=order)
         launch_in_row_passes(attend_fp8, tasks, ptr, m_cap)
     elif rows and fullquant is not None:
         fia_fullquant.on(plat)[ncores](
@@ -372,7 +375,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
             fullquant.scale_half, fullquant.deq1, fullquant.qs1_half, fullquant.deq2, LAYOUT=kernel_layout(lay.qkv),
             OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap, PSE=pse_shift is not None,
             PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=tiling.s2_base, D=d, DV=dv, BAND=band,
-            MASK=use_mask, LSE=bool(softmax_lse_flag), EMPTY_LSE=float(empty_lse),
+            MASK=use_mask, LSE=bool(softmax_lse_flag), EMPTY_LSE=LSE_EMPTY,
             **_post_quant_consts(postq, quant_offset2), serial=serial, order=order)
     elif rows:
         def attend(tab, tab_ptr, height):
@@ -391,7 +394,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                 ORDER=tiling.m_order, TOKEN=lay.token, G=g, M=height, PSE=pse_shift is not None,
                 PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, SINK=learnable_sink is not None,
                 S2=s2_tile, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
-                FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=float(empty_lse), **hook_args["consts"],
+                FD=bool(tiling.fd_tasks), P_DTYPE=p_dtype, EMPTY_LSE=LSE_EMPTY, **hook_args["consts"],
                 **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}),
                 **({"GM_ACC": True} if gm_acc else {})))
             compiled.launch(ncores, runtime, serial=serial, order=order)
@@ -411,7 +414,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         fia_fd_combine.on(plat)[nvec](out_k, lse_arg, sink, ws_o, ws_ml, fd_tab, work, wptr, qlen, qoff,
                              qs2, qo2, LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, TOKEN=lay.token, G=g,
                              R=r_cap, DV=dv, LSE=bool(softmax_lse_flag), SINK=learnable_sink is not None,
-                             EMPTY_LSE=float(empty_lse), **_post_quant_consts(postq, quant_offset2),
+                             EMPTY_LSE=LSE_EMPTY, **_post_quant_consts(postq, quant_offset2),
                              **_combine_rounding(fullquant_mx, out.dtype), serial=serial, order=order)
     if plan is not None and any(isinstance(tag, tuple) for tag in plan):   # its launches could reuse the tables
         plan["tables"] = tables
@@ -454,8 +457,10 @@ def _task_tables(tiling: FiaTiling, qlen, kvlen, skip, prefix: bool, steps: dict
     task table the kernels read and its per-core pointers, the tile rows, the hooks' arguments (``_hook_arguments``)
     and the row height of the launch. A batch the chip skips, or whose KV left-padding block overflows, computes
     nothing: its rows keep the zero output and the initial lse."""
-    def computed(t) -> bool:
-        return not skip[t.b] and (kvlen[t.b] > 0 or t.s2_lo >= t.s2_hi)
+    legacy = bool(tiling.extras.get("legacy_ifa"))
+
+    def computed(t) -> bool:   # (the legacy decode route leaves a batch without KV at the lse's init value)
+        return not skip[t.b] and (kvlen[t.b] > 0 or (t.s2_lo >= t.s2_hi and not legacy))
 
     cores = [tuple(t for t in c.tasks if computed(t)) for c in tiling.cores]
     rows = [t for c in cores for t in c]

@@ -268,6 +268,22 @@ def test_empty_row_lse_agrees_between_api_and_golden_per_route(decode, target, l
     assert (lse == np.inf).all() and (g_lse == np.inf).all()
 
 
+@pytest.mark.parametrize("target", ["Ascend910B1", "Ascend950"])
+def test_a_fully_masked_row_on_the_legacy_decode_route_has_lse_inf_regression(decode, target):
+    """Found by the fuzz tier (seed 20261209): a decode on the arch22 legacy decode route whose only key is
+    masked got the lse -3.4e38 (the route's init value for rows without KV) from the kernel, where the golden
+    gives +inf (the FIA kernels' AdjustSoftMaxRes value for a fully masked row). Batch 0 is masked whole, batch 1
+    has no KV: +inf and the route's init value, in the kernel and in the golden."""
+    mask = np.zeros((2, 1, 256), bool)
+    mask[0] = True
+    kw = dict(decode, atten_mask=mask, actual_seq_lengths_kv=[256, 0], target=target)
+    _, lse = fia(**kw)
+    _, g_lse = fia_golden(**kw)
+    init = LSE_EMPTY_LEGACY_DECODE if target == "Ascend910B1" else LSE_EMPTY
+    assert (lse[0] == np.inf).all() and (g_lse[0] == np.inf).all()
+    assert (lse[1] == np.float32(init)).all() and (g_lse[1] == init).all()
+
+
 def test_regression_arch35_gqa_decode_rows_the_split_skips_under_a_causal_band_are_refused():
     """Found by the simulated fuzz tier: on Ascend950, a GQA decode (G = 2, one query position, one KV position)
     with sparse_mode 3 returned zeros for head 0 where the golden (and the band the kernel applies) lets it see
