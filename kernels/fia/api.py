@@ -262,15 +262,21 @@ def _refuse_unplanned_heads(arrays: dict, attrs: dict, tiling) -> None:
                          f"beyond the {name}")
 
 
+#: the routes whose op_host takes inner_precise without the range check of the others (their names for it)
+_UNCHECKED_INNER_PRECISE = {"fai": "the split-fuse route (FAInferTiling, TND) takes it unchecked",
+                            "pfa": "the legacy PromptFlashAttention route reads only its bits 0 and 1"}
+
+
 def _refuse_unchecked_inner_precise(attrs: dict, tiling) -> None:
-    """The TND split-fuse route (``FAInferTiling``) takes inner_precise without the range check the other routes
-    make (op_host's single-parameter check, 0 to ``INNER_PRECISE_LIMIT``): a value outside it has no documented
-    meaning, so the simulator refuses it by name rather than guess how the kernel reads it."""
+    """The TND split-fuse route (``FAInferTiling``) and the legacy PromptFlashAttention route take inner_precise
+    without the range check the other routes make (op_host's single-parameter check, 0 to
+    ``INNER_PRECISE_LIMIT``; the PFA tiling reads bits 0 and 1 of any value): a value outside it has no
+    documented meaning, so the simulator refuses it by name rather than guess how the kernel reads it."""
     ip = attrs.get("inner_precise", 0)
-    if tiling.route == "fai" and not 0 <= int(ip) <= INNER_PRECISE_LIMIT:
-        raise UnsupportedParameterError("inner_precise", ip, f"outside 0-{INNER_PRECISE_LIMIT}: the split-fuse route "
-                                        "(FAInferTiling, TND) takes it unchecked, and the aclnn documents define "
-                                        "only 0-3; no result to simulate")
+    why = _UNCHECKED_INNER_PRECISE.get(tiling.route)
+    if why is not None and not 0 <= int(ip) <= INNER_PRECISE_LIMIT:
+        raise UnsupportedParameterError("inner_precise", ip, f"outside 0-{INNER_PRECISE_LIMIT}: {why}, and the aclnn "
+                                        "documents define only 0-3; no result to simulate")
 
 
 def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = DEFAULT_TARGET,

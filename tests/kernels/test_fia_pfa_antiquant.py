@@ -184,3 +184,14 @@ def test_a_tall_prefill_runs_in_row_passes():
     t = fia_plan(q, k, v, target="Ascend910B1", **kw)
     assert (t.route, t.m_base, t.s2_base) == ("pfa", 256, 1024)
     _judged(q, k, v, kw)
+
+
+
+def test_an_inner_precise_the_pfa_route_reads_by_bits_is_refused_by_name_regression():
+    """Found by the fuzz tier (seed 20261210): inner_precise=-1 on the PFA route, which op_host reads by its bits
+    0 and 1 without a range check, ran the KvAntiquant path, and the golden then raised a plain ValueError. The
+    API refuses a value outside op_host's range there, naming inner_precise."""
+    q, k, v, kw = _call(s1=3, s2=1)
+    with pytest.raises(UnsupportedParameterError) as err:
+        cvtile.npu_fused_infer_attention_score(q, k, v, **dict(kw, inner_precise=-1))
+    assert err.value.param == "inner_precise" and "PromptFlashAttention" in err.value.reason
