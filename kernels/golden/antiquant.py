@@ -59,9 +59,10 @@ Invariants
   950 without a shared prefix the mode-3 and mode-6 parameters, are read in the 950's order of their bytes, the
   table above).
 * Dequantisation is float64 and exact in the inputs (int8, FP8, FP4, HiF8, fp16/bf16/fp32 parameters convert
-  exactly), except with ``rounding`` (Ascend950's dequant kernel: the parameters, x + offset and the product each
-  rounded to the query's dtype, as its vector computes them; the group kind's product is rounded to bf16, then
-  to the query's dtype).
+  exactly), except with ``rounding`` (Ascend950's dequant kernel, and A2/A3 PromptFlashAttention's KvAntiquant
+  path, ``pfa_dequantises``: the parameters, x + offset and the product each rounded to the query's dtype, as
+  the vector computes them; the group kind's product is rounded to bf16, then to the query's dtype). The launch
+  runs the dequant kernel for a spec with ``rounding`` on Atlas A2/A3.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class AntiquantSpec:
     mode: int
     block_table: np.ndarray | None = None    # modes 4/5: the table addressing the (block_num, N2 | 1, bs) tables
     int4: bool = False    # an int4 cache (:mod:`.int4`; its values held as int8): the kernel splits into int4 digits
-    rounding: str | None = None   # the dtype each dequant step rounds to (Ascend950's vector dequant: the query's)
+    rounding: str | None = None   # the dtype each dequant step rounds to (a vector dequant: the query's)
     group_nz: bool = False   # mode 6 with an NZ cache: the tables are (B, N2, D, S2), the 950's NZ scale order
     cache: str | None = None   # "hifloat8": the uint8 key/value hold HiFloat8 codes (None: the arrays' dtype says)
 
