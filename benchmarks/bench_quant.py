@@ -11,6 +11,10 @@ op_host's tiling) is run
 * ``antiquant_int4``: the same with an int4 cache packed 8 per int32 (four int4 digits; a quarter of the fp16
   cache's bytes);
 
+With ``--case prefill`` (B=1 N=32 S=2048 D=128) the int8 cache takes the PromptFlashAttention route instead:
+``antiquant`` its KvAntiquant path (``fia_dequant``), ``antiquant_msd`` its MSD path (a bf16 query with the key's
+and the value's own parameters: ``fia_antiquant``, two digits).
+
 With ``--target Ascend950`` the same shape runs the non-quant kernel and the 950's ``fia_dequant`` (the int8,
 int4 or FP8 E4M3 cache dequantised in the vector core, then the non-quant flow) instead.
 
@@ -50,7 +54,8 @@ def _calls(target: str = "Ascend910B1", case: str = "decode") -> dict:
     """name -> (query, key, value, keywords, KV bytes) of each call. On Ascend950 (its dequant kernel) with the
     key's and the value's own scale and offset. ``case`` "prefill" (``bench_fia``'s B=1 N=32 S=2048 D=128, Atlas
     A2/A3 only): the non-quant kernel and the int8 cache on the PromptFlashAttention route's KvAntiquant path
-    (an int4 cache is not simulated there)."""
+    (an fp16 query with the stacked parameters) and its MSD path (a bf16 query with the key's and the value's
+    own; an int4 cache is not simulated there)."""
     c = CASES[case]
     q, k, v = inputs(c)
     kw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5,
@@ -67,12 +72,18 @@ def _calls(target: str = "Ascend910B1", case: str = "decode") -> dict:
         fp8 = dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1])
     else:
         quant = fp8 = dict(antiquant_scale=scale, antiquant_offset=offset)
-    calls = {"nonquant": (k, v, {}), "antiquant": (k8, v8, quant), "antiquant_int4": (k4, v4, quant)}
+    calls = {"nonquant": (q, k, v, {}), "antiquant": (q, k8, v8, quant), "antiquant_int4": (q, k4, v4, quant)}
     if case == "prefill":
         del calls["antiquant_int4"]
+        # a bf16 query with the key's and the value's own parameters: the route's MSD path (fia_antiquant)
+        bf = {name: x.astype(ml_dtypes.bfloat16) for name, x in
+              dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1], key_antiquant_offset=offset[0],
+                   value_antiquant_offset=offset[1]).items()}
+        calls["antiquant_msd"] = (q.astype(ml_dtypes.bfloat16), k8, v8, bf)
     if target == "Ascend950":
-        calls["antiquant_fp8"] = (f8k, f8v, fp8)
-    return {name: (q, kk, vv, {**extra, **kw}, kk.nbytes + vv.nbytes) for name, (kk, vv, extra) in calls.items()}
+        calls["antiquant_fp8"] = (q, f8k, f8v, fp8)
+    return {name: (qq, kk, vv, {**extra, **kw}, kk.nbytes + vv.nbytes)
+            for name, (qq, kk, vv, extra) in calls.items()}
 
 
 def _best(fn, repeat: int) -> tuple:
@@ -130,7 +141,8 @@ def main(argv=None) -> int:
     ap.add_argument("--target", choices=("Ascend910B1", "Ascend950"), default="Ascend910B1",
                     help="Ascend910B1: the MSD kernels (int8, int4); Ascend950: its dequant kernel (int8, int4, fp8)")
     ap.add_argument("--case", choices=("decode", "prefill"), default="decode",
-                    help="prefill: Ascend910B1's PromptFlashAttention KvAntiquant path against the non-quant kernel")
+                    help="prefill: Ascend910B1's PromptFlashAttention KvAntiquant and MSD paths against the "
+                         "non-quant kernel")
     args = ap.parse_args(argv)
     if args.case == "prefill" and args.target != "Ascend910B1":
         ap.error("--case prefill runs on Ascend910B1 (the PromptFlashAttention route)")

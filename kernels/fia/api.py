@@ -66,7 +66,7 @@ from ..errors import UnsupportedParameterError
 from ..golden.dtypes import numpy_dtype, to_numpy
 from ..golden.layouts import parse_layout
 from ..golden.fia import INNER_PRECISE_LIMIT, empty_row_lse, query_s as _query_s
-from ..golden.antiquant import ANTIQUANT_PARAMS, LIST_950_PER_TOKEN, PFA_MSD_MAX_QUERY_S, antiquant_spec, \
+from ..golden.antiquant import ANTIQUANT_PARAMS, LIST_950_PER_TOKEN, antiquant_spec, \
     chip_seq_stride, pfa_dequantises
 from ..golden.int4 import int4_kv
 from ..golden.nz import group_scale_stride
@@ -569,8 +569,10 @@ def _int4_cache(arrays: dict, metas: dict) -> None:
 
 def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
     """The ``AntiquantSpec`` of a KV-antiquant call (int8 or int4 key/value, fp16/bf16 query, on the A2/A3 IFATiling
-    decode route the MSD kernel mirrors; on Ascend950's tiling-impl route the dequant kernel, which also takes FP8,
-    FP4 and HiFloat8 caches), or the typed refusal naming the parameter."""
+    decode route the MSD kernel mirrors; on the A2/A3 PromptFlashAttention route int8 through its KvAntiquant path
+    (the dequant kernel: the spec's ``rounding``) or its MSD path (the MSD kernel); on Ascend950's tiling-impl
+    route the dequant kernel, which also takes FP8, FP4 and HiFloat8 caches), or the typed refusal naming the
+    parameter."""
     vd = _dtype_of(arrays, "value")
     int4 = bool(arrays.get("_int4"))
     arch35 = tiling.arch == "arch35" and tiling.route == "fia"
@@ -587,11 +589,12 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
     if tiling.route != "ifa" and not arch35 and not pfa:
         raise UnsupportedParameterError("key", f"{'int4' if int4 else 'int8'} tensor {tuple(arrays['key'].shape)}",
                                         f"KV antiquant is simulated on the A2/A3 IFATiling decode route (its MSD "
-                                        f"kernel), the A2/A3 PromptFlashAttention route's KvAntiquant path and on "
+                                        f"kernel), the A2/A3 PromptFlashAttention route (its KvAntiquant and MSD "
+                                        f"paths) and on "
                                         f"Ascend950's FusedInferAttentionScoreTilingImpl (its dequant kernel); this "
                                         f"call tiles to the {tiling.route}/{tiling.template} route")
     if pfa:
-        _check_pfa_antiquant(arrays, attrs, qd, int4)
+        _check_pfa_antiquant(arrays, int4)
     if "learnable_sink" in arrays:
         raise UnsupportedParameterError("learnable_sink", _describe(arrays["learnable_sink"]), "KV antiquant is "
                                         "simulated without a learnable sink")
@@ -607,21 +610,24 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
                                                      parse_layout(attrs["input_layout"]).qkv)
                           if arch35 and "key_shared_prefix" not in arrays and not isinstance(arrays["key"], list)
                           else None)
-    if pfa and spec.kind != "channel":
+    # PromptFlashAttention's KvAntiquant path dequantises in the vector (the spec's rounding); its MSD path
+    # runs the MSD kernel as IFATiling's decode does
+    dequant = pfa and pfa_dequantises(qd, _query_s(arrays["query"], parse_layout(attrs["input_layout"]).qkv),
+                                      "key_antiquant_scale" in arrays)
+    if dequant and spec.kind != "channel":
         raise UnsupportedParameterError("antiquant_mode", attrs["antiquant_mode"], "PromptFlashAttention's KvAntiquant "
                                         "path is simulated with per-channel or per-tensor parameters")
     return dataclasses.replace(spec, int4=int4, cache=HIFLOAT8 if kd == HIFLOAT8 else None,
-                               rounding=qd if pfa else None)
+                               rounding=qd if dequant else None)
 
 
-def _check_pfa_antiquant(arrays: dict, attrs: dict, qd: str, int4: bool) -> None:
-    """Refuse by name what A2/A3's PromptFlashAttention route takes through its MSD path (a bf16 query, or
-    key/value antiquant parameters with a query S of at most 16: ``golden.antiquant.pfa_dequantises``), and, on
-    its KvAntiquant path, a shared prefix, a paged cache with the stacked antiquant_scale (that path's paged copy
-    reads the key's and the value's own parameters) and an int4 cache: cvtile runs the KvAntiquant path
-    (``kernel_dequant`` with SUB) with dense, tensor-list or paged caches."""
+def _check_pfa_antiquant(arrays: dict, int4: bool) -> None:
+    """Refuse by name what cvtile does not run of A2/A3's PromptFlashAttention route with KV antiquant: a shared
+    prefix, a paged cache with the stacked antiquant_scale (the KvAntiquant path's paged copy reads the key's
+    and the value's own parameters) and an int4 cache. Both of its paths run: the KvAntiquant path
+    (``kernel_dequant`` with SUB) and the MSD path (``kernel_antiquant`` with op_host's PFA constants;
+    ``golden.antiquant.pfa_dequantises`` tells them apart), with dense, tensor-list or paged caches."""
     separate = "key_antiquant_scale" in arrays
-    query_s = _query_s(arrays["query"], parse_layout(attrs["input_layout"]).qkv)
     if "key_shared_prefix" in arrays:
         raise UnsupportedParameterError("key_shared_prefix", _describe(arrays["key_shared_prefix"]),
                                         "a shared prefix with KV antiquant on the A2/A3 PromptFlashAttention route "
@@ -636,14 +642,6 @@ def _check_pfa_antiquant(arrays: dict, attrs: dict, qd: str, int4: bool) -> None
         raise UnsupportedParameterError("key", f"int4 tensor {tuple(np.shape(arrays['key']))}",
                                         "an int4 cache on the A2/A3 PromptFlashAttention route (a query S above 1) "
                                         "is not simulated")
-    if not pfa_dequantises(qd, query_s, separate):
-        name = "key_antiquant_scale" if separate else "query"
-        raise UnsupportedParameterError(name, _describe(arrays[name]),
-                                        f"PromptFlashAttention's MSD antiquant path (a bf16 query, or key/value "
-                                        f"antiquant parameters with a query S of at most {PFA_MSD_MAX_QUERY_S}; this "
-                                        f"call: {qd} query, S {query_s}) is not simulated; cvtile runs its "
-                                        f"KvAntiquant path (an fp16 query with antiquant_scale, or with key/value "
-                                        f"parameters and a query S above {PFA_MSD_MAX_QUERY_S})")
 
 
 def _dtype_overrides(arrays: dict, metas: dict, dtypes: dict) -> None:

@@ -1,12 +1,15 @@
-"""The KV-antiquant decode kernel (int8 or int4 key/value cache, fp16/bf16 query) in the tile language.
+"""The A2/A3 MSD KV-antiquant kernel (int8 or int4 key/value cache, fp16/bf16 query) in the tile language.
 
 Model
 -----
 ``fia_antiquant`` is the arch22 IFA antiquant template (IFATiling, the legacy decode route) as the chip
-computes it: the int8 (or int4) K/V blocks go to the cube as they are, and the fp32 operand on the other side is
-split into digits of the cache's width (MSD, "multi-step decomposition"): for a row x of fp32 values, ITER
-digits, a digit range R and a base E (int8: R 127, E 254, ITER 3 with inner_precise 0 and 2 otherwise; int4:
-R 7.49, E 14.98, ITER 4; ``launch.msd_constants``)
+computes it, and PromptFlashAttention's MSD path (the legacy PFA route with the key's and the value's own
+parameters and a bf16 query or a query S of at most 16: its MSD_ON template, which splits and recombines the
+same way with constants of its own, over op_host's PFA row tasks): the int8 (or int4) K/V blocks go to the cube
+as they are, and the fp32 operand on the other side is split into digits of the cache's width (MSD,
+"multi-step decomposition"): for a row x of fp32 values, ITER digits, a digit range R and a base E (IFATiling's
+int8: R 127, E 254, ITER 3 with inner_precise 0 and 2 otherwise; int4: R 7.49, E 14.98, ITER 4;
+PromptFlashAttention's: R 127.49, E 254.98, ITER 2; ``launch.msd_constants``)
 
     amax = rowmax|x|;  a = x · (R / amax)                        (zero rows: a = 0)
     d0 = round(a);  r1 = (a - d0) · E;  d1 = round(r1);  r2 = (r1 - d1) · E;  d2 = round(r2) ...
@@ -51,6 +54,8 @@ Invariants
   the chip's ``antiqParamOffsetPerToken``, whether the cache is dense or paged; those of modes 4/5
   (PAGED_PARAMS) through the block table at the block and row that hold the position's K/V.
 * A row with no visible key gives 0 (not the offset · scale) and lse ``EMPTY_LSE``.
+* A zero row of the split operand gets zero digits (amax 0). PromptFlashAttention's MsdMatmulPreProcess divides
+  R by amax unguarded there; what its vector then gives for 0 · inf is not modelled.
 """
 
 from __future__ import annotations

@@ -68,7 +68,8 @@ from .prefix_fd import prefix_fd_tiling
 from .row_passes import TASK_COLUMNS, launch_in_row_passes, split_row_passes
 from .tiling_memo import launch_plan
 
-__all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "msd_digit_count", "msd_constants"]
+__all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "msd_digit_count", "msd_constants",
+           "PFA_MSD_DIGITS"]
 _BAND_CLAMP = 1 << 30
 
 #: user layout -> the kernel's view layout
@@ -302,21 +303,28 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
         launch_in_row_passes(attend_dequant, tasks, ptr, m_cap)
     elif rows and antiquant is not None:
         _check_antiquant_call(antiquant, lay.token, learnable_sink, hooks)
-        fia_antiquant.on(plat)[ncores](
-            q, k, v, out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tasks, ptr, qlen, kvlen, qoff, kvoff, pre, nxt,
-            *_antiquant_tables(antiquant), qs2, qo2,
-            *_msd_workspaces(ncores, msd_digit_count(inner_precise, antiquant.int4) * m_cap, d, s2_tile, dv),
-            kp, vp, int(shared_prefix_len) if prefix else 0, np.float32(scale), CACHE=cache,
-            LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g, M=m_cap,
-            PSE=pse_shift is not None, PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1, S2=s2_tile, D=d,
-            DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag), FD=bool(tiling.fd_tasks),
-            EMPTY_LSE=LSE_EMPTY,
-            PER_TOKEN=antiquant.per_token, PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1,
-            PAGED_PARAMS=antiquant.paged,
-            OFFSET=antiquant.has_offset, ITER=msd_digit_count(inner_precise, antiquant.int4),
-            MSD=msd_constants(antiquant.int4),
-            **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
-            order=order)
+        # the A2/A3 MSD kernels: IFATiling's decode template, or PromptFlashAttention's MSD path (its own
+        # constants and digit count, op_host's M rows in row passes when they do not fit on chip)
+        pfa_msd = tiling.route == "pfa"
+        iters = PFA_MSD_DIGITS if pfa_msd else msd_digit_count(inner_precise, antiquant.int4)
+
+        def attend_msd(tab, tab_ptr, height):
+            fia_antiquant.on(plat)[ncores](
+                q, k, v, out_k, lse_arg, mask, pse, bt, ws_o, ws_ml, tab, tab_ptr, qlen, kvlen, qoff, kvoff, pre,
+                nxt, *_antiquant_tables(antiquant), qs2, qo2, *_msd_workspaces(ncores, iters * height, d, s2_tile, dv),
+                kp, vp, int(shared_prefix_len) if prefix else 0, np.float32(scale), CACHE=cache,
+                LAYOUT=kernel_layout(lay.qkv), OUT_LAYOUT=kernel_layout(lay.out), ORDER=tiling.m_order, G=g,
+                M=height, PSE=pse_shift is not None, PSE_ONE_ROW=pse_shift is not None and pse.shape[2] == 1,
+                S2=s2_tile, D=d, DV=dv, BAND=band, MASK=use_mask, LSE=bool(softmax_lse_flag),
+                FD=bool(tiling.fd_tasks), EMPTY_LSE=LSE_EMPTY, PER_TOKEN=antiquant.per_token,
+                PER_HEAD=antiquant.per_token and antiquant.key_scale.shape[1] > 1, PAGED_PARAMS=antiquant.paged,
+                OFFSET=antiquant.has_offset, ITER=iters, MSD=msd_constants(antiquant.int4, pfa=pfa_msd),
+                **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
+                order=order)
+        if pfa_msd:
+            launch_in_row_passes(attend_msd, tasks, ptr, m_cap)
+        else:
+            attend_msd(tasks, ptr, m_cap)
     elif rows and isinstance(fullquant, MlaQuantSpec) and tiling.arch != "arch35":
         fia_mla_quant.on(plat)[ncores](
             q, _as_heads(fullquant.query_rope, lay.qkv, n1), fullquant.query_scale, k, fullquant.key_rope, v, out_k,
@@ -494,21 +502,29 @@ def kernel_platform(tiling: FiaTiling):
 
 
 def msd_digit_count(inner_precise: int, int4: bool = False) -> int:
-    """The MSD digits of the antiquant kernel (IFATiling's ``msdIterNum``): 4 for an int4 cache; for int8, 3 with
-    inner_precise 0 (high precision), else 2."""
+    """The MSD digits of IFATiling's antiquant kernel (its ``msdIterNum``): 4 for an int4 cache; for int8, 3 with
+    inner_precise 0 (high precision), else 2. PromptFlashAttention's MSD path takes ``PFA_MSD_DIGITS``."""
     if int4:
         return 4
     return 3 if int(inner_precise) == 0 else 2
 
 
-def msd_constants(int4: bool) -> tuple:
+#: the MSD digits of A2/A3 PromptFlashAttention's MSD path (its ``msdIterNum``: 2 whatever inner_precise says,
+#: the kernel's MSD_ON template)
+PFA_MSD_DIGITS = 2
+
+
+def msd_constants(int4: bool, pfa: bool = False) -> tuple:
     """The antiquant kernel's MSD constants ``(R, E, W1, W2, W3, 1/R)`` as the chip holds them in fp32: the first
     digit's range R and the digit base E (int8: 127 and 254; int4: 7.49 and 14.98, the IFA kernel's
-    ``antiqCoeff1`` / ``antiquantPreExpandCoeff``), the weights of digits 1-3 (W1 = 1/E, then each the previous
-    divided by E, every step an fp32 division as the kernel's scalar loop does it) and 1/R (an fp32 division).
-    Plain Python floats, each exactly an fp32 value."""
+    ``antiqCoeff1`` / ``antiquantPreExpandCoeff``; ``pfa``, PromptFlashAttention's MSD path: 127.49 and 254.98,
+    its ``msdAntiqCoeff1`` / ``msdAntiqExpandCoeff``), the weights of digits 1-3 (W1 = 1/E, then each the
+    previous divided by E, every step an fp32 division as the kernel's scalar loop does it) and 1/R (an fp32
+    division). Plain Python floats, each exactly an fp32 value."""
     f = np.float32
-    r, e = (f(7.49), f(14.98)) if int4 else (f(127.0), f(254.0))
+    if pfa and int4:
+        raise ValueError("PromptFlashAttention's MSD path takes an int8 cache only")
+    r, e = (f(7.49), f(14.98)) if int4 else (f(127.49), f(254.98)) if pfa else (f(127.0), f(254.0))
     w1 = f(1.0) / e
     w2 = w1 / e
     w3 = w2 / e

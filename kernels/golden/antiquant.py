@@ -62,7 +62,8 @@ Invariants
   exactly), except with ``rounding`` (Ascend950's dequant kernel, and A2/A3 PromptFlashAttention's KvAntiquant
   path, ``pfa_dequantises``: the parameters, x + offset and the product each rounded to the query's dtype, as
   the vector computes them; the group kind's product is rounded to bf16, then to the query's dtype). The launch
-  runs the dequant kernel for a spec with ``rounding`` on Atlas A2/A3.
+  runs the dequant kernel for a spec with ``rounding`` on Atlas A2/A3, and the MSD kernel without (IFATiling's
+  decode and PromptFlashAttention's MSD path, whose digit split the exact golden stands for).
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def pfa_dequantises(query_dtype: str, query_s: int, separate_params: bool) -> bo
     rounded, into a GM workspace the cube reads; then the non-quant flow) rather than its MSD one: an fp16 query
     with the stacked ``antiquant_scale`` / ``antiquant_offset``, or with key/value parameters and a query S above
     ``PFA_MSD_MAX_QUERY_S`` (op_host's ``PromptFlashAttentionTiling``: enableKvAntiquant against enableMsd; a
-    bf16 query takes only MSD)."""
+    bf16 query takes only MSD, and needs the key/value parameters). The MSD path runs ``fia_antiquant``."""
     return query_dtype == "float16" and (not separate_params or query_s > PFA_MSD_MAX_QUERY_S)
 _MODE_KIND = {0: _CHANNEL, 1: _TOKEN, 2: _CHANNEL, 3: _TOKEN, 4: _TOKEN, 5: _TOKEN, 6: _GROUP}
 GROUP_SIZE = 32   #: channels per scale of the per-token-group (MX) mode 6

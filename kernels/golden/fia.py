@@ -306,8 +306,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
         for item in (t if isinstance(t, list) else [t]):
             _check_float(item, name, antiquant or fullquant is not None, cache)
     dequant_950 = antiquant and _arch(target) == "arch35"   # the 950 dequantises K/V, then the non-quant flow
-    # so does A2/A3's PromptFlashAttention route with its KvAntiquant path (a query S above 1: not the IFA decode,
-    # whose MSD split is exact; an NZ cache would be IFA's MTP, the split rope its MLA route)
+    # so does A2/A3's PromptFlashAttention route with its KvAntiquant path (a query S above 1: not the IFA decode
+    # or PFA's MSD path, whose MSD split is exact; an NZ cache would be IFA's MTP, the split rope its MLA route)
     vector_dequant = dequant_950 or (antiquant and _arch(target) == "arch22" and not layouts.token
                                      and query_rope is None and nz_stride is None
                                      and query_s(query, layouts.qkv) > 1

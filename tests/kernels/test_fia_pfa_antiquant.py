@@ -1,14 +1,18 @@
 """KV antiquant on the Atlas A2/A3 PromptFlashAttention route (a query S above 1 with an int8 key/value cache):
-its KvAntiquant path, as ``kernel_dequant.pfa_step`` runs it.
+its KvAntiquant path, as ``kernel_dequant.pfa_step`` runs it, and its MSD path, as ``kernel_antiquant`` runs it.
 
 op_host sends an fp16 query with an int8 cache and the stacked ``antiquant_scale`` / ``antiquant_offset`` (or
 key/value parameters with a query S above 16) through PromptFlashAttention's KvAntiquant path: the vector
 dequantises each K and V block with AscendAntiQuant, (x + offset) · scale with each step rounded to fp16, in
-sub-blocks into a GM workspace, and the cube reads the fp16 blocks; the rest is the non-quant flow. Its MSD path
-(a bf16 query, or key/value parameters with a query S of at most 16) is refused by name.
+sub-blocks into a GM workspace, and the cube reads the fp16 blocks; the rest is the non-quant flow. The key's and
+the value's own parameters with a bf16 query, or with a query S of at most 16, take its MSD path: the query (and
+P) split into two int8 digits with the kernel's own constants (R 127.49, E 254.98), int8 x int8 products on the
+cube, the parameters applied around them as IFATiling's MSD kernel applies them, per channel or per token.
 
-The kernel is judged against the float64 golden under the fp16 tolerance, and its dequantisation bit for bit: with
-one KV position the output row is the dequantised value row itself. Its Ascend C build runs on the CPU twin.
+The kernels are judged against the float64 golden under the query dtype's tolerance, the KvAntiquant path's
+dequantisation bit for bit (with one KV position the output row is the dequantised value row) and the MSD path's
+split bit for bit (with one KV position the lse is the split score). Both build as Ascend C and run on the CPU
+twin.
 """
 
 from __future__ import annotations
@@ -87,28 +91,110 @@ def test_each_dequant_step_rounds_to_fp16():
     np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
 
 
-def test_the_msd_path_is_refused_by_name():
-    """A bf16 query, or key/value antiquant parameters with a query S of at most 16, take PromptFlashAttention's
-    MSD path, which is not simulated."""
-    q, k, v, kw = _call(s1=8)
+def _msd_call(qd=np.float16, s1=8, s2=700, layout="BNSD", mode=0, offset=True, **extra):
+    """A call PromptFlashAttention takes through its MSD path: the key's and the value's own parameters (per
+    channel, mode 0: (N2, 1, D) in the query's dtype; per token, mode 1: (1, B, S2) fp32), with a bf16 query or
+    a query S of at most 16."""
+    q, k, v, kw = _call(s1=s1, s2=s2, layout=layout, **extra)
+    kw = {n: x for n, x in kw.items() if not n.startswith("antiquant")}
+    if mode == 0:
+        sc, of = _params((N2, 1, D))
+        vs, vo = _params((N2, 1, D))
+        sc, of, vs, vo = (x.astype(qd) for x in (sc, of, vs, vo))
+    else:
+        sc, of = (x.astype(np.float32) for x in _params((1, B, s2)))
+        vs, vo = (x.astype(np.float32) for x in _params((1, B, s2)))
+        kw.update(key_antiquant_mode=1, value_antiquant_mode=1)
+    kw.update(key_antiquant_scale=sc, value_antiquant_scale=vs)
+    if offset:
+        kw.update(key_antiquant_offset=of, value_antiquant_offset=vo)
+    return q.astype(qd), k, v, kw
+
+
+@pytest.mark.parametrize("qd, s1, layout, mode, offset", [
+    (np.float16, 8, "BNSD", 0, True),      # a query S of at most 16: MSD with an fp16 query
+    (BFLOAT16, 40, "BSH", 0, True),        # a bf16 query: MSD whatever its S
+    (np.float16, 16, "BSND", 1, True),     # per token, the key offset in the scores
+    (BFLOAT16, 24, "BNSD", 1, False),
+    (BFLOAT16, 8, "BNSD", 0, False),
+])
+def test_the_msd_path_matches_the_golden(qd, s1, layout, mode, offset):
+    q, k, v, kw = _msd_call(qd, s1, layout=layout, mode=mode, offset=offset)
+    assert fia_plan(q, k, v, target="Ascend910B1", **kw).route == "pfa"
+    out, lse = cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+    g, gl = fia_golden_lowp(q, k, v, **kw)
+    dtype = "bfloat16" if qd is BFLOAT16 else "float16"
+    rep = compare(out, g, dtype)
+    assert rep.passed, str(rep)
+    rep = compare(lse, gl, dtype)
+    assert rep.passed, f"softmax_lse: {rep}"
+
+
+def test_a_causal_msd_prefill_with_kv_lengths():
+    q, k, v, kw = _msd_call(BFLOAT16, 64, s2=900, sparse_mode=3, atten_mask=np.triu(np.ones((2048, 2048), bool), 1),
+                            actual_seq_lengths_kv=[900, 200])
+    out, lse = cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+    g, gl = fia_golden_lowp(q, k, v, **kw)
+    assert compare(out, g, "bfloat16").passed and compare(lse, gl, "bfloat16").passed
+
+
+def test_the_msd_path_scores_with_its_own_constants_bit_for_bit():
+    """With one KV position the lse is the row's score times the scale, so it shows the MSD split bit for bit:
+    q' = q · key_scale, a = q' · (R / amax), two digits d0 = round(a), d1 = round((a - d0) · E) (ties away from
+    zero), s = ((d0·k + (d1·k) · W1) · (1/R)) · amax in fp32, with PromptFlashAttention's R 127.49 and E 254.98
+    (``launch.msd_constants(pfa=True)``). IFATiling's R 127 and E 254 give other bits."""
+    from cvtile.kernels.fia.launch import PFA_MSD_DIGITS, msd_constants
+
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((1, 2, 4, D)).astype(np.float16)
+    k = rng.integers(-128, 128, (1, 1, 1, D)).astype(np.int8)
+    ks = rng.uniform(0.002, 0.02, (1, 1, D)).astype(np.float16)
+    kw = dict(num_heads=2, num_key_value_heads=1, input_layout="BNSD", scale=D ** -0.5, softmax_lse_flag=True,
+              key_antiquant_scale=ks, value_antiquant_scale=ks)
+    lse = cvtile.npu_fused_infer_attention_score(q, k, k, **kw)[1]
+    f = np.float32
+
+    def split(pfa):
+        r, e, w1, _, _, inv_r = (f(x) for x in msd_constants(False, pfa=pfa))
+        qs = q.astype(f) * ks.astype(f)[0, 0]
+        amax = np.abs(qs).max(-1)
+        a = qs * (r / amax)[..., None]
+        away = lambda x: (np.sign(x) * np.floor(np.abs(x) + f(0.5))).astype(f)   # noqa: E731
+        d0 = away(a)
+        d1 = away((a - d0) * e)
+        kk = k[0, 0, 0].astype(np.int64)
+        c0, c1 = ((d.astype(np.int64) * kk).sum(-1).astype(f) for d in (d0, d1))
+        return (((c0 + c1 * w1) * inv_r) * amax * f(D ** -0.5))[..., None]
+
+    assert PFA_MSD_DIGITS == 2 and msd_constants(False, pfa=True)[:2] == (float(f(127.49)), float(f(254.98)))
+    np.testing.assert_array_equal(lse, split(pfa=True))
+    assert not np.array_equal(lse, split(pfa=False))
+
+
+def test_a_paged_msd_call():
+    """A query S of at most 16 with the key's and the value's own parameters on a paged cache."""
+    q, k, v, kw = _paged(s1=8)
     ks, ko = _params((N2, 1, D))
-    separate = {n: x for n, x in kw.items() if not n.startswith("antiquant")}
-    separate.update(key_antiquant_scale=ks, key_antiquant_offset=ko, value_antiquant_scale=ks,
-                    value_antiquant_offset=ko)
-    with pytest.raises(UnsupportedParameterError) as err:
-        cvtile.npu_fused_infer_attention_score(q, k, v, **separate)
-    assert err.value.param == "key_antiquant_scale" and "MSD" in err.value.reason
-    bf = dict(separate)
-    bf.update({n: x.astype(BFLOAT16) for n, x in separate.items() if "antiquant" in n})
-    with pytest.raises(UnsupportedParameterError) as err:
-        cvtile.npu_fused_infer_attention_score(q.astype(BFLOAT16), k, v, **bf)
-    assert err.value.param == "key_antiquant_scale" and "bf16 query" in err.value.reason
+    vs, vo = _params((N2, 1, D))
+    _judged(q, k, v, dict(kw, key_antiquant_scale=ks, key_antiquant_offset=ko, value_antiquant_scale=vs,
+                          value_antiquant_offset=vo, softmax_lse_flag=True))
 
 
-def test_the_cost_model_times_the_call():
-    q, k, v, kw = _call()
+def test_an_msd_tensor_list():
+    q, _, _, kw = _msd_call(BFLOAT16, 24)
+    ks = [_cache((1, N2, s, D)) for s in (300, 520)]
+    vs = [_cache((1, N2, s, D)) for s in (300, 520)]
+    kw["actual_seq_lengths_kv"] = [300, 520]
+    out, lse = cvtile.npu_fused_infer_attention_score(q, ks, vs, **kw)
+    g, gl = fia_golden_lowp(q, ks, vs, **kw)
+    assert compare(out, g, "bfloat16").passed and compare(lse, gl, "bfloat16").passed
+
+
+@pytest.mark.parametrize("path, kernel", [("kv_antiquant", "fia_dequant"), ("msd", "fia_antiquant")])
+def test_the_cost_model_times_the_call(path, kernel):
+    q, k, v, kw = _call() if path == "kv_antiquant" else _msd_call(BFLOAT16, 64)
     rep = fia_cost(q, k, v, target="Ascend910B1", **kw)
-    assert [lc.kernel for lc in rep.launches] == ["fia_dequant"] and rep.estimated_us > 0
+    assert [lc.kernel for lc in rep.launches] == [kernel] and rep.estimated_us > 0
 
 
 def _paged(s1=32, s2=600, bs=128):
@@ -153,18 +239,19 @@ def test_what_the_kv_antiquant_path_does_not_simulate_is_refused_by_name(what):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH (the twin needs a C++17 g++)")
-def test_the_ascend_c_build_runs_the_kv_antiquant_path_on_the_twin(tmp_path):
-    """The sub-blocked staging as Ascend C: syntax-checked for both arches and run on the CPU twin against the
-    simulator's results (the staged workspaces included)."""
+@pytest.mark.parametrize("path, kernel", [("kv_antiquant", "fia_dequant"), ("msd", "fia_antiquant")])
+def test_the_ascend_c_build_runs_the_pfa_antiquant_paths_on_the_twin(tmp_path, path, kernel):
+    """The KvAntiquant path's sub-blocked staging and the MSD path's digit hand-offs as Ascend C: syntax-checked
+    for both arches and run on the CPU twin against the simulator's results (the workspaces included)."""
     from cvtile.dsl import ascendc as A
     from cvtile.dsl.jit import record_launches
     from cvtile.kernels.precision import MAX_FAIL_RATIO, twin_tolerance
 
-    q, k, v, kw = _call(s1=16, s2=300)
+    q, k, v, kw = _call(s1=16, s2=300) if path == "kv_antiquant" else _msd_call(np.float16, 16, s2=300)
     with record_launches() as rec:
         cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
     chosen = [A.Launch.of(r) for r in rec.launches]
-    assert [c.kernel.name for c in chosen] == ["fia_dequant"]
+    assert [c.kernel.name for c in chosen] == [kernel]
     res = A.emit(str(tmp_path), chosen, tolerance=twin_tolerance(q.dtype), max_fail_ratio=MAX_FAIL_RATIO,
                  goldens="as_run")
     A.check_project(str(tmp_path), res["kernels"])
@@ -184,6 +271,20 @@ def test_a_tall_prefill_runs_in_row_passes():
     t = fia_plan(q, k, v, target="Ascend910B1", **kw)
     assert (t.route, t.m_base, t.s2_base) == ("pfa", 256, 1024)
     _judged(q, k, v, kw)
+
+
+def test_a_tall_msd_prefill_runs_in_row_passes():
+    """The MSD path's tiles for op_host's M of 256 rows do not fit either: its rows run in passes too."""
+    q = RNG.standard_normal((1, 2, 512, D)).astype(BFLOAT16)
+    k, v = _cache((1, 1, 2048, D)), _cache((1, 1, 2048, D))
+    sc, of = (x.astype(BFLOAT16) for x in _params((1, 1, D)))
+    kw = dict(num_heads=2, num_key_value_heads=1, input_layout="BNSD", scale=D ** -0.5, key_antiquant_scale=sc,
+              key_antiquant_offset=of, value_antiquant_scale=sc, value_antiquant_offset=of, softmax_lse_flag=True)
+    t = fia_plan(q, k, v, target="Ascend910B1", **kw)
+    assert (t.route, t.m_base, t.s2_base) == ("pfa", 256, 1024)
+    out, lse = cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+    g, gl = fia_golden_lowp(q, k, v, **kw)
+    assert compare(out, g, "bfloat16").passed and compare(lse, gl, "bfloat16").passed
 
 
 
