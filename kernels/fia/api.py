@@ -614,6 +614,11 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
     # runs the MSD kernel as IFATiling's decode does
     dequant = pfa and pfa_dequantises(qd, _query_s(arrays["query"], parse_layout(attrs["input_layout"]).qkv),
                                       "key_antiquant_scale" in arrays)
+    if pfa and spec.per_token and "key_shared_prefix" in arrays:
+        raise UnsupportedParameterError("key_antiquant_mode", attrs["key_antiquant_mode"],
+                                        "per-token antiquant parameters with a shared prefix on the A2/A3 "
+                                        "PromptFlashAttention route are not simulated (its MSD kernel reads them at "
+                                        "b x the key's S plus the position in the prefix and the own KV)")
     if dequant and spec.kind != "channel":
         raise UnsupportedParameterError("antiquant_mode", attrs["antiquant_mode"], "PromptFlashAttention's KvAntiquant "
                                         "path is simulated with per-channel or per-tensor parameters")
@@ -622,16 +627,13 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
 
 
 def _check_pfa_antiquant(arrays: dict, int4: bool) -> None:
-    """Refuse by name what cvtile does not run of A2/A3's PromptFlashAttention route with KV antiquant: a shared
-    prefix, a paged cache with the stacked antiquant_scale (the KvAntiquant path's paged copy reads the key's
-    and the value's own parameters) and an int4 cache. Both of its paths run: the KvAntiquant path
-    (``kernel_dequant`` with SUB) and the MSD path (``kernel_antiquant`` with op_host's PFA constants;
-    ``golden.antiquant.pfa_dequantises`` tells them apart), with dense, tensor-list or paged caches."""
+    """Refuse by name what cvtile does not run of A2/A3's PromptFlashAttention route with KV antiquant: a paged
+    cache with the stacked antiquant_scale (the KvAntiquant path's paged copy reads the key's and the value's
+    own parameters) and an int4 cache (``_antiquant_call`` refuses per-token parameters with a shared prefix).
+    Both of its paths run: the KvAntiquant path (``kernel_dequant`` with SUB) and the MSD path
+    (``kernel_antiquant`` with op_host's PFA constants; ``golden.antiquant.pfa_dequantises`` tells them apart),
+    with dense, tensor-list or paged caches and, dense, a shared prefix."""
     separate = "key_antiquant_scale" in arrays
-    if "key_shared_prefix" in arrays:
-        raise UnsupportedParameterError("key_shared_prefix", _describe(arrays["key_shared_prefix"]),
-                                        "a shared prefix with KV antiquant on the A2/A3 PromptFlashAttention route "
-                                        "is not simulated")
     if arrays.get("block_table") is not None and not separate:
         raise UnsupportedParameterError("antiquant_scale", _describe(arrays["antiquant_scale"]),
                                         "a paged cache on the A2/A3 PromptFlashAttention route reads the key's and "

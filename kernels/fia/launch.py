@@ -188,9 +188,10 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                                                         kp.shape[2] if lay.qkv == "BNSD" else kp.shape[1], kvlen)
                 s2_tile = max(s2_tile, pstep)
             kvlen = kvlen + int(shared_prefix_len)
-        elif tiling.arch == "arch35" and tiling.template == "FusedInferAttentionScoreTilingImpl":
-            # the arch35 catch-all counts each batch's own KV too; its row tasks' S2 blocks span the prefix
-            # and the own KV
+        elif tiling.route == "pfa" or (tiling.arch == "arch35" and
+                                       tiling.template == "FusedInferAttentionScoreTilingImpl"):
+            # the legacy PFA route (KV antiquant on A2/A3) and the arch35 catch-all count each batch's own KV too;
+            # their row tasks' S2 blocks span the prefix and the own KV
             kvlen = kvlen + int(shared_prefix_len)
     else:
         kp, vp = np.zeros((1, 1, 1, 1), query.dtype), np.zeros((1, 1, 1, 1), query.dtype)

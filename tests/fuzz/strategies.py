@@ -109,26 +109,29 @@ def fia_calls(draw, bad: float = 0.3):
 def _draw_antiquant(draw, kw: dict, rng, layout: str, dtype, b: int, n2: int, d: int) -> None:
     """Turn ``kw``'s key/value into an int8 cache with KV-antiquant parameters of one kind: per channel
     (``antiquant_scale`` stacked for key and value, in the layout's shape), per tensor ((2,)), per token
-    (``antiquant_mode`` 1, (2, B, S') fp32, S' the cache's S) or the key's and value's own per-channel parameters;
-    an offset half of the time."""
+    (``antiquant_mode`` 1, (2, B, S') fp32, S' the cache's S) or the key's and value's own parameters, per channel
+    or per token (``key/value_antiquant_mode`` 1, (1, B, S') fp32: on the A2/A3 PromptFlashAttention route its MSD
+    path); an offset half of the time."""
     kw["key"], kw["value"] = (rng.integers(-128, 128, np.shape(kw[n])).astype(np.int8) for n in ("key", "value"))
-    kind = draw(st.sampled_from(["channel", "tensor", "token", "separate"]))
+    kind = draw(st.sampled_from(["channel", "tensor", "token", "separate", "separate_token"]))
     offset = draw(st.booleans())
     if kw.get("block_table") is not None:
         s2 = np.shape(kw["block_table"])[1] * kw["block_size"]
     else:
         s2 = np.shape(kw["key"])[2 if layout == "BNSD" else 1]
     shape = {"channel": {"BNSD": (2, n2, 1, d), "BSND": (2, n2, d), "BSH": (2, n2 * d)}[layout],
-             "tensor": (2,), "token": (2, b, s2), "separate": (n2, 1, d)}[kind]
-    pdt = np.float32 if kind == "token" else dtype
+             "tensor": (2,), "token": (2, b, s2), "separate": (n2, 1, d), "separate_token": (1, b, s2)}[kind]
+    pdt = np.float32 if kind in ("token", "separate_token") else dtype
 
     def params(lo, hi):
         return rng.uniform(lo, hi, shape).astype(np.float32).astype(pdt)
 
-    if kind == "separate":
+    if kind.startswith("separate"):
         kw.update(key_antiquant_scale=params(0.001, 0.05), value_antiquant_scale=params(0.001, 0.05))
         if offset:
             kw.update(key_antiquant_offset=params(-3, 3), value_antiquant_offset=params(-3, 3))
+        if kind == "separate_token":
+            kw.update(key_antiquant_mode=1, value_antiquant_mode=1)
         return
     kw["antiquant_scale"] = params(0.001, 0.05)
     if offset:

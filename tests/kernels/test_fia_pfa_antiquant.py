@@ -222,13 +222,35 @@ def test_a_key_value_tensor_list():
     _judged(q, ks, vs, dict(kw, actual_seq_lengths_kv=[300, 520]))
 
 
-@pytest.mark.parametrize("what", ["prefix", "stacked_paged"])
-def test_what_the_kv_antiquant_path_does_not_simulate_is_refused_by_name(what):
-    if what == "prefix":
+@pytest.mark.parametrize("path", ["kv_antiquant", "msd_fp16", "msd_bf16"])
+def test_a_shared_prefix_on_either_path(path):
+    """op_host takes a shared prefix with KV antiquant on this route (dense, per-channel parameters here): its
+    blocks come first in every row, dequantised (or multiplied) with the same parameters. The route counts each
+    batch's own KV, so the launch adds the prefix's length, as it does for IFATiling's."""
+    if path == "kv_antiquant":
         q, k, v, kw = _call(s1=40, s2=300)
+        qd = np.float16
+    else:
+        qd = np.float16 if path == "msd_fp16" else BFLOAT16
+        q, k, v, kw = _msd_call(qd, 8 if path == "msd_fp16" else 40, s2=300)
+    kp, vp = _cache((1, N2, 200, D)), _cache((1, N2, 200, D))
+    kw.update(key_shared_prefix=kp, value_shared_prefix=vp, actual_shared_prefix_len=[163],
+              actual_seq_lengths_kv=[300, 120])
+    out, lse = cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+    g, gl = fia_golden_lowp(q, k, v, **kw)
+    dtype = "float16" if qd is np.float16 else "bfloat16"
+    rep = compare(out, g, dtype)
+    assert rep.passed, str(rep)
+    assert compare(lse, gl, dtype).passed
+
+
+@pytest.mark.parametrize("what", ["token_prefix", "stacked_paged"])
+def test_what_the_pfa_antiquant_paths_do_not_simulate_is_refused_by_name(what):
+    if what == "token_prefix":
+        q, k, v, kw = _msd_call(np.float16, 8, s2=300, mode=1)
         kp = _cache((1, N2, 200, D))
         kw.update(key_shared_prefix=kp, value_shared_prefix=kp, actual_shared_prefix_len=[200])
-        param = "key_shared_prefix"
+        param = "key_antiquant_mode"
     else:
         q, k, v, kw = _paged()
         kw.update(zip(("antiquant_scale", "antiquant_offset"), _params((2, N2, 1, D))))
