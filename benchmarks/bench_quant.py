@@ -11,9 +11,10 @@ op_host's tiling) is run
 * ``antiquant_int4``: the same with an int4 cache packed 8 per int32 (four int4 digits; a quarter of the fp16
   cache's bytes);
 
-With ``--case prefill`` (B=1 N=32 S=2048 D=128) the int8 cache takes the PromptFlashAttention route instead:
-``antiquant`` its KvAntiquant path (``fia_dequant``), ``antiquant_msd`` its MSD path (a bf16 query with the key's
-and the value's own parameters: ``fia_antiquant``, two digits).
+With ``--case prefill`` (B=1 N=32 S=2048 D=128) the int8 cache takes the PromptFlashAttention route instead, its
+KvAntiquant path (``fia_dequant``). With ``--case msd`` (the decode shape with a query S of 16, a bf16 query: a
+speculative decode) it takes that route's MSD path (the key's and the value's own per-channel bf16 parameters:
+``fia_antiquant`` with two digits); ``nonquant`` is then the bf16 call.
 
 With ``--target Ascend950`` the same shape runs the non-quant kernel and the 950's ``fia_dequant`` (the int8,
 int4 or FP8 E4M3 cache dequantised in the vector core, then the non-quant flow) instead.
@@ -29,7 +30,8 @@ both kernels as int8 values (and a HiF8 one the 950's widened to 16 bits), which
 chip time of a launch cvtile's build runs otherwise than the chip's kernel carries the cost report's note (the
 A2/A3 antiquant decode: its units run in two waves of core groups where op_host's launch runs one).
 
-    python benchmarks/bench_quant.py [--repeat 5] [--json] [--target Ascend910B1|Ascend950] [--case decode|prefill]
+    python benchmarks/bench_quant.py [--repeat 5] [--json] [--target Ascend910B1|Ascend950]
+                                     [--case decode|prefill|msd]
 """
 
 from __future__ import annotations
@@ -50,14 +52,20 @@ from bench_fia import CASES, inputs  # noqa: E402
 from cvtile.kernels.fia.cost import fia_cost  # noqa: E402
 from cvtile.kernels.golden.int4 import pack_int4  # noqa: E402
 
+#: a speculative decode: bench_fia's decode shape with a query S of 16 (the MSD path's limit)
+MSD_CASE = dict(CASES["decode"], sq=16)
+
+
 def _calls(target: str = "Ascend910B1", case: str = "decode") -> dict:
     """name -> (query, key, value, keywords, KV bytes) of each call. On Ascend950 (its dequant kernel) with the
     key's and the value's own scale and offset. ``case`` "prefill" (``bench_fia``'s B=1 N=32 S=2048 D=128, Atlas
     A2/A3 only): the non-quant kernel and the int8 cache on the PromptFlashAttention route's KvAntiquant path
-    (an fp16 query with the stacked parameters) and its MSD path (a bf16 query with the key's and the value's
-    own; an int4 cache is not simulated there)."""
-    c = CASES[case]
+    (an fp16 query with the stacked parameters; an int4 cache is not simulated there). ``case`` "msd" (Atlas
+    A2/A3 only): a query S of 16 in bf16, the non-quant kernel and the route's MSD path."""
+    c = MSD_CASE if case == "msd" else CASES[case]
     q, k, v = inputs(c)
+    if case == "msd":
+        q, k, v = (x.astype(ml_dtypes.bfloat16) for x in (q, k, v))
     kw = dict(num_heads=c["nq"], num_key_value_heads=c["nkv"], input_layout="BNSD", scale=c["d"] ** -0.5,
               target=target)
     rng = np.random.default_rng(1)
@@ -75,11 +83,11 @@ def _calls(target: str = "Ascend910B1", case: str = "decode") -> dict:
     calls = {"nonquant": (q, k, v, {}), "antiquant": (q, k8, v8, quant), "antiquant_int4": (q, k4, v4, quant)}
     if case == "prefill":
         del calls["antiquant_int4"]
-        # a bf16 query with the key's and the value's own parameters: the route's MSD path (fia_antiquant)
+    if case == "msd":   # the key's and the value's own per-channel bf16 parameters: the MSD path
         bf = {name: x.astype(ml_dtypes.bfloat16) for name, x in
               dict(key_antiquant_scale=scale[0], value_antiquant_scale=scale[1], key_antiquant_offset=offset[0],
                    value_antiquant_offset=offset[1]).items()}
-        calls["antiquant_msd"] = (q.astype(ml_dtypes.bfloat16), k8, v8, bf)
+        calls = {"nonquant": calls["nonquant"], "antiquant_msd": (q, k8, v8, bf)}
     if target == "Ascend950":
         calls["antiquant_fp8"] = (q, f8k, f8v, fp8)
     return {name: (qq, kk, vv, {**extra, **kw}, kk.nbytes + vv.nbytes)
@@ -140,13 +148,13 @@ def main(argv=None) -> int:
     ap.add_argument("--no-chip", action="store_true", help="skip the cost model's chip-time column")
     ap.add_argument("--target", choices=("Ascend910B1", "Ascend950"), default="Ascend910B1",
                     help="Ascend910B1: the MSD kernels (int8, int4); Ascend950: its dequant kernel (int8, int4, fp8)")
-    ap.add_argument("--case", choices=("decode", "prefill"), default="decode",
-                    help="prefill: Ascend910B1's PromptFlashAttention KvAntiquant and MSD paths against the "
-                         "non-quant kernel")
+    ap.add_argument("--case", choices=("decode", "prefill", "msd"), default="decode",
+                    help="prefill: Ascend910B1's PromptFlashAttention KvAntiquant path; msd: its MSD path (a "
+                         "query S of 16), each against the non-quant kernel")
     args = ap.parse_args(argv)
-    if args.case == "prefill" and args.target != "Ascend910B1":
-        ap.error("--case prefill runs on Ascend910B1 (the PromptFlashAttention route)")
-    c = CASES[args.case]
+    if args.case in ("prefill", "msd") and args.target != "Ascend910B1":
+        ap.error(f"--case {args.case} runs on Ascend910B1 (the PromptFlashAttention route)")
+    c = MSD_CASE if args.case == "msd" else CASES[args.case]
     report(measure(_calls(args.target, args.case), args.repeat, chip=not args.no_chip),
            f"{args.case} B={c['b']} Nq={c['nq']} Nkv={c['nkv']} Sq={c['sq']} Skv={c['skv']} D={c['d']} "
            f"({args.target}), best of {args.repeat}", args.json)

@@ -163,10 +163,10 @@ def plan_ifa(d: Draft, plat: Platform) -> None:
     d.workspace = ws
     d.decide("workspace_bytes", ws.total, "libapi + the matmul staging areas (not in all-vector mode) + FD "
                                           "partials B*N*kv_splits*align32(D) and sums/maxes (IFATiling::CalcWorkSpace)")
-    per_token = anti and v.antiquant_mode == 1
-    flags = (2 if _ifa_s_max(v) else 0) + (1 if fd else 0) + (4 if per_token else 0)
+    aq_mode = ifa_antiquant_mode(v) if anti else 0
+    flags = (2 if _ifa_s_max(v) else 0) + (1 if fd else 0) + (4 if aq_mode == 1 else 0)
     _ifa_key(d, mode=2 if v.prefix else 1, perf=perf, flags=flags,
-             antiquant_mode=v.antiquant_mode if (anti and v.antiquant_mode not in (0, 1)) else 0,
+             antiquant_mode=aq_mode if aq_mode not in (0, 1) else 0,
              kv_layout=(_IFA_KV_LAYOUT_DIGIT.get(v.kv_layout, 0)
                         if perf in (IFA_PERF_MLA, IFA_PERF_DD) else 0),
              origin=v.out_dtype if full_quant else v.q_dtype,
@@ -391,12 +391,28 @@ def _ifa_s_inner(d: Draft, *, seq: int, **kw) -> tuple[int, str]:
     return s_inner, f"plan search: sInner {s_inner}"
 
 
+def ifa_antiquant_mode(v) -> int:
+    """IFATiling's ``antiquantMode_`` as its key reads it: the stacked parameters' ``antiquant_mode`` as given;
+    with the key's and the value's own parameters (``kvAntiParamSplitFlag_``) 2 (per-channel key, per-token
+    value) for key mode 0 with value mode 1, else the key's mode folded to per channel (0, 2) or per token
+    (1, 3, 4, 5) by ``CheckKVAntiQuantMode``."""
+    if not v.kv_antiquant_split:
+        return v.antiquant_mode
+    if (v.key_antiquant_mode, v.value_antiquant_mode) == (0, 1):
+        return 2
+    return 0 if v.key_antiquant_mode in (0, 2) else 1
+
+
 def _ifa_key(d: Draft, *, mode: int, perf: int, flags: int, antiquant_mode: int, kv_layout: int, why: str,
              origin: str | None = None, balance: int = 0) -> None:
     """``IFATiling::GenTilingKey``: the route's mode and perf digits, then the layout and dtype digits (the origin
-    digit is the query's dtype unless ``origin`` names another)."""
+    digit is the query's dtype unless ``origin`` names another; with a paged cache and no rope the layout digit
+    is the cache's: BSH for a 3-D one, BNSD for a 4-D one)."""
     v = d.view
-    fields = {"mode": mode, "perf": perf, "q_layout": _IFA_LAYOUT.get(v.q_layout, 0),
+    layout = _IFA_LAYOUT.get(v.q_layout, 0)
+    if v.paged and v.q_layout != "TND" and v.rope_mode == "none" and v.key_cache_rank in (3, 4):
+        layout = 1 if v.key_cache_rank == 3 else 0   # ProcessPageAttentionFlag: the cache's rank sets the layout
+    fields = {"mode": mode, "perf": perf, "q_layout": layout,
               "q_dtype": DTYPE_CODE.get(v.q_dtype, 0), "kv_dtype": DTYPE_CODE.get(v.kv_dtype, 0),
               "out_dtype": DTYPE_CODE.get(v.out_dtype, 0), "origin_dtype": DTYPE_CODE.get(origin or v.q_dtype, 0),
               "flags": flags, "antiquant_mode": antiquant_mode, "kv_layout": kv_layout,

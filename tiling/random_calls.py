@@ -29,6 +29,11 @@ paged NZ cache**, which neither source builds (the corpora have none): D 512 + r
 and KV scales), else fp16/bf16 or an int8 cache under a bf16 query; BSND/BSH/TND
 (rarely BNSD), G 1-128, decode or 2-16 query tokens (the causal mask mostly), block
 sizes 32-512, per-batch KV lengths equal, unequal or 0; a fifth of them mutated.
+Another 3% (``KV_ANTIQUANT_SHARE``, likewise) are **KV-antiquant calls**
+(``kv_antiquant_row``): an int8 cache under an fp16/bf16 query of S 1-128 (the IFA
+decode, and the PFA route's KvAntiquant and MSD paths), dense, paged, a tensor list or
+left padding, the stacked or the key's and the value's own parameters per channel or
+per token, in the shapes and dtypes op_host takes and some it does not.
 
 Invariants
 ----------
@@ -48,7 +53,8 @@ import numpy as np
 
 from .layouts import INPUT_LAYOUTS
 
-__all__ = ["random_rows", "write_rows", "header", "synthetic_row", "mutated_row", "mla_nz_row", "MLA_NZ_SHARE"]
+__all__ = ["random_rows", "write_rows", "header", "synthetic_row", "mutated_row", "mla_nz_row", "MLA_NZ_SHARE",
+           "kv_antiquant_row", "KV_ANTIQUANT_SHARE"]
 
 _TENSORS = (
     "query", "key", "value", "pse_shift", "atten_mask", "actual_seq_lengths", "actual_seq_lengths_kv",
@@ -338,23 +344,105 @@ def mla_nz_row(rng: np.random.Generator, arch: str) -> dict:
     return row
 
 
+def kv_antiquant_row(rng: np.random.Generator, arch: str) -> dict:
+    """One call with an int8 key/value cache and KV-antiquant parameters, dense (rarely paged, a tensor list or
+    left padding): a fp16 or bf16 query of S 1-128 (the decode route, and on Atlas A2/A3 the
+    PromptFlashAttention route's KvAntiquant and MSD paths), the stacked ``antiquant_scale`` or the key's and
+    the value's own parameters per channel or per token in the shapes and dtypes op_host takes and a few it
+    does not, an offset on both, one or neither."""
+    r = _Row()
+    qd = _pick(rng, ["FLOAT16", "BF16"])
+    layout = _pick(rng, ["BSH", "BSND", "BNSD"])
+    b = int(_pick(rng, [1, 2, 3, 4]))
+    kvn = int(_pick(rng, [1, 2, 4]))
+    n = kvn * int(_pick(rng, [1, 2, 4, 8]))
+    d = int(_pick(rng, [64, 128], p=[.3, .7]))
+    s1 = int(_pick(rng, [1, 4, 8, 16, 17, 40, 128], p=[.15, .1, .2, .15, .1, .15, .15]))
+    s2 = int(_pick(rng, [64, 300, 1024, 2048]))
+    shape = {"BSH": lambda bb, hh, ss: (bb, ss, hh * d), "BSND": lambda bb, hh, ss: (bb, ss, hh, d),
+             "BNSD": lambda bb, hh, ss: (bb, hh, ss, d)}[layout]
+    r.tensor("query", shape(b, n, s1), qd)
+    r.tensor("attention_out", shape(b, n, s1), qd)
+    kind = _pick(rng, ["dense", "list", "paged", "padding"], p=[.7, .1, .1, .1])
+    block_size = 0
+    if kind == "list":
+        cell = "|".join(_cells(shape(1, kvn, s2)) for _ in range(b))
+        for name in ("key", "value"):
+            r[f"{name}_shape"], r[f"{name}_dtype"], r[f"{name}_format"] = cell, "INT8", "ND"
+    elif kind == "paged":
+        block_size = 128
+        per = -(-s2 // block_size)
+        for name in ("key", "value"):
+            r.tensor(name, (b * per, block_size, kvn * d), "INT8")
+        r.tensor("block_table", (b, per), "INT32")
+        r.tensor("actual_seq_lengths_kv", (b,), "INT64", [s2] * b)
+    else:
+        for name in ("key", "value"):
+            r.tensor(name, shape(b, kvn, s2), "INT8")
+        if kind == "padding":
+            r.tensor("kv_padding_size", (1,), "INT64", [0])
+            r.tensor("actual_seq_lengths_kv", (b,), "INT64", [s2] * b)
+    pdt = lambda: _pick(rng, [qd, "BF16", "FLOAT16", "FLOAT"], p=[.55, .15, .15, .15])   # noqa: E731
+    offset = _pick(rng, ["both", "none", "key", "value"], p=[.45, .45, .05, .05])
+    mode = 0
+    if rng.random() < 0.35:   # the stacked parameters, per channel or per tensor
+        dt = pdt()
+        ps = _pick(rng, [{"BSH": (2, kvn * d), "BSND": (2, kvn, d), "BNSD": (2, kvn, 1, d)}[layout], (2,),
+                         (2, kvn, d)])
+        r.tensor("antiquant_scale", ps, dt)
+        if offset == "both":
+            r.tensor("antiquant_offset", ps, dt)
+    else:
+        mode = int(_pick(rng, [0, 1, 2], p=[.55, .4, .05]))
+        dt = pdt() if mode != 1 else _pick(rng, ["FLOAT", "BF16"], p=[.9, .1])
+        if mode == 1:
+            ps = _pick(rng, [(1, b, s2), (b, s2), (1, b, s2 + 8)], p=[.45, .45, .1])
+        else:
+            ps = _pick(rng, [(kvn, 1, d), (kvn, d), (kvn * d,), (1,)], p=[.35, .35, .2, .1])
+        for name in ("key", "value"):
+            r.tensor(f"{name}_antiquant_scale", ps, dt)
+            if offset in ("both", name):
+                r.tensor(f"{name}_antiquant_offset", ps, dt)
+    sparse = 0
+    if s1 > 1 and rng.random() < 0.4:
+        sparse = 3
+        r.tensor("atten_mask", (2048, 2048), "BOOL")
+    lse = rng.random() < 0.3
+    if lse:
+        r.tensor("softmax_lse", (b, n, s1, 1), "FLOAT")
+    r.update(num_heads=n, scale="0.088388", pre_tokens=_INT_MAX, next_tokens=0 if sparse else _INT_MAX,
+             input_layout=layout, num_key_value_heads=kvn, sparse_mode=sparse,
+             inner_precise=int(_pick(rng, [0, 1])), block_size=block_size, antiquant_mode=0,
+             softmax_lse_flag=int(lse), key_antiquant_mode=mode,
+             value_antiquant_mode=mode if rng.random() < 0.97 else 1 - min(mode, 1), query_quant_mode=0,
+             pse_type=0, out_dtype=0)
+    return dict(r)
+
+
 #: the share of rows that are MLA calls with an NZ cache (``mla_nz_row``), drawn from a stream of their own
 MLA_NZ_SHARE = 0.03
 #: the keys (after the seed and the arch) of the two streams that pick and build those rows; the picking key
 #: is the first that replaces none of the rows tests/tiling/test_ophost_rows_regression.py pins from seeds 0-4
 #: of the two-source generator
 _MLA_NZ_PICK, _MLA_NZ_BUILD = 10, 512
+#: the share of rows that are KV-antiquant calls (``kv_antiquant_row``), from streams of their own; the picking
+#: key (offset 4096) is the first that replaces none of the rows tests/tiling/test_ophost_rows_regression.py pins
+KV_ANTIQUANT_SHARE = 0.03
+_KV_ANTIQUANT_PICK, _KV_ANTIQUANT_BUILD = 3, 8192
 
 
 def random_rows(arch: str, n: int, seed: int = 0, corpus_rows: list[dict] | None = None) -> list[dict]:
     """``n`` calls for ``arch`` (half synthetic, half mutated corpus rows when ``corpus_rows`` is given; a
-    ``MLA_NZ_SHARE`` of them replaced by MLA calls with an NZ cache, from a generator of their own, so that the
-    other rows are the ones the two-source generator gave)."""
+    ``MLA_NZ_SHARE`` of them replaced by MLA calls with an NZ cache and a ``KV_ANTIQUANT_SHARE`` by KV-antiquant
+    calls, each from generators of their own, so that the other rows are the ones the two-source generator
+    gave)."""
     if arch not in ("arch22", "arch35"):
         raise ValueError(f"arch must be 'arch22' or 'arch35', not {arch!r}")
     rng = np.random.default_rng([seed, 22 if arch == "arch22" else 35])
     pick_rng = np.random.default_rng([seed, 22 if arch == "arch22" else 35, 1024 + _MLA_NZ_PICK])
     mla_rng = np.random.default_rng([seed, 22 if arch == "arch22" else 35, _MLA_NZ_BUILD])
+    aq_pick = np.random.default_rng([seed, 22 if arch == "arch22" else 35, 4096 + _KV_ANTIQUANT_PICK])
+    aq_rng = np.random.default_rng([seed, 22 if arch == "arch22" else 35, _KV_ANTIQUANT_BUILD])
     cols = header(arch)
     base = [{k: v for k, v in row.items() if k in cols} for row in (corpus_rows or [])]
     out = []
@@ -362,6 +450,8 @@ def random_rows(arch: str, n: int, seed: int = 0, corpus_rows: list[dict] | None
         row = mutated_row(rng, arch, base) if base and rng.random() < 0.5 else synthetic_row(rng, arch)
         if pick_rng.random() < MLA_NZ_SHARE:
             row = mla_nz_row(mla_rng, arch)
+        if aq_pick.random() < KV_ANTIQUANT_SHARE:
+            row = kv_antiquant_row(aq_rng, arch)
         full = {c: "" for c in cols}
         # the UT loader splits on every comma (no CSV quoting): a comma in a copied annotation would shift
         # the columns, so it becomes a semicolon

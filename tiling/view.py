@@ -104,6 +104,7 @@ class TilingView:
     antiquant_mode: int = 0
     key_antiquant_mode: int = 0
     value_antiquant_mode: int = 0
+    kv_antiquant_split: bool = False   # the key's and the value's own antiquant scales (not the stacked one)
     query_quant_mode: int = 0
     rope_mode: str = "none"            # "none" / "split" / "combine"
     mla_mode: str = "none"             # "none" / "split_d512" / "split_d128" / "combine_d128"
@@ -178,6 +179,8 @@ def view_from_info(info, **overrides) -> TilingView:
         full_quant_mode=g("full_quant_mode", "none") or "none", antiquant_mode=g("antiquant_mode", 0),
         key_antiquant_mode=g("key_antiquant_mode", 0),
         value_antiquant_mode=g("value_antiquant_mode", 0), query_quant_mode=g("query_quant_mode", 0),
+        kv_antiquant_split=p is not None and getattr(p, "key_antiquant_scale", None) is not None
+        and len(p.key_antiquant_scale.shape) > 0,
         rope_mode=g("rope_mode", "none") or "none", mla_mode=g("mla_mode", "none") or "none",
         empty=bool(g("empty_tensor_flag", False)), qkv_d_different=bool(g("is_qkv_d_different", False)),
         dequant_scale_query_rank=len(dsq.shape) if dsq is not None else 0,

@@ -262,6 +262,37 @@ def _refuse_unplanned_heads(arrays: dict, attrs: dict, tiling) -> None:
                          f"beyond the {name}")
 
 
+def _refuse_cache_outside_the_table(arrays: dict, attrs: dict, tiling) -> None:
+    """A paged cache whose blocks are not ``block_size`` positions long, or a block table whose entries a batch
+    reads name a block the key or value cache does not hold: op_host checks neither (it reads the block size
+    from the attribute and never reads the table), so the chip would read outside the cache. The simulator's
+    kernels read the cache's own shape and would stop at their bounds check; the call is refused by name
+    instead."""
+    table = arrays.get("block_table")
+    if table is None or tiling.route == "empty" or not tiling.cores:
+        return
+    bs = int(attrs["block_size"])
+    axis = {3: 1, 4: 2, 5: 3}
+    for name in ("key", "value"):
+        x = arrays[name]
+        if isinstance(x, list) or np.ndim(x) not in axis:
+            continue
+        held = int(np.shape(x)[axis[np.ndim(x)]])
+        if held != bs:
+            raise UnsupportedParameterError(name, _describe(x), f"its blocks hold {held} positions where block_size "
+                                            f"is {bs}: op_host does not check it and the chip would read {bs} a "
+                                            f"block, outside the {name}")
+        blocks = int(np.shape(x)[0])
+        t = np.asarray(table)
+        for b, n in enumerate(tiling.kv_seqlens[:t.shape[0]]):
+            used = t[b, :min(-(-int(n) // bs), t.shape[1])] if n > 0 else t[b, :0]
+            bad = used[(used < 0) | (used >= blocks)]
+            if bad.size:
+                raise UnsupportedParameterError("block_table", f"entry {int(bad[0])} of batch {b}",
+                                                f"the {name} cache holds {blocks} blocks: op_host does not check "
+                                                f"the table and the chip would read outside the {name}")
+
+
 #: the routes whose op_host takes inner_precise without the range check of the others (their names for it)
 _UNCHECKED_INNER_PRECISE = {"fai": "the split-fuse route (FAInferTiling, TND) takes it unchecked",
                             "pfa": "the legacy PromptFlashAttention route reads only its bits 0 and 1"}
@@ -295,6 +326,7 @@ def simulate_fia(query, key, value, optional: dict, attrs: dict, target: str = D
     q, k, v = arrays["query"], arrays["key"], arrays["value"]
     _refuse_unplanned_heads(arrays, attrs, tiling)
     _refuse_unchecked_inner_precise(attrs, tiling)
+    _refuse_cache_outside_the_table(arrays, attrs, tiling)
     legacy = tiling.extras.get("legacy_ifa", False)
     if tiling.route == "empty" or not tiling.cores:
         out, lse = _empty_outputs(q, k, v, attrs, legacy, paged=arrays.get("block_table") is not None,
@@ -594,7 +626,7 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
                                         f"Ascend950's FusedInferAttentionScoreTilingImpl (its dequant kernel); this "
                                         f"call tiles to the {tiling.route}/{tiling.template} route")
     if pfa:
-        _check_pfa_antiquant(arrays, int4)
+        _check_pfa_antiquant(arrays, attrs, int4, qd)
     if "learnable_sink" in arrays:
         raise UnsupportedParameterError("learnable_sink", _describe(arrays["learnable_sink"]), "KV antiquant is "
                                         "simulated without a learnable sink")
@@ -626,24 +658,25 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
                                rounding=qd if dequant else None)
 
 
-def _check_pfa_antiquant(arrays: dict, int4: bool) -> None:
-    """Refuse by name what cvtile does not run of A2/A3's PromptFlashAttention route with KV antiquant: a paged
-    cache with the stacked antiquant_scale (the KvAntiquant path's paged copy reads the key's and the value's
-    own parameters) and an int4 cache (``_antiquant_call`` refuses per-token parameters with a shared prefix).
-    Both of its paths run: the KvAntiquant path (``kernel_dequant`` with SUB) and the MSD path
-    (``kernel_antiquant`` with op_host's PFA constants; ``golden.antiquant.pfa_dequantises`` tells them apart),
-    with dense, tensor-list or paged caches and, dense, a shared prefix."""
-    separate = "key_antiquant_scale" in arrays
-    if arrays.get("block_table") is not None and not separate:
-        raise UnsupportedParameterError("antiquant_scale", _describe(arrays["antiquant_scale"]),
-                                        "a paged cache on the A2/A3 PromptFlashAttention route reads the key's and "
-                                        "the value's own antiquant parameters (key_antiquant_scale, "
-                                        "value_antiquant_scale); the stacked antiquant_scale with a block table is "
-                                        "not simulated")
+def _check_pfa_antiquant(arrays: dict, attrs: dict, int4: bool, qd: str) -> None:
+    """Refuse by name what cvtile does not run of A2/A3's PromptFlashAttention route with KV antiquant (the
+    tiling mirror has already applied op_host's rules of both paths): an int4 cache, and an fp16 query with
+    per-channel parameters on the MSD path, where op_host demands bf16 parameters that the fp16 MSD template
+    reads as fp16 (``_antiquant_call`` refuses per-token parameters with a shared prefix). Both paths run: the
+    KvAntiquant path (``kernel_dequant`` with SUB) and the MSD path (``kernel_antiquant`` with op_host's PFA
+    constants; ``golden.antiquant.pfa_dequantises`` tells them apart), with dense or paged caches, a tensor
+    list or, dense, a shared prefix, where op_host takes them."""
     if int4:
         raise UnsupportedParameterError("key", f"int4 tensor {tuple(np.shape(arrays['key']))}",
                                         "an int4 cache on the A2/A3 PromptFlashAttention route (a query S above 1) "
                                         "is not simulated")
+    scale = arrays.get("key_antiquant_scale")
+    if qd == "float16" and scale is not None and canonical_dtype(scale.dtype) == "bfloat16" \
+            and not pfa_dequantises(qd, _query_s(arrays["query"], parse_layout(attrs["input_layout"]).qkv), True):
+        raise UnsupportedParameterError("key_antiquant_scale", _describe(scale),
+                                        "an fp16 query on PromptFlashAttention's MSD path with per-channel "
+                                        "parameters: op_host demands them in bf16, and the fp16 MSD template reads "
+                                        "them as fp16 values; what the chip then computes is not simulated")
 
 
 def _dtype_overrides(arrays: dict, metas: dict, dtypes: dict) -> None:

@@ -4,7 +4,7 @@ Model
 -----
 ``fia_antiquant`` is the arch22 IFA antiquant template (IFATiling, the legacy decode route) as the chip
 computes it, and PromptFlashAttention's MSD path (the legacy PFA route with the key's and the value's own
-parameters and a bf16 query or a query S of at most 16: its MSD_ON template, which splits and recombines the
+parameters and a query S of at most 16, per channel (bf16) or per token (fp32 (B, S) tables): its MSD_ON template, which splits and recombines the
 same way with constants of its own, over op_host's PFA row tasks): the int8 (or int4) K/V blocks go to the cube
 as they are, and the fp32 operand on the other side is split into digits of the cache's width (MSD,
 "multi-step decomposition"): for a row x of fp32 values, ITER digits, a digit range R and a base E (IFATiling's

@@ -100,7 +100,9 @@ def pfa_dequantises(query_dtype: str, query_s: int, separate_params: bool) -> bo
     rounded, into a GM workspace the cube reads; then the non-quant flow) rather than its MSD one: an fp16 query
     with the stacked ``antiquant_scale`` / ``antiquant_offset``, or with key/value parameters and a query S above
     ``PFA_MSD_MAX_QUERY_S`` (op_host's ``PromptFlashAttentionTiling``: enableKvAntiquant against enableMsd; a
-    bf16 query takes only MSD, and needs the key/value parameters). The MSD path runs ``fia_antiquant``."""
+    bf16 query takes only MSD, and needs the key/value parameters; op_host refuses the MSD path a query S above
+    16, and an fp16 query of S above 16 with key/value parameters reads them only from a paged cache). The MSD
+    path runs ``fia_antiquant``."""
     return query_dtype == "float16" and (not separate_params or query_s > PFA_MSD_MAX_QUERY_S)
 _MODE_KIND = {0: _CHANNEL, 1: _TOKEN, 2: _CHANNEL, 3: _TOKEN, 4: _TOKEN, 5: _TOKEN, 6: _GROUP}
 GROUP_SIZE = 32   #: channels per scale of the per-token-group (MX) mode 6

@@ -302,3 +302,24 @@ def test_regression_arch35_gqa_decode_rows_the_split_skips_under_a_causal_band_a
     out, _ = fia(q, k2, k2, **kw)
     g_out, _ = fia_golden_lowp(q, k2, k2, **kw)
     assert compare(out, g_out, "float16").passed
+
+
+@pytest.mark.parametrize("what", ["empty_key_blocks", "table_past_the_cache"])
+def test_regression_a_paged_cache_the_chip_would_read_outside_is_refused(what):
+    """Found by the fuzz tier (seed 20261211): a paged int8 decode whose key was (1, 0, 16), one block of no
+    positions, beside a value of (1, 128, 16) with block_size 128. op_host reads the block size from the
+    attribute and never the table, so it accepts the call; the chip would read 128 positions a block, outside
+    the key. The kernel stopped at its bounds check with a SimulationError. The API now refuses a cache whose
+    blocks are not block_size long, and a table entry a batch reads that names a block the cache does not hold,
+    by name."""
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((1, 1, 16)).astype(np.float16)
+    v = rng.integers(-128, 128, (1, 128, 16)).astype(np.int8)
+    k = np.zeros((1, 0, 16), np.int8) if what == "empty_key_blocks" else v.copy()
+    table = np.array([[0 if what == "empty_key_blocks" else 3]], np.int32)
+    kw = dict(num_heads=1, num_key_value_heads=1, input_layout="BSH", scale=1.0, block_table=table,
+              block_size=128, actual_seq_lengths_kv=[1], antiquant_scale=np.full((2, 16), 0.01, np.float16))
+    with pytest.raises(UnsupportedParameterError) as exc:
+        fia(q, k, v, **kw)
+    assert exc.value.param == ("key" if what == "empty_key_blocks" else "block_table")
+    assert "outside" in str(exc.value)

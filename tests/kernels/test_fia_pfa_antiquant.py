@@ -5,7 +5,7 @@ op_host sends an fp16 query with an int8 cache and the stacked ``antiquant_scale
 key/value parameters with a query S above 16) through PromptFlashAttention's KvAntiquant path: the vector
 dequantises each K and V block with AscendAntiQuant, (x + offset) · scale with each step rounded to fp16, in
 sub-blocks into a GM workspace, and the cube reads the fp16 blocks; the rest is the non-quant flow. The key's and
-the value's own parameters with a bf16 query, or with a query S of at most 16, take its MSD path: the query (and
+the value's own parameters with a query S of at most 16 take its MSD path: the query (and
 P) split into two int8 digits with the kernel's own constants (R 127.49, E 254.98), int8 x int8 products on the
 cube, the parameters applied around them as IFATiling's MSD kernel applies them, per channel or per token.
 
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import cvtile
-from cvtile import UnsupportedParameterError
+from cvtile import ParamError, UnsupportedParameterError
 from cvtile.kernels.fia.cost import fia_cost, fia_plan
 from cvtile.kernels.golden.dtypes import BFLOAT16
 from cvtile.kernels.golden.fia import fia_golden_lowp
@@ -92,18 +92,18 @@ def test_each_dequant_step_rounds_to_fp16():
 
 
 def _msd_call(qd=np.float16, s1=8, s2=700, layout="BNSD", mode=0, offset=True, **extra):
-    """A call PromptFlashAttention takes through its MSD path: the key's and the value's own parameters (per
-    channel, mode 0: (N2, 1, D) in the query's dtype; per token, mode 1: (1, B, S2) fp32), with a bf16 query or
-    a query S of at most 16."""
+    """A call PromptFlashAttention takes through its MSD path: a query S of at most 16 with the key's and the
+    value's own parameters (per channel, mode 0: (N2, 1, D) bf16, as op_host demands; per token, mode 1: (B, S2)
+    fp32)."""
     q, k, v, kw = _call(s1=s1, s2=s2, layout=layout, **extra)
     kw = {n: x for n, x in kw.items() if not n.startswith("antiquant")}
     if mode == 0:
         sc, of = _params((N2, 1, D))
         vs, vo = _params((N2, 1, D))
-        sc, of, vs, vo = (x.astype(qd) for x in (sc, of, vs, vo))
+        sc, of, vs, vo = (x.astype(BFLOAT16) for x in (sc, of, vs, vo))
     else:
-        sc, of = (x.astype(np.float32) for x in _params((1, B, s2)))
-        vs, vo = (x.astype(np.float32) for x in _params((1, B, s2)))
+        sc, of = (x.astype(np.float32) for x in _params((B, s2)))
+        vs, vo = (x.astype(np.float32) for x in _params((B, s2)))
         kw.update(key_antiquant_mode=1, value_antiquant_mode=1)
     kw.update(key_antiquant_scale=sc, value_antiquant_scale=vs)
     if offset:
@@ -112,11 +112,11 @@ def _msd_call(qd=np.float16, s1=8, s2=700, layout="BNSD", mode=0, offset=True, *
 
 
 @pytest.mark.parametrize("qd, s1, layout, mode, offset", [
-    (np.float16, 8, "BNSD", 0, True),      # a query S of at most 16: MSD with an fp16 query
-    (BFLOAT16, 40, "BSH", 0, True),        # a bf16 query: MSD whatever its S
+    (BFLOAT16, 8, "BNSD", 0, True),        # per channel, the key offset only in the lse
+    (BFLOAT16, 16, "BSH", 0, True),
     (np.float16, 16, "BSND", 1, True),     # per token, the key offset in the scores
-    (BFLOAT16, 24, "BNSD", 1, False),
-    (BFLOAT16, 8, "BNSD", 0, False),
+    (BFLOAT16, 12, "BNSD", 1, False),
+    (BFLOAT16, 2, "BNSD", 0, False),
 ])
 def test_the_msd_path_matches_the_golden(qd, s1, layout, mode, offset):
     q, k, v, kw = _msd_call(qd, s1, layout=layout, mode=mode, offset=offset)
@@ -131,7 +131,7 @@ def test_the_msd_path_matches_the_golden(qd, s1, layout, mode, offset):
 
 
 def test_a_causal_msd_prefill_with_kv_lengths():
-    q, k, v, kw = _msd_call(BFLOAT16, 64, s2=900, sparse_mode=3, atten_mask=np.triu(np.ones((2048, 2048), bool), 1),
+    q, k, v, kw = _msd_call(BFLOAT16, 16, s2=900, sparse_mode=3, atten_mask=np.triu(np.ones((2048, 2048), bool), 1),
                             actual_seq_lengths_kv=[900, 200])
     out, lse = cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
     g, gl = fia_golden_lowp(q, k, v, **kw)
@@ -146,9 +146,9 @@ def test_the_msd_path_scores_with_its_own_constants_bit_for_bit():
     from cvtile.kernels.fia.launch import PFA_MSD_DIGITS, msd_constants
 
     rng = np.random.default_rng(3)
-    q = rng.standard_normal((1, 2, 4, D)).astype(np.float16)
+    q = rng.standard_normal((1, 2, 4, D)).astype(BFLOAT16)
     k = rng.integers(-128, 128, (1, 1, 1, D)).astype(np.int8)
-    ks = rng.uniform(0.002, 0.02, (1, 1, D)).astype(np.float16)
+    ks = rng.uniform(0.002, 0.02, (1, 1, D)).astype(BFLOAT16)
     kw = dict(num_heads=2, num_key_value_heads=1, input_layout="BNSD", scale=D ** -0.5, softmax_lse_flag=True,
               key_antiquant_scale=ks, value_antiquant_scale=ks)
     lse = cvtile.npu_fused_infer_attention_score(q, k, k, **kw)[1]
@@ -174,25 +174,60 @@ def test_the_msd_path_scores_with_its_own_constants_bit_for_bit():
 def test_a_paged_msd_call():
     """A query S of at most 16 with the key's and the value's own parameters on a paged cache."""
     q, k, v, kw = _paged(s1=8)
-    ks, ko = _params((N2, 1, D))
-    vs, vo = _params((N2, 1, D))
-    _judged(q, k, v, dict(kw, key_antiquant_scale=ks, key_antiquant_offset=ko, value_antiquant_scale=vs,
-                          value_antiquant_offset=vo, softmax_lse_flag=True))
-
-
-def test_an_msd_tensor_list():
-    q, _, _, kw = _msd_call(BFLOAT16, 24)
-    ks = [_cache((1, N2, s, D)) for s in (300, 520)]
-    vs = [_cache((1, N2, s, D)) for s in (300, 520)]
-    kw["actual_seq_lengths_kv"] = [300, 520]
-    out, lse = cvtile.npu_fused_infer_attention_score(q, ks, vs, **kw)
-    g, gl = fia_golden_lowp(q, ks, vs, **kw)
+    ks, ko = (x.astype(BFLOAT16) for x in _params((N2, 1, D)))
+    vs, vo = (x.astype(BFLOAT16) for x in _params((N2, 1, D)))
+    kw = dict(kw, key_antiquant_scale=ks, key_antiquant_offset=ko, value_antiquant_scale=vs,
+              value_antiquant_offset=vo, softmax_lse_flag=True)
+    q = q.astype(BFLOAT16)
+    out, lse = cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+    g, gl = fia_golden_lowp(q, k, v, **kw)
     assert compare(out, g, "bfloat16").passed and compare(lse, gl, "bfloat16").passed
+
+
+@pytest.mark.parametrize("what, param", [
+    ("long_query", "query"),             # the MSD path takes a query S of at most 16
+    ("fp16_separate_dense", "antiquant_scale"),   # an fp16 query of S > 16 takes the KvAntiquant path
+    ("token_rank_3", "key_antiquant_scale"),      # per-token tables are (B, S)
+    ("tensor_list", "key"),              # the MSD path takes no tensor list
+    ("channel_fp16", "key_antiquant_scale"),      # per-channel MSD parameters are bf16
+])
+def test_op_hosts_rules_of_the_pfa_antiquant_paths(what, param):
+    """op_host's rules of the two paths (``PromptFlashAttentionTiling``: the S check of the MSD path, the
+    KvAntiquant path's CheckAntiquantParamsShape and the MSD block), checked against the real op_host built as an
+    oracle: each is a ParamError naming the parameter."""
+    if what == "long_query":
+        q, k, v, kw = _msd_call(BFLOAT16, 40)
+    elif what == "fp16_separate_dense":
+        q, k, v, kw = _msd_call(np.float16, 40, mode=1)
+    elif what == "token_rank_3":
+        q, k, v, kw = _msd_call(np.float16, 8, mode=1)
+        kw = {n: (x[None] if "antiquant_" in n and isinstance(x, np.ndarray) else x) for n, x in kw.items()}
+    elif what == "tensor_list":
+        q, _, _, kw = _msd_call(BFLOAT16, 8)
+        k = [_cache((1, N2, s, D)) for s in (300, 520)]
+        v = [_cache((1, N2, s, D)) for s in (300, 520)]
+        kw["actual_seq_lengths_kv"] = [300, 520]
+    else:
+        q, k, v, kw = _msd_call(BFLOAT16, 8)
+        kw = {n: (x.astype(np.float16) if "antiquant_" in n and isinstance(x, np.ndarray) else x)
+              for n, x in kw.items()}
+    with pytest.raises(ParamError) as err:
+        cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+    assert err.value.param == param
+
+
+def test_an_fp16_query_with_per_channel_msd_parameters_is_refused_by_name():
+    """op_host demands bf16 per-channel parameters on the MSD path, and its fp16 MSD template reads them as fp16
+    values: what the chip then computes is not simulated."""
+    q, k, v, kw = _msd_call(BFLOAT16, 8)
+    with pytest.raises(UnsupportedParameterError) as err:
+        cvtile.npu_fused_infer_attention_score(q.astype(np.float16), k, v, **kw)
+    assert err.value.param == "key_antiquant_scale" and "fp16" in err.value.reason
 
 
 @pytest.mark.parametrize("path, kernel", [("kv_antiquant", "fia_dequant"), ("msd", "fia_antiquant")])
 def test_the_cost_model_times_the_call(path, kernel):
-    q, k, v, kw = _call() if path == "kv_antiquant" else _msd_call(BFLOAT16, 64)
+    q, k, v, kw = _call() if path == "kv_antiquant" else _msd_call(BFLOAT16, 16)
     rep = fia_cost(q, k, v, target="Ascend910B1", **kw)
     assert [lc.kernel for lc in rep.launches] == [kernel] and rep.estimated_us > 0
 
@@ -207,12 +242,15 @@ def _paged(s1=32, s2=600, bs=128):
 
 
 def test_a_paged_cache_with_key_and_value_parameters():
-    """A query S above 16 with the key's and the value's own parameters: the KvAntiquant path's paged copy."""
+    """An fp16 query S above 16 with the key's and the value's own per-channel parameters on a paged cache: the
+    KvAntiquant path's paged copy, under op_host's rules for it ((1, H) parameters with BSH, inner_precise 1,
+    sparse_mode 3 with its mask)."""
     q, k, v, kw = _paged()
-    ks, ko = _params((N2, 1, D))
-    vs, vo = _params((N2, 1, D))
+    ks, ko = _params((1, N2 * D))
+    vs, vo = _params((1, N2 * D))
     _judged(q, k, v, dict(kw, key_antiquant_scale=ks, key_antiquant_offset=ko, value_antiquant_scale=vs,
-                          value_antiquant_offset=vo, softmax_lse_flag=True))
+                          value_antiquant_offset=vo, softmax_lse_flag=True, inner_precise=1, sparse_mode=3,
+                          atten_mask=np.triu(np.ones((2048, 2048), bool), 1)))
 
 
 def test_a_key_value_tensor_list():
@@ -222,17 +260,18 @@ def test_a_key_value_tensor_list():
     _judged(q, ks, vs, dict(kw, actual_seq_lengths_kv=[300, 520]))
 
 
-@pytest.mark.parametrize("path", ["kv_antiquant", "msd_fp16", "msd_bf16"])
+@pytest.mark.parametrize("path", ["kv_antiquant", "msd"])
 def test_a_shared_prefix_on_either_path(path):
-    """op_host takes a shared prefix with KV antiquant on this route (dense, per-channel parameters here): its
+    """op_host takes a shared prefix with KV antiquant on this route (dense; per-channel parameters: per-token
+    ones with a prefix are refused): its
     blocks come first in every row, dequantised (or multiplied) with the same parameters. The route counts each
     batch's own KV, so the launch adds the prefix's length, as it does for IFATiling's."""
     if path == "kv_antiquant":
         q, k, v, kw = _call(s1=40, s2=300)
         qd = np.float16
     else:
-        qd = np.float16 if path == "msd_fp16" else BFLOAT16
-        q, k, v, kw = _msd_call(qd, 8 if path == "msd_fp16" else 40, s2=300)
+        qd = BFLOAT16
+        q, k, v, kw = _msd_call(qd, 16, s2=300)
     kp, vp = _cache((1, N2, 200, D)), _cache((1, N2, 200, D))
     kw.update(key_shared_prefix=kp, value_shared_prefix=vp, actual_shared_prefix_len=[163],
               actual_seq_lengths_kv=[300, 120])
@@ -244,20 +283,23 @@ def test_a_shared_prefix_on_either_path(path):
     assert compare(lse, gl, dtype).passed
 
 
-@pytest.mark.parametrize("what", ["token_prefix", "stacked_paged"])
-def test_what_the_pfa_antiquant_paths_do_not_simulate_is_refused_by_name(what):
-    if what == "token_prefix":
-        q, k, v, kw = _msd_call(np.float16, 8, s2=300, mode=1)
-        kp = _cache((1, N2, 200, D))
-        kw.update(key_shared_prefix=kp, value_shared_prefix=kp, actual_shared_prefix_len=[200])
-        param = "key_antiquant_mode"
-    else:
-        q, k, v, kw = _paged()
-        kw.update(zip(("antiquant_scale", "antiquant_offset"), _params((2, N2, 1, D))))
-        param = "antiquant_scale"
+def test_per_token_parameters_with_a_shared_prefix_are_refused_by_name():
+    q, k, v, kw = _msd_call(np.float16, 8, s2=300, mode=1)
+    kp = _cache((1, N2, 200, D))
+    kw.update(key_shared_prefix=kp, value_shared_prefix=kp, actual_shared_prefix_len=[200])
     with pytest.raises(UnsupportedParameterError) as err:
         cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
-    assert err.value.param == param
+    assert err.value.param == "key_antiquant_mode"
+
+
+def test_a_paged_cache_with_the_stacked_parameters_is_op_hosts_error():
+    """The KvAntiquant path's paged copy reads the key's and the value's own parameters: with only the stacked
+    antiquant_scale op_host finds the key's scale missing."""
+    q, k, v, kw = _paged()
+    kw.update(zip(("antiquant_scale", "antiquant_offset"), _params((2, N2 * D))))
+    with pytest.raises(ParamError) as err:
+        cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
+    assert err.value.param == "key_antiquant_scale"
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH (the twin needs a C++17 g++)")
@@ -269,7 +311,7 @@ def test_the_ascend_c_build_runs_the_pfa_antiquant_paths_on_the_twin(tmp_path, p
     from cvtile.dsl.jit import record_launches
     from cvtile.kernels.precision import MAX_FAIL_RATIO, twin_tolerance
 
-    q, k, v, kw = _call(s1=16, s2=300) if path == "kv_antiquant" else _msd_call(np.float16, 16, s2=300)
+    q, k, v, kw = _call(s1=16, s2=300) if path == "kv_antiquant" else _msd_call(BFLOAT16, 16, s2=300)
     with record_launches() as rec:
         cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
     chosen = [A.Launch.of(r) for r in rec.launches]
@@ -293,21 +335,6 @@ def test_a_tall_prefill_runs_in_row_passes():
     t = fia_plan(q, k, v, target="Ascend910B1", **kw)
     assert (t.route, t.m_base, t.s2_base) == ("pfa", 256, 1024)
     _judged(q, k, v, kw)
-
-
-def test_a_tall_msd_prefill_runs_in_row_passes():
-    """The MSD path's tiles for op_host's M of 256 rows do not fit either: its rows run in passes too."""
-    q = RNG.standard_normal((1, 2, 512, D)).astype(BFLOAT16)
-    k, v = _cache((1, 1, 2048, D)), _cache((1, 1, 2048, D))
-    sc, of = (x.astype(BFLOAT16) for x in _params((1, 1, D)))
-    kw = dict(num_heads=2, num_key_value_heads=1, input_layout="BNSD", scale=D ** -0.5, key_antiquant_scale=sc,
-              key_antiquant_offset=of, value_antiquant_scale=sc, value_antiquant_offset=of, softmax_lse_flag=True)
-    t = fia_plan(q, k, v, target="Ascend910B1", **kw)
-    assert (t.route, t.m_base, t.s2_base) == ("pfa", 256, 1024)
-    out, lse = cvtile.npu_fused_infer_attention_score(q, k, v, **kw)
-    g, gl = fia_golden_lowp(q, k, v, **kw)
-    assert compare(out, g, "bfloat16").passed and compare(lse, gl, "bfloat16").passed
-
 
 
 def test_an_inner_precise_the_pfa_route_reads_by_bits_is_refused_by_name_regression():

@@ -440,12 +440,21 @@ class _IfaCall:
             self._antiquant_param(split)
 
     def _split_antiquant_params(self) -> bool:
-        """``CheckKeyAndValueAntiquantOffset``: unless the key is per channel and the value per token (modes 0/1),
+        """op_host's pairing checks (a key/value scale or offset given for one side only; a key offset without the
+        key's scale), then ``CheckKeyAndValueAntiquantOffset``: unless the key is per channel and the value per
+        token (modes 0/1),
         the key's and the value's offsets share a dtype and a shape, and so do their scales. True when both
         scales are given (op_host's ``kvAntiParamSplitFlag_``)."""
         p = self.p
         mixed = (p.key_antiquant_mode, p.value_antiquant_mode) == (0, 1)
         ko, vo = p.key_antiquant_offset, p.value_antiquant_offset
+        for a, b, what in ((p.key_antiquant_scale, p.value_antiquant_scale, "scale"), (ko, vo, "offset")):
+            if present(a) != present(b):   # op_host's pairing checks, before the shapes
+                given, missing = ("key", "value") if present(a) else ("value", "key")
+                _fail(f"{missing}_antiquant_{what}", None, f"the {given}'s antiquant {what} is given, so the "
+                                                          f"{missing}'s must be too")
+        if present(ko) and not present(p.key_antiquant_scale):
+            _fail("key_antiquant_scale", None, "the key's antiquant offset needs the key's antiquant scale")
         if present(ko) and present(vo) and not mixed:
             if ko.dtype != vo.dtype:
                 _fail("value_antiquant_offset", vo.dtype, f"the key's and the value's antiquant offsets share a "
@@ -468,7 +477,7 @@ class _IfaCall:
         scale's rank, the per-channel shapes (``CheckKVAntiQuantParaShapeLegal``: per tensor (A,), per channel
         (A, N2, 1, D), (A, 1, N2, D), (A, N2, D) or (A, N2*D) with A = 1 for split parameters, else 2; an NZ
         cache's own shapes; per tensor per head (N2,)) and the dtypes (per channel: the query's; per token:
-        float32; the offset: the scale's). Per-token shapes are not mirrored."""
+        float32; the offset: the scale's); per token (``_per_token_shape``) unless the paged cache holds them."""
         p = self.p
         if split:
             km, vm = p.key_antiquant_mode, p.value_antiquant_mode
@@ -532,6 +541,8 @@ class _IfaCall:
                 _fail(name, s, f"per-tensor per-head antiquant parameters are ({self.n2},)")
             return
         if mode == 1:
+            if not paged_params:
+                self._per_token_shape(name, s, a, split)
             return
         if len(s) == 1:
             if s != (a,):
@@ -540,6 +551,21 @@ class _IfaCall:
             self._per_channel_shape(name, s, a)
         else:
             _fail(name, s, f"per-channel antiquant parameters have 1-4 dims, not {len(s)}")
+
+    def _per_token_shape(self, name: str, s: tuple, a: int, split: bool) -> None:
+        """``CheckKVAntiQuantPerToken``: (A, B, S') or, for the key's and the value's own parameters, (B, S'),
+        with S' at least the longest KV op_host sizes for (``seqSize_``: the key's S, a list's longest, a paged
+        table's width x block_size; 1024 for an empty cache); an NZ cache's (B, S') only."""
+        seq = self.s_max or 1024
+        if self.kv_nz or (len(s) == 2 and split):
+            if len(s) != 2 or s[0] != self.b or s[1] < seq:
+                _fail(name, s, f"per-token antiquant parameters are ({self.b}, S') with S' >= {seq}")
+        elif len(s) == 3:
+            if s[0] != a or s[1] != self.b or s[2] < seq:
+                _fail(name, s, f"per-token antiquant parameters are ({a}, {self.b}, S') with S' >= {seq}")
+        else:
+            _fail(name, s, f"per-token antiquant parameters are ({a}, {self.b}, S')"
+                           + (f" or ({self.b}, S')" if split else "") + f" with S' >= {seq}")
 
     def _per_channel_shape(self, name: str, s: tuple, a: int) -> None:
         """``CheckKVAntiQuantPerChannel``: (A, N2, 1, D), (A, 1, N2, D), (A, N2, D) or (A, N2*D)."""

@@ -36,7 +36,14 @@ tiling. In order, each broken rule rejects the call (status 561002):
    their windows against S and against each batch's actual lengths (``_token_windows``); a paged block size
    is a multiple of 128 up to 1024; an fp16 query with int8 key/value needs an antiquant scale.
 
-Not mirrored (documented gap): the per-mode quant shapes, the pse shape rule,
+8. *KV antiquant* (an int8 key/value under an fp16/bf16 query): an fp16 query with the stacked parameters, or
+   with the key's and the value's own and a query S above 16, takes the KvAntiquant path (per tensor: a (2,)
+   scale; per channel: the stacked scale in the layout's (2, ...) shape or, paged, the key's and the value's
+   (1, ...) ones with modes 0, BSH/BSND, inner_precise 1, sparse_mode 3 and no pse); otherwise the MSD path
+   (a query S of at most 16; equal modes 0 or 1; no tensor list or left padding; both scales, offsets on both
+   or neither; per channel (N, D), (N, 1, D) or (H,) bf16, per token (B, S) fp32).
+
+Not mirrored (documented gap): the per-mode quant shapes of full quant, the pse shape rule,
 the learnable-sink TND rule and the paged TND input rules; calls reaching them are accepted here. The
 random-call comparison with the real op_host (``tiling.oracle``) counts what is left.
 """
@@ -407,6 +414,130 @@ def check_after_empty(p, contiguous: bool) -> None:
         _fail("num_key_value_heads", nkv, f"num_heads ({nq}) must be a multiple of num_key_value_heads")
     if nkv and nq // nkv > 64:
         _fail("num_key_value_heads", nkv, f"num_heads / num_key_value_heads ({nq // nkv}) must be at most 64")
+    if p.key.dtype == "int8" and p.query.dtype in ("float16", "bfloat16"):
+        _kv_antiquant(p, contiguous)
+
+
+#: the longest query S the MSD path takes (op_host's CVDIFF_SMALL_QS_THRESHOLDS)
+MSD_MAX_QUERY_S = 16
+
+
+def _query_s(p) -> int:
+    return dim(p.query.shape, 2 if p.input_layout in ("BNSD", "BNSD_BSND") else 1)
+
+
+def _head_dim(p) -> int:
+    return dim(p.query.shape, 2) // max(p.num_heads, 1) if p.input_layout == "BSH" else dim(p.query.shape, 3)
+
+
+def _kv_antiquant(p, contiguous: bool) -> None:
+    """KV antiquant on this route (item 8 of the module docstring): op_host's path (KvAntiquant for an fp16
+    query with the stacked antiquant_scale, or with the key's and the value's own parameters and a query S
+    above 16; MSD for the key's and the value's own parameters otherwise), then that path's parameter rules."""
+    separate = present(p.key_antiquant_scale) or present(p.value_antiquant_scale)
+    s = _query_s(p)
+    if p.query.dtype == "float16" and (not separate or s > MSD_MAX_QUERY_S):
+        _kv_antiquant_params(p)
+        return
+    if s > MSD_MAX_QUERY_S:
+        _fail("query", p.query.shape, f"with the key/value antiquant scales (the MSD path) the query S ({s}) must "
+                                      f"be at most {MSD_MAX_QUERY_S}")
+    _msd_params(p, contiguous)
+
+
+def _channel_shape(layout: str, first: int, n: int, d: int) -> tuple[int, ...]:
+    """The per-channel parameter shape op_host demands for ``layout`` (CheckPerchannelAntiquantParamsShape)."""
+    return {"BSH": (first, n * d), "BSND": (first, n, d)}.get(layout, (first, n, 1, d))
+
+
+def _kv_antiquant_params(p) -> None:
+    """The KvAntiquant path (CheckAntiquantParamsShape, CheckPAAntiquantSupportScenarios): a 1-D stacked
+    scale is per tensor, (2,); otherwise per channel in the layout's shape, the stacked (2, ...) one, or with a
+    paged cache the key's and the value's own (1, ...) ones with modes 0, an fp16 query, BSH/BSND,
+    inner_precise 1, sparse_mode 3 with its mask and no pse."""
+    nkv = p.num_key_value_heads or p.num_heads
+    d = _head_dim(p)
+    scale, offset = p.antiquant_scale, p.antiquant_offset
+    if present(scale) and len(scale.shape) == 1:
+        if scale.shape[0] != 2:
+            _fail("antiquant_scale", scale.shape, "a per-tensor antiquant_scale must have 2 elements")
+        if present(offset) and offset.shape[0] != 2:
+            _fail("antiquant_offset", offset.shape, "a per-tensor antiquant_offset must have 2 elements")
+        if present(p.block_table):
+            _fail("antiquant_scale", scale.shape, "a paged cache takes per-channel antiquant parameters only")
+        return
+    layout = p.input_layout
+    if present(p.block_table):
+        if p.key_antiquant_mode != 0 or p.value_antiquant_mode != 0:
+            _fail("key_antiquant_mode", (p.key_antiquant_mode, p.value_antiquant_mode),
+                  "a paged cache on the KvAntiquant path takes per-channel (mode 0) key/value parameters")
+        want = _channel_shape(layout, 1, nkv, d)
+        pairs = (("key_antiquant_scale", "key_antiquant_offset"), ("value_antiquant_scale", "value_antiquant_offset"))
+    else:
+        want = _channel_shape(layout, 2, nkv, d)
+        pairs = (("antiquant_scale", "antiquant_offset"),)
+    for sname, oname in pairs:
+        sc, of = getattr(p, sname), getattr(p, oname)
+        if not present(sc):
+            _fail(sname, None, f"the KvAntiquant path needs {sname} of shape {want}")
+        for name, t in ((sname, sc), (oname, of)):
+            if present(t) and tuple(t.shape) != want:
+                _fail(name, t.shape, f"the per-channel {name} must have shape {want} with {layout}")
+    if present(p.block_table):
+        if layout not in ("BSH", "BSND"):
+            _fail("input_layout", layout, "a paged cache with KV antiquant takes BSH or BSND")
+        if p.inner_precise != 1:
+            _fail("inner_precise", p.inner_precise, "a paged cache with KV antiquant takes inner_precise 1 only")
+        if p.sparse_mode != 3 or not present(p.atten_mask) or numel(p.atten_mask.shape) == 0:
+            _fail("sparse_mode", p.sparse_mode, "a paged cache with KV antiquant takes sparse_mode 3 with its mask")
+        if present(p.pse_shift):
+            _fail("pse_shift", p.pse_shift.shape, "a paged cache with KV antiquant takes no pse_shift")
+
+
+def _msd_params(p, contiguous: bool) -> None:
+    """The MSD path's rules (op_host's enableMsd block): equal key/value modes 0 or 1, no tensor list or left
+    padding, both scales, offsets on both or neither; per token (B, S) fp32 tables (S the key's), per channel
+    (N, D), (N, 1, D) or (H,) bf16 ones."""
+    km, vm = p.key_antiquant_mode, p.value_antiquant_mode
+    if km != vm or km not in (0, 1):
+        _fail("key_antiquant_mode", (km, vm), "the MSD path takes equal key/value antiquant modes, 0 or 1")
+    if not contiguous:
+        _fail("key", "tensor list", "the MSD path (key/value antiquant scales) takes no key/value tensor list")
+    if present(p.query_padding_size) or present(p.kv_padding_size):
+        _fail("kv_padding_size" if present(p.kv_padding_size) else "query_padding_size", None,
+              "the MSD path (key/value antiquant scales) takes no left padding")
+    ks, vs, ko, vo = p.key_antiquant_scale, p.value_antiquant_scale, p.key_antiquant_offset, p.value_antiquant_offset
+    if not present(ks) or not present(vs):
+        _fail("value_antiquant_scale" if present(ks) else "key_antiquant_scale", None,
+              "the MSD path needs both key_antiquant_scale and value_antiquant_scale")
+    if present(ko) != present(vo):
+        _fail("value_antiquant_offset" if present(ko) else "key_antiquant_offset", None,
+              "the MSD path takes both key/value antiquant offsets or neither")
+    nkv = p.num_key_value_heads or p.num_heads
+    d = _head_dim(p)
+    tensors = (("key_antiquant_scale", ks), ("value_antiquant_scale", vs), ("key_antiquant_offset", ko),
+               ("value_antiquant_offset", vo))
+    if km == 1:
+        key = p.key
+        if present(p.block_table):
+            s2 = dim(p.block_table.shape, 1) * p.block_size
+        else:
+            s2 = dim(key.shape, 2 if p.input_layout in ("BNSD", "BNSD_BSND") else 1)
+        want = [(dim(key.shape, 0), s2)]
+        dtype = "float32"
+    else:
+        want = [(nkv, d), (nkv, 1, d), (nkv * d,)]
+        dtype = "bfloat16"
+    rank = len(ks.shape)
+    for name, t in tensors:
+        if not present(t):
+            continue
+        if len(t.shape) != rank or tuple(t.shape) not in want:
+            _fail(name, t.shape, f"the MSD path takes {'per-token' if km == 1 else 'per-channel'} parameters of "
+                                 f"shape {' or '.join(str(w) for w in want)}, all of one rank")
+        if t.dtype != dtype:
+            _fail(name, t.dtype, f"the MSD path takes {dtype} {'per-token' if km == 1 else 'per-channel'} "
+                                 "parameters")
 
 
 def _tnd(p, layout: str, paged: bool) -> None:
