@@ -73,7 +73,7 @@ from ..golden.nz import group_scale_stride
 from ...dsl.errors import BudgetError
 from ...dsl.jit import launches_run
 from ...sim.precompile import compiled_ahead, first_time
-from .launch import run_fia as _launch_fia
+from .launch import counts_own_kv, run_fia as _launch_fia
 from .kv_list import check_list_lengths, check_tensor_lists, first_tensor, kv_arrays, total_size
 from .nz_cache import check_nz_call
 from .tiling_memo import STATS as memo_stats, call_signature, keep_call, lookup_call, memo_tile_fia, tiling_copy
@@ -482,8 +482,9 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
                          f"({layout_error})", status=AclnnStatus.INNER_TILING_ERROR, checker="api")
     _check_cumulative(tiling, optional)
     _check_kv_heads(tiling, attrs)
-    check_list_lengths(arrays["key"], tiling.kv_seqlens, 2 if parse_layout(attrs["input_layout"]).qkv == "BNSD"
-                       else 1)
+    own = [n - (0 if counts_own_kv(tiling) else _shared_prefix_len(arrays, attrs)) for n in tiling.kv_seqlens] \
+        if "key_shared_prefix" in arrays else tiling.kv_seqlens
+    check_list_lengths(arrays["key"], own, 2 if parse_layout(attrs["input_layout"]).qkv == "BNSD" else 1)
     _check_query_quant(arrays, attrs, tiling)
     # A2/A3 MLA FA quant (fia.mla_quant), Ascend950 MLA full quant (fia.mla_fullquant)
     mla_quant = is_mla_quant(arrays, tiling) or is_mla_fullquant(arrays, tiling)

@@ -552,8 +552,9 @@ def fia_attention(q, k, v, out, lse, mask, pse, sink, block_table, ws_o, ws_ml, 
         if PREFIX:   # the batch's own KV follows the plen prefix positions (batch 0 of the prefix tensors)
             kpv = kv_rows(kp, 0, n2, plen, 0, LAYOUT)
             vpv = kv_rows(vp, 0, n2, plen, 0, LAYOUT)
-            kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
-            vv = kv_rows(v, b, n2, s2 - plen, k0, LAYOUT)
+            kb = 0 if CACHE == "list" else b   # a tensor list's arena is batch 1, its region from k0
+            kv = kv_rows(k, kb, n2, s2 - plen, k0, LAYOUT)
+            vv = kv_rows(v, kb, n2, s2 - plen, k0, LAYOUT)
         elif CACHE == "dense":
             kv = kv_rows(k, b, n2, s2, k0, LAYOUT)
             vv = kv_rows(v, b, n2, s2, k0, LAYOUT)

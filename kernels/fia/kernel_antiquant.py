@@ -125,14 +125,15 @@ def token_params(row, kv0, n, S2):
 
 @ct.inline
 def cache_rows(k, v, block_table, b, n2, s2, k0, plen, D, DV, LAYOUT, CACHE):
-    """(kv, vv): batch b's kv head n2 of the int8 cache, dense (its own s2 - plen positions from k0, after a plen
-    system prefix) or paged (BnBsH, BnNBsD or NZ, read through the batch's block table row)."""
+    """(kv, vv): batch b's kv head n2 of the int8 cache, dense or a tensor list's arena (its own s2 - plen
+    positions from k0, after a plen system prefix) or paged (BnBsH, BnNBsD or NZ, read through the batch's block
+    table row)."""
     if CACHE == "dense":
         kv = kv_rows(k, b, n2, s2 - plen, k0, LAYOUT)
         vv = kv_rows(v, b, n2, s2 - plen, k0, LAYOUT)
     elif CACHE == "list":   # a tensor list's arena (batch 1): batch b's own tensor starts at k0 = kvoff[b]
-        kv = kv_rows(k, 0, n2, s2, k0, LAYOUT)
-        vv = kv_rows(v, 0, n2, s2, k0, LAYOUT)
+        kv = kv_rows(k, 0, n2, s2 - plen, k0, LAYOUT)
+        vv = kv_rows(v, 0, n2, s2 - plen, k0, LAYOUT)
     else:
         kv = paged_kv_rows(k, block_table, b, n2, s2, D, CACHE)
         vv = paged_kv_rows(v, block_table, b, n2, s2, DV, CACHE)

@@ -18,7 +18,7 @@ The operator's rules (typed errors):
 
 * op_host (the tiling mirror's checkers, ``ParamError`` 561002): as many key tensors as B of query, key and
   value lists of one length, each key/value pair of one S, N and D alike across the list, no block_table, no
-  TND/NTD layout, no shared prefix with S1 > 1;
+  TND/NTD layout, no shared prefix with S1 > 1 (none at all on Ascend950);
 * the aclnn doc, checked here before tiling (``ParamError`` 161002): every tensor of the lists has batch 1,
   and B is at most :data:`LIST_B_LIMIT` (256, "due to the tensorlist limit");
 * after tiling: each batch's KV length (``actual_seq_lengths_kv``) within its own tensor's S. op_host checks
@@ -30,9 +30,11 @@ An int8 or int4 cache (KV antiquant) is read from the arena the same way, on Atl
 per-tensor parameters). ``kvoff[b]`` is the arena position of batch b's tensor, not a column: every kernel reads
 the batch's mask, pse and per-token antiquant parameters from column 0 (``kernel.column_start``). Not simulated
 (``UnsupportedParameterError`` naming the parameter): left padding with a list (the aclnn doc: query left
-padding is not supported with lists, kv left padding then falls back to right padding), a shared prefix
-(decode; op_host refuses it in prefill), and per-token or per-token-group parameters with a list on Ascend950,
-which spaces their rows by op_host's S of key (``golden.antiquant.LIST_950_PER_TOKEN``).
+padding is not supported with lists, kv left padding then falls back to right padding), and per-token or
+per-token-group parameters with a list on Ascend950, which spaces their rows by op_host's S of key
+(``golden.antiquant.LIST_950_PER_TOKEN``). A shared prefix with a list (a decode on Atlas A2/A3: op_host refuses
+it in prefill and on Ascend950) is read from its own tensors before each batch's region of the arena; each
+batch's own KV length (the tiling's, less the prefix where the route counts it in) stays within its tensor.
 
 Invariants
 ----------
@@ -107,15 +109,13 @@ def check_list_lengths(key, kv_seqlens, s_axis: int) -> None:
                            f"(op_host checks the longest tensor only; the chip would read past this one)")
 
 
-def check_list_launch(token_layout: bool, layout: str, query_padding_size, kv_padding_size,
-                      key_shared_prefix) -> None:
+def check_list_launch(token_layout: bool, layout: str, query_padding_size, kv_padding_size) -> None:
     """What the simulated tensor-list reading does not model, refused naming the parameter (module doc)."""
     refused = (("query_padding_size", query_padding_size is not None,
                 "left padding (the operator does not support it with tensor lists)"),
                ("kv_padding_size", kv_padding_size is not None,
                 "kv left padding (the aclnn doc: the operator then assumes right padding; cvtile refuses "
                 "rather than guess)"),
-               ("key_shared_prefix", key_shared_prefix is not None, "a shared prefix"),
                ("input_layout", token_layout, f"the {layout} layout"))
     for name, given, what in refused:
         if given:

@@ -68,8 +68,8 @@ from .prefix_fd import prefix_fd_tiling
 from .row_passes import TASK_COLUMNS, launch_in_row_passes, split_row_passes
 from .tiling_memo import launch_plan
 
-__all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "msd_digit_count", "msd_constants",
-           "PFA_MSD_DIGITS"]
+__all__ = ["run_fia", "FiaRun", "kernel_layout", "effective_lengths", "counts_own_kv", "msd_digit_count",
+           "msd_constants", "PFA_MSD_DIGITS"]
 _BAND_CLAMP = 1 << 30
 
 #: user layout -> the kernel's view layout
@@ -157,7 +157,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                                                               else value.shape[-1])
         bt = np.ascontiguousarray(block_table)
     elif isinstance(key, (list, tuple)):   # a tensor list: one (1, S_b, ...) tensor per batch (kv_list)
-        check_list_launch(lay.token, lay.qkv, query_padding_size, kv_padding_size, key_shared_prefix)
+        check_list_launch(lay.token, lay.qkv, query_padding_size, kv_padding_size)
         cache = "list"
         k, v, list_off = list_arena(key, value, lambda t: _as_heads(t, lay.qkv, n2), 2 if lay.qkv == "BNSD" else 1)
         dv = v.shape[-1]
@@ -187,11 +187,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                 tiling, steps, pstep = prefix_fd_tiling(tiling, int(shared_prefix_len),
                                                         kp.shape[2] if lay.qkv == "BNSD" else kp.shape[1], kvlen)
                 s2_tile = max(s2_tile, pstep)
-            kvlen = kvlen + int(shared_prefix_len)
-        elif tiling.route == "pfa" or (tiling.arch == "arch35" and
-                                       tiling.template == "FusedInferAttentionScoreTilingImpl"):
-            # the legacy PFA route (KV antiquant on A2/A3) and the arch35 catch-all count each batch's own KV too;
-            # their row tasks' S2 blocks span the prefix and the own KV
+        if counts_own_kv(tiling):   # the row tasks' S2 blocks span the prefix and the own KV
             kvlen = kvlen + int(shared_prefix_len)
     else:
         kp, vp = np.zeros((1, 1, 1, 1), query.dtype), np.zeros((1, 1, 1, 1), query.dtype)
@@ -660,6 +656,14 @@ def _refuse_hooks(hooks, what: str) -> None:
     if hooks is not None and hooks.active:
         raise UnsupportedParameterError("hooks", "given", f"{what} full quant with a score_mod / mask_mod is not "
                                         "simulated")
+
+
+def counts_own_kv(tiling: FiaTiling) -> bool:
+    """Whether the tiling's KV lengths count each batch's own KV without a shared prefix: IFATiling's, the
+    legacy PFA route's (KV antiquant on A2/A3) and the arch35 catch-all's; the A2/A3 split-fuse tiling counts
+    the prefix in."""
+    return tiling.route in ("ifa", "pfa") or (tiling.arch == "arch35"
+                                              and tiling.template == "FusedInferAttentionScoreTilingImpl")
 
 
 def effective_lengths(tiling: FiaTiling) -> tuple[np.ndarray, np.ndarray]:

@@ -121,3 +121,28 @@ def test_a_list_reads_its_mask_and_pse_from_column_0_regression(feature):
     extra = (dict(atten_mask=rng.uniform(0, 1, (3, 5, 130)) > 0.7, sparse_mode=0) if feature == "atten_mask"
              else dict(pse_shift=rng.uniform(-1, 1, (3, N, 5, 130)).astype(np.float16)))
     _check(_list_call("BSND", 5, **extra))
+
+
+@pytest.mark.parametrize("layout, lengths, prefix", [("BSND", LENGTHS, 50), ("BNSD", (3000, 6000), 500)],
+                         ids=["split-fuse", "flash-decode"])
+def test_a_shared_prefix_in_decode_precedes_each_batchs_own_tensor(layout, lengths, prefix):
+    """op_host takes a shared prefix with a tensor list in a decode on Atlas A2/A3: every batch attends to the
+    prefix's first actual_shared_prefix_len positions, then to its own tensor's KV (the split-fuse route counts
+    the prefix in the batch's KV length; the launch reads the batch's own length from its region of the arena).
+    The long KV takes the flash-decode split, whose pieces span the prefix and the own KV."""
+    rng = np.random.default_rng(11)
+    plen = prefix + 8
+    shape = (1, plen, N2, D) if layout == "BSND" else (1, N2, plen, D)
+    kw = _list_call(layout, 1, seed=3, lengths=lengths, key_shared_prefix=_rand(rng, shape),
+                    value_shared_prefix=_rand(rng, shape), actual_shared_prefix_len=[prefix],
+                    actual_seq_lengths_kv=[n - 1 for n in lengths])
+    _check(kw)
+
+
+def test_a_shared_prefix_with_a_list_on_ascend950_is_op_hosts_error():
+    rng = np.random.default_rng(12)
+    kw = _list_call("BSND", 1, key_shared_prefix=_rand(rng, (1, 16, N2, D)),
+                    value_shared_prefix=_rand(rng, (1, 16, N2, D)), target="Ascend950")
+    with pytest.raises(ParamError) as info:
+        fia(**kw)
+    assert info.value.param == "key_shared_prefix"

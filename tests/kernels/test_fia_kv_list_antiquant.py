@@ -141,3 +141,17 @@ def test_ascend950_dequantises_each_batchs_own_tensor():
     g_out, _ = fia_golden_lowp(**kw)
     rep = compare(out, g_out, "float16", name="attention_out")
     assert rep.passed, str(rep)
+
+
+def test_a_shared_prefix_precedes_each_batchs_own_tensor():
+    """A decode with an int8 shared prefix and a list on IFATiling's route: the prefix's blocks come first in
+    every batch, dequantised with the same per-channel parameters, then the batch's own tensor from its region
+    of the arena (its length less the prefix: the route counts each batch's own KV)."""
+    rng = np.random.default_rng(13)
+    prefix = rng.integers(-127, 128, (1, 300, N2 * D)).astype(np.int8)
+    kw = _call(key_shared_prefix=prefix, value_shared_prefix=prefix[:, ::-1].copy(), actual_shared_prefix_len=[260])
+    out, lse = fia(**kw)
+    g_out, g_lse = fia_golden_lowp(**kw)
+    rep = compare(out, g_out, "float16", name="attention_out")
+    assert rep.passed, str(rep)
+    assert compare(lse, g_lse, "float32", name="softmax_lse").passed
