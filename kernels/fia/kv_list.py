@@ -32,9 +32,11 @@ the batch's mask, pse and per-token antiquant parameters from column 0 (``kernel
 (``UnsupportedParameterError`` naming the parameter): left padding with a list (the aclnn doc: query left
 padding is not supported with lists, kv left padding then falls back to right padding), and per-token or
 per-token-group parameters with a list on Ascend950, which spaces their rows by op_host's S of key
-(``golden.antiquant.LIST_950_PER_TOKEN``). A shared prefix with a list (a decode on Atlas A2/A3: op_host refuses
-it in prefill and on Ascend950) is read from its own tensors before each batch's region of the arena; each
-batch's own KV length (the tiling's, less the prefix where the route counts it in) stays within its tensor.
+(``golden.antiquant.LIST_950_PER_TOKEN``). A shared prefix with a list (a decode on Atlas A2/A3: op_host's
+feature check refuses only a query S above 1 with it there, though the aclnn doc's general line says the prefix
+takes no list; Ascend950's op_host refuses it) is read from its own tensors before each batch's region of the
+arena; each batch's own KV length (the tiling's, less the prefix where the route counts it in) stays within its
+tensor.
 
 Invariants
 ----------
