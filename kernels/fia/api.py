@@ -66,7 +66,7 @@ from ..errors import UnsupportedParameterError
 from ..golden.dtypes import numpy_dtype, to_numpy
 from ..golden.layouts import parse_layout
 from ..golden.fia import INNER_PRECISE_LIMIT, empty_row_lse, query_s as _query_s
-from ..golden.antiquant import ANTIQUANT_PARAMS, LIST_950_PER_TOKEN, antiquant_spec, \
+from ..golden.antiquant import ANTIQUANT_PARAMS, antiquant_spec, \
     chip_seq_stride, pfa_dequantises
 from ..golden.int4 import int4_kv
 from ..golden.nz import group_scale_stride
@@ -521,9 +521,7 @@ def prepare_fia(query, key, value, optional: dict, attrs: dict, target: str, ove
         arrays["_fullquant"] = fullquant_call(arrays, attrs, tiling)
     elif kd in ("int8", "int4", "float8_e4m3fn", "float4_e2m1", HIFLOAT8) or \
             any(name in arrays for name in ANTIQUANT_PARAMS):
-        arrays["_antiquant"] = spec = _antiquant_call(arrays, attrs, tiling, qd, kd)
-        if isinstance(arrays["key"], list) and tiling.arch == "arch35" and (spec.per_token or spec.per_group):
-            raise UnsupportedParameterError("key", _describe(arrays["key"]), LIST_950_PER_TOKEN)
+        arrays["_antiquant"] = _antiquant_call(arrays, attrs, tiling, qd, kd)
     elif qd not in ("float16", "bfloat16") or kd != qd or vd != qd:
         raise UnsupportedParameterError("key" if qd in ("float16", "bfloat16") else "query",
                                         f"query {qd}, key {kd}",
@@ -641,8 +639,7 @@ def _antiquant_call(arrays: dict, attrs: dict, tiling, qd: str, kd: str):
                           nz_stride=group_scale_stride(arrays["key"], arrays.get("block_table")),
                           seq_stride=chip_seq_stride(arrays["key"], arrays.get("block_table"),
                                                      parse_layout(attrs["input_layout"]).qkv)
-                          if arch35 and "key_shared_prefix" not in arrays and not isinstance(arrays["key"], list)
-                          else None)
+                          if arch35 and "key_shared_prefix" not in arrays else None)
     # PromptFlashAttention's KvAntiquant path dequantises in the vector (the spec's rounding); its MSD path
     # runs the MSD kernel as IFATiling's decode does
     dequant = pfa and pfa_dequantises(qd, _query_s(arrays["query"], parse_layout(attrs["input_layout"]).qkv),

@@ -26,17 +26,17 @@ The operator's rules (typed errors):
   refuses the call with the rule (161002) instead.
 
 An int8 or int4 cache (KV antiquant) is read from the arena the same way, on Atlas A2/A3 by the MSD kernel
-(``kernel_antiquant``, CACHE "list") and on Ascend950 by the dequant kernel (``kernel_dequant``; per-channel or
-per-tensor parameters). ``kvoff[b]`` is the arena position of batch b's tensor, not a column: every kernel reads
-the batch's mask, pse and per-token antiquant parameters from column 0 (``kernel.column_start``). Not simulated
-(``UnsupportedParameterError`` naming the parameter): left padding with a list (the aclnn doc: query left
-padding is not supported with lists, kv left padding then falls back to right padding), and per-token or
-per-token-group parameters with a list on Ascend950, which spaces their rows by op_host's S of key
-(``golden.antiquant.LIST_950_PER_TOKEN``). A shared prefix with a list (a decode on Atlas A2/A3: op_host's
-feature check refuses only a query S above 1 with it there, though the aclnn doc's general line says the prefix
-takes no list; Ascend950's op_host refuses it) is read from its own tensors before each batch's region of the
-arena; each batch's own KV length (the tiling's, less the prefix where the route counts it in) stays within its
-tensor.
+(``kernel_antiquant``, CACHE "list") and on Ascend950 by the dequant kernel (``kernel_dequant``; per-channel, per-
+tensor, per-token or per-token-group parameters). ``kvoff[b]`` is the arena position of batch b's tensor, not a
+column: every kernel reads the batch's mask, pse and per-token antiquant parameters from column 0
+(``kernel.column_start``). Not simulated (``UnsupportedParameterError`` naming the parameter): left padding with a
+list (the aclnn doc: query left padding is not supported with lists, kv left padding then falls back to right
+padding). Ascend950 reads per-token and per-token-group parameters of a list at each batch's own positions, their
+(b, n) rows spaced by op_host's S of key, the longest tensor's S (``golden.antiquant.chip_seq_stride``). A shared
+prefix with a list (a decode on Atlas A2/A3: op_host's feature check refuses only a query S above 1 with it there,
+though the aclnn doc's general line says the prefix takes no list; Ascend950's op_host refuses it) is read from its
+own tensors before each batch's region of the arena; each batch's own KV length (the tiling's, less the prefix
+where the route counts it in) stays within its tensor.
 
 Invariants
 ----------

@@ -77,7 +77,7 @@ from ..errors import UnsupportedParameterError
 from .dtypes import BFLOAT16, canonical_dtype, round_to, to_f64, to_numpy
 from .hifloat8 import HIFLOAT8, hif8_values
 
-__all__ = ["AntiquantSpec", "antiquant_spec", "chip_seq_stride", "LIST_950_PER_TOKEN", "cache_values",
+__all__ = ["AntiquantSpec", "antiquant_spec", "chip_seq_stride", "cache_values",
            "pfa_dequantises", "PFA_MSD_MAX_QUERY_S",
            "ANTIQUANT_PARAMS", "QUANTISED_CACHES"]
 
@@ -352,17 +352,14 @@ def _read_from_start(x: np.ndarray, shape: tuple) -> np.ndarray:
     return np.ascontiguousarray(x).reshape(-1)[:int(np.prod(shape))].reshape(shape)
 
 
-#: why Ascend950's KV antiquant with a key/value tensor list is refused for per-token and per-token-group parameters
-LIST_950_PER_TOKEN = ("KV antiquant with a key/value tensor list on Ascend950 is simulated with per-channel or "
-                      "per-tensor parameters: the 950 spaces the rows of per-token and per-token-group ones by "
-                      "op_host's S of key, which a list of tensors of their own lengths does not define")
-
-
 def chip_seq_stride(key, block_table, qkv_layout: str) -> int:
     """S2, the stride by which Ascend950 spaces the (b, n2) rows of per-token + per-head (mode 3) and
     per-token-group (mode 6) parameters without a shared prefix: op_host's S of key, the dense key's S (BNSD:
-    axis 2, BSH/BSND: axis 1), or a paged cache's block table columns times its block size (BnBsH
-    (blocks, bs, H), BnNBsD (blocks, N, bs, D) or NZ (blocks, N, D/d0, bs, d0)), not the tensor's S'."""
+    axis 2, BSH/BSND: axis 1), a key/value tensor list's longest tensor's S (``FiaInfoParser``'s s2Size over the
+    list), or a paged cache's block table columns times its block size (BnBsH (blocks, bs, H), BnNBsD
+    (blocks, N, bs, D) or NZ (blocks, N, D/d0, bs, d0)), not the tensor's S'."""
+    if isinstance(key, (list, tuple)):
+        return max(chip_seq_stride(t, None, qkv_layout) for t in key)
     shape = np.shape(key)
     if block_table is not None:
         return int(np.shape(block_table)[1]) * int(shape[{3: 1, 4: 2, 5: 3}[len(shape)]])

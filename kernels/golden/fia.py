@@ -99,7 +99,7 @@ from .kv import DenseKV, ListKV, PagedKV, SharedPrefix, TokenKV
 from .layouts import from_bnsd, from_tnd, parse_layout, to_bnsd, to_tnd
 from .masks import MaskEngine
 from .pse import PseShift, sink_logits
-from .antiquant import LIST_950_PER_TOKEN, QUANTISED_CACHES, antiquant_spec, chip_seq_stride, pfa_dequantises
+from .antiquant import QUANTISED_CACHES, antiquant_spec, chip_seq_stride, pfa_dequantises
 from .hifloat8 import HIFLOAT8, hifloat8_marker
 from .int4 import int4_kv
 from .nz import antiquant_nz_fraction, from_nz, group_scale_stride
@@ -402,10 +402,8 @@ def fia_golden(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq
                             value_antiquant_mode=value_antiquant_mode, batch=batch, num_kv_heads=nkv, head_dim=d,
                             kv_len=kv_len, nz_stride=nz_stride,
                             seq_stride=chip_seq_stride(key, block_table, layouts.qkv)
-                            if dequant_950 and prefix is None and not isinstance(key, list) else None)
+                            if dequant_950 and prefix is None else None)
         aq = dataclasses.replace(aq, cache=cache)
-        if dequant_950 and isinstance(key, list) and (aq.per_token or aq.per_group):
-            raise UnsupportedParameterError("key", f"list of {len(key)}", LIST_950_PER_TOKEN)
         if vector_dequant:
             aq = dataclasses.replace(aq, rounding=canonical_dtype(q_np.dtype))
             if prefix is not None and aq.per_token:

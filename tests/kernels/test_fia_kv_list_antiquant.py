@@ -1,9 +1,8 @@
 """KV antiquant with key/value tensor lists on Atlas A2/A3: the MSD kernel (``fia_antiquant``, CACHE "list")
 reads each batch's int8 (or int4) tensor from the list's arena. Each batch's output is bit for bit what the
 same call gives on that batch's tensor alone (a dense cache), and the call passes the float64 golden; per-token
-parameters are read at the batch's own positions. Ascend950's dequant kernel reads a list too, with per-channel
-and per-tensor parameters (it spaces per-token ones by op_host's S of key, which a list does not define: refused
-by name)."""
+parameters are read at the batch's own positions. Ascend950's dequant kernel reads a list too, per channel, per
+tensor or per token (it spaces per-token-per-head rows by op_host's S of key, the longest tensor's S)."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 
 from cvtile.kernels import UnsupportedParameterError, compare, npu_fused_infer_attention_score as fia
+from cvtile.kernels.golden.antiquant import chip_seq_stride
 from cvtile.kernels.golden.fia import fia_golden_lowp
 from cvtile.kernels.golden.int4 import pack_int4
 
@@ -86,19 +86,25 @@ def test_per_token_parameters_are_read_at_the_batchs_own_positions(mode):
     assert rep.passed, str(rep)
 
 
-def test_ascend950_refuses_per_token_parameters_with_a_list_by_name():
-    """The 950 spaces per-token(-head) parameter rows by op_host's S of key, which a list does not define."""
-    rng = np.random.default_rng(2)
+@pytest.mark.parametrize("mode", [1, 3], ids=["per-token", "per-token-per-head"])
+def test_ascend950_reads_per_token_parameters_of_a_list_at_each_batchs_positions(mode):
+    """The 950 with a list and per-token parameters: mode 1's (B, S') rows by their own S', mode 3's (b, n) rows
+    spaced by op_host's S of key, the longest tensor's S (``chip_seq_stride``); each batch reads its own
+    positions. Against the golden, which indexes them the same way."""
+    rng = np.random.default_rng(20 + mode)
+    longest = max(LENGTHS)
     kw = _950(_call())
     for kv in ("key", "value"):
-        kw[f"{kv}_antiquant_scale"] = rng.uniform(0.002, 0.02, (len(LENGTHS), N2, max(LENGTHS))).astype(np.float32)
-        kw[f"{kv}_antiquant_offset"] = rng.uniform(-3, 3, (len(LENGTHS), N2, max(LENGTHS))).astype(np.float32)
-        kw[f"{kv}_antiquant_mode"] = 3
-    with pytest.raises(UnsupportedParameterError) as info:
-        fia(**kw)
-    assert info.value.param == "key" and "Ascend950" in str(info.value)
-    with pytest.raises(UnsupportedParameterError, match="Ascend950"):
-        fia_golden_lowp(**kw)
+        shape = (len(LENGTHS), N2, longest + 16) if mode == 3 else (1, len(LENGTHS), longest + 16)
+        kw[f"{kv}_antiquant_scale"] = rng.uniform(0.002, 0.02, shape).astype(np.float32)
+        kw[f"{kv}_antiquant_offset"] = rng.uniform(-3, 3, shape).astype(np.float32)
+        kw[f"{kv}_antiquant_mode"] = mode
+    assert chip_seq_stride(kw["key"], None, "BSH") == longest
+    out, lse = fia(**kw)
+    g_out, g_lse = fia_golden_lowp(**kw)
+    rep = compare(out, g_out, "float16", name="attention_out")
+    assert rep.passed, str(rep)
+    assert compare(lse, g_lse, "float32", name="softmax_lse").passed
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH (the twin needs a C++17 g++)")
@@ -153,5 +159,32 @@ def test_a_shared_prefix_precedes_each_batchs_own_tensor():
     out, lse = fia(**kw)
     g_out, g_lse = fia_golden_lowp(**kw)
     rep = compare(out, g_out, "float16", name="attention_out")
+    assert rep.passed, str(rep)
+    assert compare(lse, g_lse, "float32", name="softmax_lse").passed
+
+
+def test_ascend950_reads_mxfp4_group_scales_of_a_list_spaced_by_the_longest_tensor():
+    """Mode 6 (an MXFP4 list, BNSD): the [1, B, N2, S', D/32] E8M0 scales' (b, n2) rows are spaced by op_host's S
+    of key, the longest tensor's S, not by their S'; each batch reads its own positions."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(31)
+    b, longest = len(LENGTHS), max(LENGTHS)
+    q = rng.uniform(-1, 1, (b, N, 1, D)).astype(ml_dtypes.bfloat16)
+
+    def fp4(s):
+        return rng.choice(np.arange(16, dtype=np.uint8), (1, N2, s, D)).view(ml_dtypes.float4_e2m1fn)
+
+    def scales():
+        return rng.integers(121, 126, (1, b, N2, longest + 16, D // 32)).astype(np.uint8).view(
+            ml_dtypes.float8_e8m0fnu)
+
+    kw = dict(query=q, key=[fp4(s) for s in LENGTHS], value=[fp4(s) for s in LENGTHS], num_heads=N,
+              num_key_value_heads=N2, input_layout="BNSD", scale=D ** -0.5, softmax_lse_flag=True,
+              key_antiquant_scale=scales(), value_antiquant_scale=scales(), key_antiquant_mode=6,
+              value_antiquant_mode=6, actual_seq_lengths_kv=list(LENGTHS), target="Ascend950")
+    out, lse = fia(**kw)
+    g_out, g_lse = fia_golden_lowp(**kw)
+    rep = compare(out, g_out, "bfloat16", name="attention_out")
     assert rep.passed, str(rep)
     assert compare(lse, g_lse, "float32", name="softmax_lse").passed
