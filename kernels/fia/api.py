@@ -667,7 +667,9 @@ def _check_pfa_antiquant(arrays: dict, attrs: dict, int4: bool, qd: str) -> None
     if int4:
         raise UnsupportedParameterError("key", f"int4 tensor {tuple(np.shape(arrays['key']))}",
                                         "an int4 cache on the A2/A3 PromptFlashAttention route (a query S above 1) "
-                                        "is not simulated")
+                                        "is not simulated: that tiling has no int4 path (its KvAntiquant path takes "
+                                        "int8 only, its MSD path refuses int4), so what the chip runs is not "
+                                        "defined")
     scale = arrays.get("key_antiquant_scale")
     if qd == "float16" and scale is not None and canonical_dtype(scale.dtype) == "bfloat16" \
             and not pfa_dequantises(qd, _query_s(arrays["query"], parse_layout(attrs["input_layout"]).qkv), True):
