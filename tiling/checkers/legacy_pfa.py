@@ -36,7 +36,9 @@ tiling. In order, each broken rule rejects the call (status 561002):
    their windows against S and against each batch's actual lengths (``_token_windows``); a paged block size
    is a multiple of 128 up to 1024; an fp16 query with int8 key/value needs an antiquant scale.
 
-8. *KV antiquant* (an int8 key/value under an fp16/bf16 query): an fp16 query with the stacked parameters, or
+8. *Post-quant dtypes* (an int8 output): quant_scale2 bf16/fp16/fp32, quant_offset2 of its dtype, bf16 only with
+   a bf16 query, fp16 only with an fp16 query.
+9. *KV antiquant* (an int8 key/value under an fp16/bf16 query): an fp16 query with the stacked parameters, or
    with the key's and the value's own and a query S above 16, takes the KvAntiquant path (per tensor: a (2,)
    scale; per channel: the stacked scale in the layout's (2, ...) shape or, paged, the key's and the value's
    (1, ...) ones with modes 0, BSH/BSND, inner_precise 1, sparse_mode 3 and no pse); otherwise the MSD path
@@ -414,8 +416,23 @@ def check_after_empty(p, contiguous: bool) -> None:
         _fail("num_key_value_heads", nkv, f"num_heads ({nq}) must be a multiple of num_key_value_heads")
     if nkv and nq // nkv > 64:
         _fail("num_key_value_heads", nkv, f"num_heads / num_key_value_heads ({nq // nkv}) must be at most 64")
+    if p.attention_out.dtype == "int8" and present(p.quant_scale2):
+        _post_quant_dtypes(p)
     if p.key.dtype == "int8" and p.query.dtype in ("float16", "bfloat16"):
         _kv_antiquant(p, contiguous)
+
+
+def _post_quant_dtypes(p) -> None:
+    """CheckPostQuantParams' dtype rules for an int8 output: the scale bf16, fp16 or fp32, the offset the scale's
+    dtype, a bf16 scale only with a bf16 query and an fp16 one only with an fp16 query."""
+    qs, qo, qt = p.quant_scale2, p.quant_offset2, p.query.dtype
+    if qs.dtype not in ("bfloat16", "float16", "float32"):
+        _fail("quant_scale2", qs.dtype, "quant_scale2 must be bf16, fp16 or fp32")
+    if present(qo) and qo.dtype != qs.dtype:
+        _fail("quant_offset2", qo.dtype, f"quant_offset2 must have quant_scale2's dtype ({qs.dtype})")
+    for dt in ("bfloat16", "float16"):
+        if qs.dtype == dt and qt != dt:
+            _fail("quant_scale2", qs.dtype, f"a {dt} quant_scale2 needs a {dt} query (the query is {qt})")
 
 
 #: the longest query S the MSD path takes (op_host's CVDIFF_SMALL_QS_THRESHOLDS)
@@ -431,7 +448,7 @@ def _head_dim(p) -> int:
 
 
 def _kv_antiquant(p, contiguous: bool) -> None:
-    """KV antiquant on this route (item 8 of the module docstring): op_host's path (KvAntiquant for an fp16
+    """KV antiquant on this route (item 9 of the module docstring): op_host's path (KvAntiquant for an fp16
     query with the stacked antiquant_scale, or with the key's and the value's own parameters and a query S
     above 16; MSD for the key's and the value's own parameters otherwise), then that path's parameter rules."""
     separate = present(p.key_antiquant_scale) or present(p.value_antiquant_scale)
