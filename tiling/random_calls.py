@@ -30,7 +30,7 @@ and KV scales), else fp16/bf16 or an int8 cache under a bf16 query; BSND/BSH/TND
 (rarely BNSD), G 1-128, decode or 2-16 query tokens (the causal mask mostly), block
 sizes 32-512, per-batch KV lengths equal, unequal or 0; a fifth of them mutated.
 Another 3% (``KV_ANTIQUANT_SHARE``, likewise) are **KV-antiquant calls**
-(``kv_antiquant_row``): an int8 cache under an fp16/bf16 query of S 1-128 (the IFA
+(``kv_antiquant_row``): an int8 (or int4) cache under an fp16/bf16 query of S 1-128 (the IFA
 decode, and the PFA route's KvAntiquant and MSD paths), dense, paged, a tensor list or
 left padding, the stacked or the key's and the value's own parameters per channel or
 per token, in the shapes and dtypes op_host takes and some it does not.
@@ -345,8 +345,8 @@ def mla_nz_row(rng: np.random.Generator, arch: str) -> dict:
 
 
 def kv_antiquant_row(rng: np.random.Generator, arch: str) -> dict:
-    """One call with an int8 key/value cache and KV-antiquant parameters, dense (rarely paged, a tensor list or
-    left padding): a fp16 or bf16 query of S 1-128 (the decode route, and on Atlas A2/A3 the
+    """One call with an int8 key/value cache (a fifth of them int4, as it is or packed 8 per int32) and
+    KV-antiquant parameters, dense (rarely paged, a tensor list or left padding): a fp16 or bf16 query of S 1-128 (the decode route, and on Atlas A2/A3 the
     PromptFlashAttention route's KvAntiquant and MSD paths), the stacked ``antiquant_scale`` or the key's and
     the value's own parameters per channel or per token in the shapes and dtypes op_host takes and a few it
     does not, an offset on both, one or neither."""
@@ -364,21 +364,25 @@ def kv_antiquant_row(rng: np.random.Generator, arch: str) -> dict:
     r.tensor("query", shape(b, n, s1), qd)
     r.tensor("attention_out", shape(b, n, s1), qd)
     kind = _pick(rng, ["dense", "list", "paged", "padding"], p=[.7, .1, .1, .1])
+    cache = _pick(rng, ["INT8", "INT4", "INT32"], p=[.8, .1, .1])   # int4 as it is, or packed 8 per int32
+    d_cache = d // 8 if cache == "INT32" else d
     block_size = 0
+    kv_shape = {"BSH": lambda bb, ss: (bb, ss, kvn * d_cache), "BSND": lambda bb, ss: (bb, ss, kvn, d_cache),
+                "BNSD": lambda bb, ss: (bb, kvn, ss, d_cache)}[layout]
     if kind == "list":
-        cell = "|".join(_cells(shape(1, kvn, s2)) for _ in range(b))
+        cell = "|".join(_cells(kv_shape(1, s2)) for _ in range(b))
         for name in ("key", "value"):
-            r[f"{name}_shape"], r[f"{name}_dtype"], r[f"{name}_format"] = cell, "INT8", "ND"
+            r[f"{name}_shape"], r[f"{name}_dtype"], r[f"{name}_format"] = cell, cache, "ND"
     elif kind == "paged":
         block_size = 128
         per = -(-s2 // block_size)
         for name in ("key", "value"):
-            r.tensor(name, (b * per, block_size, kvn * d), "INT8")
+            r.tensor(name, (b * per, block_size, kvn * d_cache), cache)
         r.tensor("block_table", (b, per), "INT32")
         r.tensor("actual_seq_lengths_kv", (b,), "INT64", [s2] * b)
     else:
         for name in ("key", "value"):
-            r.tensor(name, shape(b, kvn, s2), "INT8")
+            r.tensor(name, kv_shape(b, s2), cache)
         if kind == "padding":
             r.tensor("kv_padding_size", (1,), "INT64", [0])
             r.tensor("actual_seq_lengths_kv", (b,), "INT64", [s2] * b)

@@ -38,12 +38,13 @@ tiling. In order, each broken rule rejects the call (status 561002):
 
 8. *Post-quant dtypes* (an int8 output): quant_scale2 bf16/fp16/fp32, quant_offset2 of its dtype, bf16 only with
    a bf16 query, fp16 only with an fp16 query.
-9. *KV antiquant* (an int8 key/value under an fp16/bf16 query): an fp16 query with the stacked parameters, or
-   with the key's and the value's own and a query S above 16, takes the KvAntiquant path (per tensor: a (2,)
+9. *KV antiquant* (an int8 or int4 key/value under an fp16/bf16 query): an fp16 query on an int8 cache with the
+   stacked parameters, or with the key's and the value's own and a query S above 16, takes the KvAntiquant path (per tensor: a (2,)
    scale; per channel: the stacked scale in the layout's (2, ...) shape or, paged, the key's and the value's
    (1, ...) ones with modes 0, BSH/BSND, inner_precise 1, sparse_mode 3 and no pse); otherwise the MSD path
    (a query S of at most 16; equal modes 0 or 1; no tensor list or left padding; both scales, offsets on both
-   or neither; per channel (N, D), (N, 1, D) or (H,) bf16, per token (B, S) fp32).
+   or neither; no int4; per channel (N, D), (N, 1, D) or (H,) bf16, per token (B, S) fp32). An int4 cache with
+   the stacked parameters takes neither path and is not checked here.
 
 Not mirrored (documented gap): the per-mode quant shapes of full quant, the pse shape rule,
 the learnable-sink TND rule and the paged TND input rules; calls reaching them are accepted here. The
@@ -418,7 +419,7 @@ def check_after_empty(p, contiguous: bool) -> None:
         _fail("num_key_value_heads", nkv, f"num_heads / num_key_value_heads ({nq // nkv}) must be at most 64")
     if p.attention_out.dtype == "int8" and present(p.quant_scale2):
         _post_quant_dtypes(p)
-    if p.key.dtype == "int8" and p.query.dtype in ("float16", "bfloat16"):
+    if p.key.dtype in ("int8", "int4") and p.query.dtype in ("float16", "bfloat16"):
         _kv_antiquant(p, contiguous)
 
 
@@ -453,7 +454,9 @@ def _kv_antiquant(p, contiguous: bool) -> None:
     above 16; MSD for the key's and the value's own parameters otherwise), then that path's parameter rules."""
     separate = present(p.key_antiquant_scale) or present(p.value_antiquant_scale)
     s = _query_s(p)
-    if p.query.dtype == "float16" and (not separate or s > MSD_MAX_QUERY_S):
+    if p.key.dtype == "int4" and not separate:
+        return   # neither path takes it (the KvAntiquant path is int8 only): op_host checks nothing here
+    if p.key.dtype == "int8" and p.query.dtype == "float16" and (not separate or s > MSD_MAX_QUERY_S):
         _kv_antiquant_params(p)
         return
     if s > MSD_MAX_QUERY_S:
@@ -518,6 +521,8 @@ def _msd_params(p, contiguous: bool) -> None:
     km, vm = p.key_antiquant_mode, p.value_antiquant_mode
     if km != vm or km not in (0, 1):
         _fail("key_antiquant_mode", (km, vm), "the MSD path takes equal key/value antiquant modes, 0 or 1")
+    if p.key.dtype == "int4":
+        _fail("key", "int4", "the MSD path (key/value antiquant scales) takes no int4 cache")
     if not contiguous:
         _fail("key", "tensor list", "the MSD path (key/value antiquant scales) takes no key/value tensor list")
     if present(p.query_padding_size) or present(p.kv_padding_size):
