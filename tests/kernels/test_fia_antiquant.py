@@ -130,14 +130,26 @@ def _paged(rng, cache: str, b=2, n=8, n2=2, d=128, bs=128, lens=(300, 700)):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cache", ["BnBsH", "BnNBsD", "NZ"])
+@pytest.mark.parametrize("cache", ["BnBsH", "BnNBsD"])
 def test_paged_cache_per_channel_with_offset(cache, judge_fia):
-    """Mode 0 on a paged int8 cache: the kernel reads the blocks through the table (in place for NZ)."""
+    """Mode 0 on a paged int8 cache: the kernel reads the blocks through the table."""
     rng = np.random.default_rng(16)
     q, k, v, kw, _ = _paged(rng, cache)
     sc = rng.uniform(0.001, 0.02, (2, 2 * 128)).astype(np.float16)
     of = rng.uniform(-2, 2, (2, 2 * 128)).astype(np.float16)
     judge_fia(q, k, v, antiquant_scale=sc, antiquant_offset=of, **kw)
+
+
+@pytest.mark.slow
+def test_nz_paged_cache_per_channel(judge_fia):
+    """Mode 0 on an NZ int8 cache, read in place, as op_host's GQA NZ template takes it (``CheckGqaIOTensor``,
+    ``CheckGqaAttribute``): a bf16 query and output, the key's and the value's own bf16 scales of (N2, 1, D) for
+    BNSD, no offsets or lse, inner_precise 1."""
+    rng = np.random.default_rng(16)
+    q, k, v, kw, _ = _paged(rng, "NZ")
+    kw = dict(kw, softmax_lse_flag=False, inner_precise=1)
+    ks, vs = (rng.uniform(0.001, 0.02, (2, 1, 128)).astype(BF16) for _ in range(2))
+    judge_fia(q.astype(BF16), k, v, key_antiquant_scale=ks, value_antiquant_scale=vs, **kw)
 
 
 @pytest.mark.slow

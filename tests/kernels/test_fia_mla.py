@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -154,20 +155,20 @@ def test_nz_cache_rules_are_param_errors_naming_the_tensor():
 
 
 def test_int8_nz_cache_takes_fractals_of_32():
-    """An int8 NZ cache is (blocks, N, D/32, block_size, 32): fractals of 16 are a ParamError (161002) naming
-    key, a rule op_host's checker leaves to the kernel (the right layout runs on the KV antiquant kernel:
-    test_fia_antiquant's paged tests)."""
+    """An int8 NZ cache is (blocks, N, D/32, block_size, 32): fractals of 16 are op_host's ParamError (561002,
+    ``CheckGqaIOTensor``, with the bf16 query its GQA NZ template takes) naming key (the right layout runs on the
+    KV antiquant kernel: test_fia_antiquant's paged tests)."""
     rng = np.random.default_rng(4)
     n, d, bs = 8, 128, 128
     k8 = to_nz(rng.integers(-5, 5, (2, 1, bs, d)).astype(np.int8))
     assert k8.shape == (2, 1, 4, bs, 32)
-    kw = dict(query=_rand(rng, (1, 1, n, d)), key=k8, value=k8, num_heads=n, num_key_value_heads=1,
-              input_layout="BSND", block_table=np.array([[1, 0]], np.int32), block_size=bs,
-              actual_seq_lengths_kv=[200], key_antiquant_scale=np.ones((1, d), np.float16),
-              value_antiquant_scale=np.ones((1, d), np.float16))
+    kw = dict(query=_rand(rng, (1, 1, n, d)).astype(ml_dtypes.bfloat16), key=k8, value=k8, num_heads=n,
+              num_key_value_heads=1, input_layout="BSND", block_table=np.array([[1, 0]], np.int32), block_size=bs,
+              actual_seq_lengths_kv=[200], key_antiquant_scale=np.ones((1, d), ml_dtypes.bfloat16),
+              value_antiquant_scale=np.ones((1, d), ml_dtypes.bfloat16))
     k16 = k8.reshape(2, 1, 8, bs, 16)
     err = _param_error(dict(kw, key=k16, value=k16))
-    assert (err.param, int(err.status)) == ("key", 161002) and "32" in err.rule
+    assert (err.param, int(err.status)) == ("key", 561002) and "32" in err.rule
 
 
 # ---------------------------------------------------------------- slow variants

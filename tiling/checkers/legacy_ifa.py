@@ -41,8 +41,10 @@ The legacy IFA tiling walks the call in this order; the first broken rule reject
    only with BSH/BSND/TND, a paged cache, no antiquant, pse, shared prefix or int8 output, block size 16 or 128
    (128 with an NZ cache).
 
-Not mirrored (documented gap): the other per-mode antiquant parameter shape and dtype rules and the other GQA
-NZ cache rules; calls reaching them are accepted here.
+The GQA route with an NZ (5-D) paged cache takes only its template's calls (``_gqa_nz``: ``ProcessGqaKvNz``).
+
+Not mirrored (documented gap): the other per-mode antiquant parameter shape and dtype rules; calls reaching them
+are accepted here.
 """
 
 from __future__ import annotations
@@ -425,6 +427,65 @@ class _IfaCall:
             _fail("platform", (self.plat.aic, self.plat.aiv), "with 1:1 cores only MLA full quant is supported")
         self._prefix()
         self._antiquant_scale()
+        if self.kv_nz:
+            self._gqa_nz()
+
+    #: the optional inputs IFATiling's GQA NZ template takes none of (``CheckGqaTensorEmpty``)
+    _GQA_NZ_ABSENT = ("pse_shift", "dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2",
+                      "quant_offset2", "antiquant_scale", "antiquant_offset", "query_padding_size", "kv_padding_size",
+                      "key_antiquant_offset", "value_antiquant_offset", "key_shared_prefix", "value_shared_prefix",
+                      "actual_shared_prefix_len", "query_rope", "key_rope", "key_rope_antiquant_scale",
+                      "dequant_scale_query")
+
+    def _gqa_nz(self) -> None:
+        """``ProcessGqaKvNz``: the GQA template with an NZ (5-D) paged cache takes KV antiquant only, a bf16 query
+        and output with an int8 cache of (blocks, N, D/32, block_size, 32), the key's and the value's own scales
+        (per channel bf16 with modes 0, per token fp32 with modes 1) and none of ``_GQA_NZ_ABSENT``, no query
+        lengths outside TND and no lse; D 128, BSH/BSND/BNSD/TND, block size 128 or 512, inner_precise 1; a query
+        S of 1 takes sparse_mode 0 (TND: or 3), a longer one sparse_mode 3, with the mask only for sparse 3."""
+        p = self.p
+        if not self.anti_quant:
+            _fail("key", self.kv_dtype, "an NZ cache on the GQA route takes KV antiquant only")
+        for name, dt in (("query", self.q_dtype), ("key", self.kv_dtype), ("value", p.value.dtype),
+                         ("attention_out", self.out_dtype)):
+            want = "int8" if name in ("key", "value") else "bfloat16"
+            if dt != want:
+                _fail(name, dt, f"an NZ cache on the GQA route takes a {want} {name}")
+        for name in ("key", "value"):
+            shape = tuple(getattr(p, name).shape)
+            if 0 in shape or shape[2] != self.d // 32 or shape[4] != 32:
+                _fail(name, shape, f"an NZ int8 cache is (blocks, N, {self.d // 32}, block_size, 32)")
+        ks, vs = p.key_antiquant_scale, p.value_antiquant_scale
+        if not (present(ks) and present(vs)):
+            _fail("key_antiquant_scale", None, "an NZ cache on the GQA route needs the key's and the value's scales")
+        km, vm = p.key_antiquant_mode, p.value_antiquant_mode
+        want_dt = "float32" if km == 1 else "bfloat16"
+        for name, t in (("key_antiquant_scale", ks), ("value_antiquant_scale", vs)):
+            if t.dtype != want_dt:
+                _fail(name, t.dtype, f"an NZ cache's {'per-token' if km == 1 else 'per-channel'} scales are {want_dt}")
+        for name in self._GQA_NZ_ABSENT + (() if self.layout == "TND" else ("actual_seq_lengths",)):
+            if present(getattr(p, name, None)):
+                _fail(name, getattr(p, name).shape, "an NZ cache on the GQA route does not take it")
+        if p.softmax_lse_flag:
+            _fail("softmax_lse_flag", True, "an NZ cache on the GQA route gives no softmax_lse")
+        if self.d != 128:
+            _fail("query", self.q.shape, f"an NZ cache on the GQA route takes a head dim of 128, not {self.d}")
+        if self.layout not in ("BSH", "BSND", "BNSD", "TND"):
+            _fail("input_layout", self.layout, "an NZ cache on the GQA route takes BSH, BSND, BNSD or TND")
+        if (km, vm) not in ((0, 0), (1, 1)):
+            _fail("key_antiquant_mode", (km, vm), "an NZ cache's key/value modes are both 0 or both 1")
+        if p.block_size not in (128, 512):
+            _fail("block_size", p.block_size, "an NZ cache on the GQA route takes block_size 128 or 512")
+        if p.inner_precise != 1:
+            _fail("inner_precise", p.inner_precise, "an NZ cache on the GQA route takes inner_precise 1")
+        sparse, mask = p.sparse_mode, present(p.atten_mask)
+        ok = sparse in ((0, 3) if self.layout == "TND" else (0,)) if self.q_s == 1 else sparse == 3
+        if not ok:
+            _fail("sparse_mode", sparse, f"an NZ cache on the GQA route with a query S of {self.q_s} takes "
+                                         f"{'sparse_mode 0' if self.q_s == 1 else 'sparse_mode 3'}")
+        if mask != (sparse == 3):
+            _fail("atten_mask", p.atten_mask.shape if mask else None,
+                  "an NZ cache on the GQA route takes a mask with sparse_mode 3 only")
 
     def _antiquant_scale(self) -> None:
         """``ProcessAntiQuant``: with KV antiquant the scale must exist (``antiquant_scale``, or
@@ -536,9 +597,13 @@ class _IfaCall:
             elif len(s) in (2, 3):
                 self._per_channel_shape(name, s, a)
             return
-        if per_head and not paged_params:
+        if per_head and not paged_params:   # CheckKVAntiQuantPerHead
+            seq = self.s_max or 1024
             if mode == 0 and s != (self.n2,):
                 _fail(name, s, f"per-tensor per-head antiquant parameters are ({self.n2},)")
+            if mode == 1 and (len(s) != 3 or s[0] != self.b or s[1] != self.n2 or s[2] < seq):
+                _fail(name, s, f"per-token per-head antiquant parameters are ({self.b}, {self.n2}, S') with "
+                               f"S' >= {seq}")
             return
         if mode == 1:
             if not paged_params:

@@ -419,7 +419,8 @@ def check_after_empty(p, contiguous: bool) -> None:
         _fail("num_key_value_heads", nkv, f"num_heads / num_key_value_heads ({nq // nkv}) must be at most 64")
     if p.attention_out.dtype == "int8" and present(p.quant_scale2):
         _post_quant_dtypes(p)
-    if p.key.dtype in ("int8", "int4") and p.query.dtype in ("float16", "bfloat16"):
+    if p.key.dtype in ("int8", "int4") and p.query.dtype in ("float16", "bfloat16") \
+            and p.input_layout not in ("TND", "NTD_TND"):   # the TND branch (pfa_tnd) has rules of its own
         _kv_antiquant(p, contiguous)
 
 
@@ -631,10 +632,34 @@ def _tnd_block_table(p, layout: str, b: int, akv: list) -> None:
     blocks = [-(-kv // p.block_size) for kv in akv]
     if sum(blocks) == 0:
         _fail("actual_seq_lengths_kv", akv, f"with {layout} and a paged cache some KV length must be positive")
+    _tnd_cache_dims(p, layout)
     bt = p.block_table.shape
     if len(bt) == 2 and (bt[0] != b or bt[1] < max(blocks)):
         _fail("block_table", list(bt), f"with {layout} the block table must be [{b}, >= {max(blocks)}] (the most "
                                        f"blocks of {p.block_size} one batch's KV needs)")
+
+
+def _tnd_cache_dims(p, layout: str) -> None:
+    """``CheckPAKeyValueParams``: key and value caches of one rank (3, 4 or 5) and the same first two dims; BBH
+    (blocks, block_size, H_kv), BNBD (blocks, N_kv, block_size, D) or NZ (blocks, N_kv, D/16, block_size, 16,
+    its last two dims the value's too), with N_kv x the head ratio the query's heads."""
+    k, v = tuple(p.key.shape), tuple(legacy_value(p).shape)
+    n = p.num_heads
+    ratio = n // (p.num_key_value_heads or n) or 1
+    d = dim(p.query.shape, 2)
+    if len(k) != len(v) or len(k) not in (3, 4, 5) or k[:2] != v[:2]:
+        _fail("value", v, f"with {layout} and a paged cache key {k} and value must be of one rank 3-5, their first "
+                          "two dims equal")
+    if len(k) == 3:
+        ok = k[1] == p.block_size and k[2] * ratio == n * d
+    elif len(k) == 4:
+        ok = k[1] * ratio == n and k[2] == p.block_size and k[3] == d
+    else:
+        ok = k[3:] == v[3:] and k[4] != 0 and k[1] * ratio == n and k[3] == p.block_size and k[2] * 16 == d
+    if not ok:
+        want = {3: f"(blocks, {p.block_size}, {n // ratio * d})", 4: f"(blocks, {n // ratio}, {p.block_size}, {d})",
+                5: f"(blocks, {n // ratio}, {d // 16}, {p.block_size}, 16)"}[len(k)]
+        _fail("key", k, f"with {layout} and a paged cache the key must be {want}")
 
 
 def _paged_head_dim(t, n_kv: int) -> int:
