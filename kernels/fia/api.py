@@ -272,6 +272,7 @@ def _refuse_cache_outside_the_table(arrays: dict, attrs: dict, tiling) -> None:
     if table is None or tiling.route == "empty" or not tiling.cores:
         return
     bs = int(attrs["block_size"])
+    t = np.asarray(table)
     axis = {3: 1, 4: 2, 5: 3}
     for name in ("key", "value"):
         x = arrays[name]
@@ -283,7 +284,6 @@ def _refuse_cache_outside_the_table(arrays: dict, attrs: dict, tiling) -> None:
                                             f"is {bs}: op_host does not check it and the chip would read {bs} a "
                                             f"block, outside the {name}")
         blocks = int(np.shape(x)[0])
-        t = np.asarray(table)
         for b, n in enumerate(tiling.kv_seqlens[:t.shape[0]]):
             used = t[b, :min(-(-int(n) // bs), t.shape[1])] if n > 0 else t[b, :0]
             bad = used[(used < 0) | (used >= blocks)]

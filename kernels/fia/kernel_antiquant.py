@@ -296,5 +296,5 @@ def fia_antiquant(q, k, v, out, lse, mask, pse, block_table, ws_o, ws_ml, tasks,
                 if OFFSET and LSE:   # the key offset's row constant that the scores left out
                     gmax = gm + qsum * scale
                     lsev = lsev + qsum * scale
-            row_epilogue(res, ok, gmax, gl, lsev, out, lse, ws_o, ws_ml, qs2, qo2, slot, 0, b, n2, s1, q0, m0, mrows,
-                         OUT_LAYOUT, ORDER, False, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)
+            row_epilogue(res, ok, gmax, gl, lsev, out, lse, ws_o, ws_ml, qs2, qo2, slot, tasks[t, 10], b, n2, s1, q0,
+                         m0, mrows, OUT_LAYOUT, ORDER, False, G, M, DV, FD, POSTQ, QOFF, LSE, EMPTY_LSE)

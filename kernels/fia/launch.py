@@ -34,7 +34,7 @@ Invariants
   (``variants.block_map``).
 * Tensors are passed without copies when they are contiguous (a tensor list is copied once, into its arena).
 * A kernel whose tiles for op_host's M rows do not fit on chip takes each task's rows in passes of fewer rows
-  (``row_passes``): the non-quant, dequant, FP8 GQA and MXFP8 kernels.
+  (``row_passes``): the non-quant, dequant, MSD, FP8 GQA and MXFP8 kernels.
 """
 
 from __future__ import annotations
@@ -301,7 +301,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
     elif rows and antiquant is not None:
         _check_antiquant_call(antiquant, lay.token, learnable_sink, hooks)
         # the A2/A3 MSD kernels: IFATiling's decode template, or PromptFlashAttention's MSD path (its own
-        # constants and digit count, op_host's M rows in row passes when they do not fit on chip)
+        # constants and digit count); op_host's M rows in row passes when they do not fit on chip
         pfa_msd = tiling.route == "pfa"
         iters = PFA_MSD_DIGITS if pfa_msd else msd_digit_count(inner_precise, antiquant.int4)
 
@@ -318,10 +318,7 @@ def run_fia(query, key, value, *, tiling: FiaTiling, scale: float, input_layout:
                 OFFSET=antiquant.has_offset, ITER=iters, MSD=msd_constants(antiquant.int4, pfa=pfa_msd),
                 **_post_quant_consts(postq, quant_offset2), **({"PREFIX": True} if prefix else {}), serial=serial,
                 order=order)
-        if pfa_msd:
-            launch_in_row_passes(attend_msd, tasks, ptr, m_cap)
-        else:
-            attend_msd(tasks, ptr, m_cap)
+        launch_in_row_passes(attend_msd, tasks, ptr, m_cap)
     elif rows and isinstance(fullquant, MlaQuantSpec) and tiling.arch != "arch35":
         fia_mla_quant.on(plat)[ncores](
             q, _as_heads(fullquant.query_rope, lay.qkv, n1), fullquant.query_scale, k, fullquant.key_rope, v, out_k,
