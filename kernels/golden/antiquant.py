@@ -72,6 +72,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...tiling.checkers.legacy_pfa import MSD_MAX_QUERY_S
 from ...tiling.errors import AclnnStatus, ParamError
 from ..errors import UnsupportedParameterError
 from .dtypes import BFLOAT16, canonical_dtype, round_to, to_f64, to_numpy
@@ -89,9 +90,9 @@ ANTIQUANT_PARAMS = ("antiquant_scale", "antiquant_offset", "key_antiquant_scale"
                     "value_antiquant_scale", "value_antiquant_offset")
 _CHANNEL, _TOKEN, _GROUP = "channel", "token", "group"
 
-#: the longest query S PromptFlashAttention's MSD path takes (op_host's CVDIFF_SMALL_QS_THRESHOLDS): with key/value
-#: antiquant parameters a longer query dequantises in the vector (``pfa_dequantises``)
-PFA_MSD_MAX_QUERY_S = 16
+#: the longest query S PromptFlashAttention's MSD path takes (op_host's CVDIFF_SMALL_QS_THRESHOLDS; the tiling
+#: mirror's rule, ``legacy_pfa.MSD_MAX_QUERY_S``)
+PFA_MSD_MAX_QUERY_S = MSD_MAX_QUERY_S
 
 
 def pfa_dequantises(query_dtype: str, query_s: int, separate_params: bool) -> bool:

@@ -437,7 +437,8 @@ def _post_quant_dtypes(p) -> None:
             _fail("quant_scale2", qs.dtype, f"a {dt} quant_scale2 needs a {dt} query (the query is {qt})")
 
 
-#: the longest query S the MSD path takes (op_host's CVDIFF_SMALL_QS_THRESHOLDS)
+#: the longest query S the MSD path takes (op_host's CVDIFF_SMALL_QS_THRESHOLDS; beyond it an fp16 query on an int8
+#: cache with the key's and value's own parameters takes the KvAntiquant path: ``golden.antiquant.pfa_dequantises``)
 MSD_MAX_QUERY_S = 16
 
 
